@@ -1,0 +1,180 @@
+"""The `call_model` activity: one chat completion, memoized by (run, seq, request).
+
+The client never retries by itself; Temporal does, with our classification: requests
+the endpoint refused (400/401/403/404/422) fail at once, the rest retry, and a
+Retry-After header becomes the next retry's delay.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+from datetime import timedelta
+from typing import Any
+
+import openai
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from activities.stores import Stores
+from worker.settings import Settings
+from workflows.catalog import tool_spec
+from workflows.contracts import ModelCallInput, ModelTurn, TokenUsage, ToolCall, preview
+from workflows.prompts import SYSTEM_PROMPT
+
+NON_RETRYABLE_STATUS = {400, 401, 403, 404, 422}
+RETRYABLE_STATUS = {408, 409, 429}
+
+
+class ModelActivities:
+    def __init__(self, settings: Settings, stores: Stores) -> None:
+        self.settings = settings
+        self.stores = stores
+        # The key is read here, in the worker, from its own environment: never from a
+        # workflow input, so it cannot reach the history (invariant 7).
+        self.client = openai.AsyncOpenAI(
+            base_url=settings.model_base_url,
+            api_key=settings.model_api_key,
+            max_retries=0,
+        )
+
+    @activity.defn(name="call_model")
+    async def call_model(self, call: ModelCallInput) -> ModelTurn:
+        transcript = self.stores.transcript
+        for message in call.append:
+            await asyncio.to_thread(
+                transcript.put, call.run_id, message.seq, _as_openai_message(message.model_dump())
+            )
+        history = await asyncio.to_thread(transcript.read, call.run_id, call.reply_seq)
+        request = self._request(call, history)
+        digest = _fingerprint(request)
+        stored = await asyncio.to_thread(transcript.recall, call.run_id, call.reply_seq, digest)
+        if stored is not None:
+            return _turn(call, stored, memoized=True)
+        response = await self._complete(call, request)
+        message = response["choices"][0]["message"]
+        await asyncio.to_thread(
+            transcript.remember, call.run_id, call.reply_seq, digest, response, _assistant(message)
+        )
+        return _turn(call, response, memoized=False, settings=self.settings)
+
+    def _request(self, call: ModelCallInput, history: list[dict[str, Any]]) -> dict[str, Any]:
+        request: dict[str, Any] = {
+            "model": self.settings.effective_model_name,
+            "messages": [{"role": "system", "content": SYSTEM_PROMPT}, *history],
+        }
+        specs = [spec for name in call.tools if (spec := tool_spec(name)) is not None]
+        if specs:
+            request["tools"] = [spec.openai_schema() for spec in specs]
+            if call.force_tool:
+                request["tool_choice"] = {"type": "function", "function": {"name": call.force_tool}}
+        return request
+
+    async def _complete(self, call: ModelCallInput, request: dict[str, Any]) -> dict[str, Any]:
+        headers = {"X-Scenario": call.scenario, "X-Agent-Run": call.run_id} if call.scenario else {}
+        try:
+            completion = await self.client.chat.completions.create(
+                **request,
+                extra_headers=headers,
+                timeout=_seconds_left(),
+            )
+        except openai.APIStatusError as err:
+            raise _classify(err) from err
+        except (openai.APITimeoutError, openai.APIConnectionError) as err:
+            raise ApplicationError(
+                f"model endpoint {self.settings.model_base_url} unreachable: {err}",
+                type="ModelUnavailable",
+            ) from err
+        if not completion.choices:
+            raise ApplicationError("model answered with no choices", type="ModelBadResponse")
+        return completion.model_dump(mode="json", exclude_none=True)
+
+
+def _classify(err: openai.APIStatusError) -> ApplicationError:
+    status = err.status_code
+    detail = preview(str(err.message), 300)
+    if status in NON_RETRYABLE_STATUS or (400 <= status < 500 and status not in RETRYABLE_STATUS):
+        return ApplicationError(
+            f"model endpoint refused the request (HTTP {status}): {detail}",
+            type="ModelRequestRejected",
+            non_retryable=True,
+        )
+    delay = _retry_after(err.response.headers.get("retry-after"))
+    return ApplicationError(
+        f"model endpoint busy or failing (HTTP {status}): {detail}",
+        type="ModelUnavailable",
+        next_retry_delay=timedelta(seconds=delay) if delay is not None else None,
+    )
+
+
+def _seconds_left() -> float | None:
+    """The HTTP timeout: what remains of the activity's start-to-close timeout."""
+    timeout = activity.info().start_to_close_timeout
+    return timeout.total_seconds() if timeout else None
+
+
+def _retry_after(value: str | None) -> float | None:
+    try:
+        return max(0.0, float(value)) if value is not None else None
+    except ValueError:
+        return None
+
+
+def _fingerprint(request: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(request, sort_keys=True).encode()).hexdigest()
+
+
+def _as_openai_message(message: dict[str, Any]) -> dict[str, Any]:
+    out = {"role": message["role"], "content": message["content"]}
+    if message.get("tool_call_id"):
+        out["tool_call_id"] = message["tool_call_id"]
+    return out
+
+
+def _assistant(message: dict[str, Any]) -> dict[str, Any]:
+    """The reply as it goes back to the model on the next turn."""
+    out: dict[str, Any] = {"role": "assistant", "content": message.get("content")}
+    if message.get("tool_calls"):
+        out["tool_calls"] = message["tool_calls"]
+    return out
+
+
+def _turn(
+    call: ModelCallInput,
+    response: dict[str, Any],
+    *,
+    memoized: bool,
+    settings: Settings | None = None,
+) -> ModelTurn:
+    choice = response["choices"][0]
+    message = choice["message"]
+    usage = response.get("usage") or {}
+    input_tokens = int(usage.get("prompt_tokens", 0))
+    output_tokens = int(usage.get("completion_tokens", 0))
+    cost = 0.0
+    if settings is not None:
+        cost = (
+            input_tokens * settings.price_input_per_mtok
+            + output_tokens * settings.price_output_per_mtok
+        ) / 1_000_000
+    calls = [
+        ToolCall(
+            id=c["id"], name=c["function"]["name"], arguments=c["function"].get("arguments", "")
+        )
+        for c in message.get("tool_calls") or []
+    ]
+    return ModelTurn(
+        seq=call.reply_seq,
+        content_preview=preview(
+            message.get("content"), call.preview_chars, single_line=call.preview_chars <= 200
+        ),
+        tool_calls=calls,
+        finish_reason=choice.get("finish_reason"),
+        model=str(response.get("model", "")),
+        # A memoized answer spent no tokens now: it was paid for when first given.
+        usage=TokenUsage()
+        if memoized
+        else TokenUsage(input_tokens=input_tokens, output_tokens=output_tokens, cost_usd=cost),
+        memoized=memoized,
+    )

@@ -1,0 +1,117 @@
+"""Which scripted turn answers a request, read from the conversation itself.
+
+The phase comes from the last user message (the goal, `Step K/N:`, or the final
+instruction); the turn within the phase is the number of assistant replies since
+then, not counting replies that were injected faults. So the engine is stateless,
+and a retried request gets the same answer.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from infra.offline_model.scenarios import Fault, Reply, Scenario, ScriptedCall, Turn
+from workflows.prompts import FINAL_MESSAGE, STEP_PATTERN
+
+FAULT_ID_PREFIX = "fault_"
+
+
+@dataclass(frozen=True)
+class Position:
+    phase: str  # "plan", "stepN" or "final"
+    turn: int
+    faults_so_far: int
+
+
+def position(messages: list[dict[str, Any]]) -> Position:
+    last_user = max((i for i, m in enumerate(messages) if m.get("role") == "user"), default=-1)
+    phase = "plan"
+    if last_user >= 0:
+        text = str(messages[last_user].get("content") or "")
+        step = re.match(STEP_PATTERN, text)
+        if step:
+            phase = f"step{step.group(1)}"
+        elif text.startswith(FINAL_MESSAGE):
+            phase = "final"
+    if phase == "plan":
+        # Planning may span several user nudges: count from the first user message.
+        last_user = next((i for i, m in enumerate(messages) if m.get("role") == "user"), -1)
+    turn = faults = 0
+    for message in messages[last_user + 1 :]:
+        if message.get("role") != "assistant":
+            continue
+        ids = [c.get("id", "") for c in message.get("tool_calls") or []]
+        if ids and all(i.startswith(FAULT_ID_PREFIX) for i in ids):
+            faults += 1
+        else:
+            turn += 1
+    return Position(phase=phase, turn=turn, faults_so_far=faults)
+
+
+def tool_results(messages: list[dict[str, Any]]) -> list[str]:
+    return [str(m.get("content") or "") for m in messages if m.get("role") == "tool"]
+
+
+def scripted_turn(scenario: Scenario, where: Position) -> Turn:
+    if where.phase == "plan":
+        if where.turn == 0:
+            return Turn(tool_calls=[_plan_call(scenario)])
+        return Turn(content="(scripted) I have no other plan to offer.")
+    if where.phase == "final":
+        return scenario.final
+    index = int(where.phase.removeprefix("step")) - 1
+    turns = scenario.steps[index] if 0 <= index < len(scenario.steps) else []
+    if where.turn < len(turns):
+        return turns[where.turn]
+    return Turn(content="(scripted) Step finished.")
+
+
+def _plan_call(scenario: Scenario) -> ScriptedCall:
+    return ScriptedCall(name="submit_plan", arguments={"steps": scenario.plan})
+
+
+def content_fault(scenario: Scenario, where: Position) -> Fault | None:
+    """A malformed-arguments or unknown-tool fault due at this position, if any."""
+    for fault in scenario.faults:
+        if fault.kind not in ("malformed_args", "unknown_tool"):
+            continue
+        if (fault.phase, fault.turn) == (where.phase, where.turn) and where.faults_so_far < fault.times:
+            return fault
+    return None
+
+
+def http_faults(scenario: Scenario, where: Position) -> list[Fault]:
+    return [
+        f
+        for f in scenario.faults
+        if f.kind in ("429", "500", "401", "delay") and (f.phase, f.turn) == (where.phase, where.turn)
+    ]
+
+
+def render_calls(reply: Reply, where: Position) -> list[dict[str, Any]]:
+    return [
+        {
+            "id": f"call_{where.phase}_t{where.turn}_{i}",
+            "type": "function",
+            "function": {"name": call.name, "arguments": json.dumps(call.arguments)},
+        }
+        for i, call in enumerate(reply.tool_calls)
+    ]
+
+
+def render_fault(fault: Fault, reply: Reply, where: Position, tools: list[str]) -> dict[str, Any]:
+    """A tool call the agent must refuse: broken JSON, or a tool that does not exist."""
+    name = reply.tool_calls[0].name if reply.tool_calls else (tools[0] if tools else "none")
+    if fault.kind == "malformed_args":
+        arguments = json.dumps(reply.tool_calls[0].arguments if reply.tool_calls else {})[:-1]
+        arguments = arguments + ', "broken": ' if arguments else '{"broken": '
+    else:
+        name, arguments = "launch_rockets", "{}"
+    return {
+        "id": f"{FAULT_ID_PREFIX}{where.phase}_t{where.turn}_{where.faults_so_far}",
+        "type": "function",
+        "function": {"name": name, "arguments": arguments},
+    }

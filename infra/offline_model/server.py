@@ -1,0 +1,132 @@
+"""The HTTP face of the offline model: POST /v1/chat/completions, GET /v1/models.
+
+HTTP faults (429, 500, 401, delay) need memory of how often they already fired for
+a run; that count is kept per (run, phase, turn) in this process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import Counter
+from typing import Any
+
+from fastapi import FastAPI, Header, Request
+from fastapi.responses import JSONResponse
+
+from infra.offline_model import engine
+from infra.offline_model.scenarios import ScenarioError, ScenarioSpec, load
+from worker.settings import OFFLINE_MODEL_NAME
+
+OWNER = "durable-agents: scripted scenarios, not a language model"
+
+
+def create_app() -> FastAPI:
+    app = FastAPI(title="durable-agents offline model (scripted)")
+    fired: Counter[tuple[str, str, int, str]] = Counter()
+    stats: Counter[str] = Counter()
+    by_run: Counter[str] = Counter()
+
+    @app.get("/v1/models")
+    async def models() -> dict[str, Any]:
+        return {
+            "object": "list",
+            "data": [{"id": OFFLINE_MODEL_NAME, "object": "model", "created": 0, "owned_by": OWNER}],
+        }
+
+    @app.get("/v1/scripted/stats")
+    async def scripted_stats() -> dict[str, Any]:
+        """How many completions were served, per run: lets tests prove a call was not repeated."""
+        return {"totals": dict(stats), "completions_by_run": dict(by_run)}
+
+    @app.post("/v1/chat/completions", response_model=None)
+    async def completions(
+        request: Request,
+        x_scenario: str | None = Header(default=None),
+        x_agent_run: str | None = Header(default=None),
+    ) -> dict[str, Any] | JSONResponse:
+        stats["requests"] += 1
+        try:
+            body = await request.json()
+            messages = list(body["messages"])
+        except (ValueError, KeyError, TypeError):
+            return _error(400, "invalid_request_error", "body must be JSON with a messages list")
+        goal = next((str(m.get("content")) for m in messages if m.get("role") == "user"), "")
+        try:
+            scenario = load(ScenarioSpec.parse(x_scenario or "generic"), goal)
+        except ScenarioError as err:
+            return _error(400, "invalid_request_error", str(err))
+        where = engine.position(messages)
+        run = x_agent_run or "-"
+        for fault in engine.http_faults(scenario, where):
+            slot = (run, where.phase, where.turn, fault.kind)
+            if fired[slot] >= fault.times:
+                continue
+            fired[slot] += 1
+            stats[f"fault_{fault.kind}"] += 1
+            if fault.kind == "delay":
+                await asyncio.sleep(fault.delay_seconds)
+                break
+            return _http_fault(fault.kind, fault.retry_after_seconds)
+        tools = [t["function"]["name"] for t in body.get("tools") or []]
+        reply = engine.scripted_turn(scenario, where).choose(engine.tool_results(messages))
+        fault = engine.content_fault(scenario, where)
+        if fault is not None:
+            stats[f"fault_{fault.kind}"] += 1
+            calls = [engine.render_fault(fault, reply, where, tools)]
+            content = None
+        else:
+            calls = engine.render_calls(reply, where)
+            content = reply.content
+        stats["completions"] += 1
+        by_run[run] += 1
+        return _completion(body, content, calls, messages)
+
+    return app
+
+
+def _completion(
+    body: dict[str, Any], content: str | None, calls: list[dict[str, Any]], messages: list[Any]
+) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": "assistant", "content": content}
+    if calls:
+        message["tool_calls"] = calls
+    prompt_chars = sum(len(str(m.get("content") or "")) for m in messages)
+    output_chars = len(content or "") + sum(len(c["function"]["arguments"]) for c in calls)
+    prompt_tokens, completion_tokens = prompt_chars // 4 + 1, output_chars // 4 + 1
+    return {
+        "id": f"chatcmpl-scripted-{len(messages)}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": body.get("model") or OFFLINE_MODEL_NAME,
+        "system_fingerprint": "scripted",
+        "choices": [
+            {
+                "index": 0,
+                "message": message,
+                "finish_reason": "tool_calls" if calls else "stop",
+            }
+        ],
+        "usage": {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens,
+        },
+    }
+
+
+def _http_fault(kind: str, retry_after: float) -> JSONResponse:
+    if kind == "429":
+        response = _error(429, "rate_limit_exceeded", "scripted fault: rate limited")
+        response.headers["Retry-After"] = f"{retry_after:g}"
+        return response
+    if kind == "401":
+        return _error(401, "invalid_api_key", "scripted fault: invalid API key")
+    return _error(500, "server_error", "scripted fault: internal error")
+
+
+def _error(status: int, code: str, message: str) -> JSONResponse:
+    return JSONResponse(
+        status_code=status,
+        content={"error": {"message": message, "type": code, "code": code, "param": None}},
+    )

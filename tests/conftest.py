@@ -1,0 +1,123 @@
+"""Shared fixtures: real servers only. A Temporal dev server and the offline model over
+real HTTP, one of each per test session; a fresh data dir and worker per test."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import threading
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+import uvicorn
+from temporalio.client import Client
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.testing import WorkflowEnvironment
+from temporalio.worker import Worker
+
+from infra.binaries import temporal_cli, temporal_test_server
+from infra.offline_model.server import create_app
+from worker.main import build_worker
+from worker.settings import Settings
+from workflows import search_attributes as sa
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class ModelServer:
+    def __init__(self) -> None:
+        self.port = free_port()
+        config = uvicorn.Config(create_app(), host="127.0.0.1", port=self.port, log_level="error")
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def start(self) -> None:
+        self.thread.start()
+        for _ in range(200):
+            if self.server.started:
+                return
+            threading.Event().wait(0.02)
+        raise RuntimeError("offline model server did not start")
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=5)
+
+
+@pytest.fixture(scope="session")
+def model_server() -> Iterator[ModelServer]:
+    server = ModelServer()
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+async def dev_env() -> AsyncIterator[WorkflowEnvironment]:
+    env = await WorkflowEnvironment.start_local(
+        dev_server_existing_path=str(temporal_cli()),
+        search_attributes=sa.ALL,
+        data_converter=pydantic_data_converter,
+        dev_server_log_level="error",
+    )
+    yield env
+    await env.shutdown()
+
+
+@pytest.fixture(scope="session")
+async def time_env() -> AsyncIterator[WorkflowEnvironment]:
+    env = await WorkflowEnvironment.start_time_skipping(
+        test_server_existing_path=str(temporal_test_server()),
+        data_converter=pydantic_data_converter,
+    )
+    yield env
+    await env.shutdown()
+
+
+def settings_for(client: Client, data_dir: Path, model_port: int) -> Settings:
+    host, _, port = client.service_client.config.target_host.rpartition(":")
+    return Settings(
+        data_dir=data_dir,
+        temporal_host=host,
+        temporal_port=int(port),
+        namespace=client.namespace,
+        task_queue=f"tq-{uuid.uuid4().hex[:8]}",
+        offline_model_port=model_port,
+    )
+
+
+@pytest.fixture
+def settings(dev_env: WorkflowEnvironment, model_server: ModelServer, tmp_path: Path) -> Settings:
+    return settings_for(dev_env.client, tmp_path / "data", model_server.port)
+
+
+@pytest.fixture
+async def worker(dev_env: WorkflowEnvironment, settings: Settings) -> AsyncIterator[Worker]:
+    async with build_worker(dev_env.client, settings) as running:
+        yield running
+
+
+def run_id(prefix: str = "run") -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:10]}"
+
+
+async def eventually(check, timeout: float = 20.0, interval: float = 0.1):  # type: ignore[no-untyped-def]
+    """Poll an async check until it returns a truthy value."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while True:
+        value = await check()
+        if value:
+            return value
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError(f"condition not met within {timeout}s (last: {value!r})")
+        await asyncio.sleep(interval)

@@ -1,0 +1,1 @@
+"""Process wiring: settings, the Temporal client, the worker entry point."""

@@ -1,0 +1,65 @@
+"""The worker: the agent workflow and its activities on one task queue.
+
+Stops cleanly on SIGTERM or SIGINT: it stops polling and lets the activities in
+flight finish (up to a grace period) instead of leaving them to time out.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+from datetime import timedelta
+
+from temporalio.client import Client
+from temporalio.worker import Worker
+
+from activities.model import ModelActivities
+from activities.stores import Stores
+from activities.tools import ToolActivities
+from worker.client import connect
+from worker.settings import Settings, load_settings
+from workflows.agent import AgentWorkflow
+
+log = logging.getLogger("durable_agents.worker")
+
+
+def build_worker(client: Client, settings: Settings) -> Worker:
+    stores = Stores.open(settings.database_path)
+    model = ModelActivities(settings, stores)
+    tools = ToolActivities(stores)
+    return Worker(
+        client,
+        task_queue=settings.task_queue,
+        workflows=[AgentWorkflow],
+        activities=[model.call_model, tools.run_tool],
+        graceful_shutdown_timeout=timedelta(seconds=10),
+    )
+
+
+async def run_worker(settings: Settings) -> None:
+    client = await connect(settings)
+    worker = build_worker(client, settings)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    log.info(
+        "worker on task queue %r at %s; model %s at %s",
+        settings.task_queue,
+        settings.temporal_address,
+        settings.effective_model_name,
+        settings.model_base_url,
+    )
+    async with worker:
+        await stop.wait()
+        log.info("stopping: letting activities in flight finish")
+
+
+def main() -> None:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    asyncio.run(run_worker(load_settings()))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,79 @@
+"""One typed settings model, read from the environment; no other module reads os.environ."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import AliasChoices, Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+OFFLINE_MODEL_NAME = "scripted-offline-model"
+
+
+class Settings(BaseSettings):
+    """Where the stack lives and how to reach it. Env prefix AGENT_, plus the OPENAI_* trio."""
+
+    model_config = SettingsConfigDict(env_prefix="AGENT_", extra="ignore")
+
+    data_dir: Path = Path(".data")
+    temporal_host: str = "127.0.0.1"
+    temporal_port: int = Field(default=7233, ge=1, le=65535)
+    temporal_ui_port: int = Field(default=8233, ge=1, le=65535)
+    namespace: str = "default"
+    task_queue: str = "durable-agents"
+    offline_model_port: int = Field(default=8765, ge=1, le=65535)
+
+    openai_api_key: SecretStr | None = Field(
+        default=None, validation_alias=AliasChoices("OPENAI_API_KEY", "AGENT_OPENAI_API_KEY")
+    )
+    openai_base_url: str | None = Field(
+        default=None, validation_alias=AliasChoices("OPENAI_BASE_URL", "AGENT_OPENAI_BASE_URL")
+    )
+    model_name: str | None = Field(
+        default=None, validation_alias=AliasChoices("AGENT_MODEL", "AGENT_MODEL_NAME")
+    )
+    price_input_per_mtok: float = Field(default=0.0, ge=0)
+    price_output_per_mtok: float = Field(default=0.0, ge=0)
+
+    @property
+    def temporal_address(self) -> str:
+        return f"{self.temporal_host}:{self.temporal_port}"
+
+    @property
+    def uses_offline_model(self) -> bool:
+        """With no endpoint configured, the scripted offline model answers."""
+        return self.openai_base_url is None and self.openai_api_key is None
+
+    @property
+    def model_base_url(self) -> str:
+        if self.openai_base_url:
+            return self.openai_base_url
+        if self.openai_api_key is not None:
+            return "https://api.openai.com/v1"
+        return f"http://127.0.0.1:{self.offline_model_port}/v1"
+
+    @property
+    def model_api_key(self) -> str:
+        if self.openai_api_key is not None:
+            return self.openai_api_key.get_secret_value()
+        return "offline-no-key"
+
+    @property
+    def effective_model_name(self) -> str:
+        if self.model_name:
+            return self.model_name
+        return OFFLINE_MODEL_NAME if self.uses_offline_model else "gpt-4o-mini"
+
+    @property
+    def database_path(self) -> Path:
+        """Our own stores (transcript, model-call memo, effect ledger, demo tables)."""
+        return self.data_dir / "agent.sqlite3"
+
+    def web_ui_url(self, run_id: str | None = None) -> str:
+        base = f"http://{self.temporal_host}:{self.temporal_ui_port}/namespaces/{self.namespace}"
+        return f"{base}/workflows/{run_id}" if run_id else f"{base}/workflows"
+
+
+def load_settings(**overrides: object) -> Settings:
+    """Settings from the environment, with explicit overrides (tests, CLI flags) on top."""
+    return Settings(**overrides)  # type: ignore[arg-type]

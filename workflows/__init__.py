@@ -1,0 +1,1 @@
+"""Deterministic workflow code only: the agent workflow, its state model, its policy."""

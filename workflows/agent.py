@@ -1,0 +1,321 @@
+"""The agent workflow: plan, then for each step model turns, gate, tool, record.
+
+Deterministic code only. Every side effect (the model, each tool) is an activity,
+called by name so this module imports nothing that does I/O.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError, ApplicationError
+
+with workflow.unsafe.imports_passed_through():
+    from pydantic import ValidationError
+
+    from workflows import prompts
+    from workflows import search_attributes as sa
+    from workflows.catalog import (
+        PLAN_TOOLS,
+        STEP_TOOLS,
+        SUBMIT_PLAN,
+        CompleteStepArgs,
+        SubmitPlanArgs,
+        ToolArgs,
+        ToolRisk,
+        ToolSpec,
+        tool_spec,
+    )
+    from workflows.contracts import (
+        PREVIEW_CHARS,
+        Decision,
+        ModelCallInput,
+        ModelTurn,
+        RunRequest,
+        RunResult,
+        ToolCall,
+        ToolCallInput,
+        ToolOutcome,
+        preview,
+    )
+    from workflows.policy import idempotency_key, needs_approval
+    from workflows.state import (
+        FINAL_ANSWER_CHARS,
+        ApprovalRequest,
+        ApprovalStatus,
+        PlanStep,
+        RunState,
+        RunSummary,
+        ToolResultRecord,
+    )
+
+CALL_MODEL = "call_model"
+RUN_TOOL = "run_tool"
+
+
+class RunFailed(Exception):
+    """A rule of the run was broken (no plan, a step that never ends): the run fails."""
+
+
+@workflow.defn(name="AgentWorkflow")
+class AgentWorkflow:
+    @workflow.init
+    def __init__(self, request: RunRequest) -> None:
+        self.state = RunState.start(workflow.info().workflow_id, request, workflow.now())
+        self._published: tuple[str, int, str] | None = None
+
+    @workflow.run
+    async def run(self, request: RunRequest) -> RunResult:
+        self._publish()
+        try:
+            await self._plan()
+            while (step := self.state.next_step()) is not None:
+                await self._run_step(step)
+            answer = await self._final_answer()
+        except (ActivityError, RunFailed) as err:
+            reason = _failure_reason(err)
+            self.state.fail(reason, workflow.now())
+            self._publish()
+            raise ApplicationError(reason, type="AgentRunFailed", non_retryable=True) from err
+        self.state.complete(answer, workflow.now())
+        self._publish()
+        return RunResult(run_id=self.state.run_id, status=self.state.status, final_answer=answer)
+
+    # -- the story's chapters ---------------------------------------------------------
+    async def _plan(self) -> None:
+        self.state.queue_message("user", prompts.goal_message(self.state.goal))
+        for _ in range(self.state.limits.max_plan_attempts):
+            turn = await self._model_turn("plan", PLAN_TOOLS, force_tool=SUBMIT_PLAN)
+            plan: SubmitPlanArgs | None = None
+            for call in turn.tool_calls:
+                args = self._validated_args(call, allowed=PLAN_TOOLS)
+                if isinstance(args, SubmitPlanArgs) and plan is None:
+                    plan = args
+                    self.state.queue_message("tool", prompts.PLAN_ACCEPTED, call.id)
+                elif args is not None:
+                    self.state.queue_message("tool", "error: one plan only", call.id)
+            if plan is not None:
+                self.state.set_plan(plan.steps, workflow.now())
+                return
+            if not turn.tool_calls:
+                self.state.queue_message("user", f"Call {SUBMIT_PLAN} with your plan.")
+        raise RunFailed(
+            f"the model gave no valid plan in {self.state.limits.max_plan_attempts} attempts"
+        )
+
+    async def _run_step(self, step: PlanStep) -> None:
+        self.state.start_step(step, workflow.now())
+        self._publish()
+        self.state.queue_message(
+            "user", prompts.step_message(step.index, len(self.state.plan), step.title)
+        )
+        for _ in range(self.state.limits.max_turns_per_step):
+            step.turns += 1
+            turn = await self._model_turn(f"step {step.index}", STEP_TOOLS)
+            if not turn.tool_calls:
+                self.state.complete_step(step, turn.content_preview, workflow.now())
+                return
+            done_summary: str | None = None
+            for call in turn.tool_calls:
+                summary = await self._handle_tool_call(step, call, turn.content_preview)
+                done_summary = summary if summary is not None else done_summary
+            if done_summary is not None:
+                self.state.complete_step(step, done_summary, workflow.now())
+                return
+        raise RunFailed(
+            f"step {step.index} did not finish within {self.state.limits.max_turns_per_step} "
+            "model turns"
+        )
+
+    async def _handle_tool_call(self, step: PlanStep, call: ToolCall, reason: str) -> str | None:
+        """Gate and run one tool call. Returns the summary when the call ends the step."""
+        args = self._validated_args(call, allowed=STEP_TOOLS)
+        spec = tool_spec(call.name)
+        if args is None or spec is None:
+            return None
+        if isinstance(args, CompleteStepArgs):
+            self.state.queue_message("tool", prompts.STEP_MARKED_DONE, call.id)
+            return args.summary
+        if needs_approval(spec, self.state.policy):
+            request = await self._await_approval(step, call, spec, args, reason)
+            if request.status is not ApprovalStatus.APPROVED:
+                text = prompts.rejected(spec.name, request.decided_by or "?", request.comment)
+                self.state.queue_message("tool", text, call.id)
+                return None
+        await self._run_tool(step, call, spec, args)
+        return None
+
+    async def _await_approval(
+        self, step: PlanStep, call: ToolCall, spec: ToolSpec, args: ToolArgs, reason: str
+    ) -> ApprovalRequest:
+        request = ApprovalRequest(
+            request_id=call.id,
+            tool=spec.name,
+            arguments=args.model_dump(mode="json"),
+            reason=reason,
+            step=step.index,
+            requested_at=workflow.now(),
+        )
+        self.state.request_approval(request)
+        self._publish()
+        await workflow.wait_condition(lambda: request.status is not ApprovalStatus.PENDING)
+        self._publish()
+        return request
+
+    async def _run_tool(
+        self, step: PlanStep, call: ToolCall, spec: ToolSpec, args: ToolArgs
+    ) -> None:
+        key = None
+        if spec.risk is not ToolRisk.READ_ONLY:
+            key = idempotency_key(self.state.run_id, step.index, call.id)
+        tool_input = ToolCallInput(
+            run_id=self.state.run_id,
+            step=step.index,
+            tool_call_id=call.id,
+            name=spec.name,
+            arguments=args.model_dump(mode="json"),
+            result_seq=self.state.take_seq(),
+            idempotency_key=key,
+        )
+        outcome = await workflow.execute_activity(
+            RUN_TOOL,
+            tool_input,
+            result_type=ToolOutcome,
+            start_to_close_timeout=timedelta(seconds=self.state.limits.tool_timeout_seconds),
+            retry_policy=RetryPolicy(maximum_interval=timedelta(seconds=10), maximum_attempts=20),
+            summary=f"tool: {spec.name}",
+        )
+        record = ToolResultRecord(
+            step=step.index,
+            tool_call_id=call.id,
+            tool=spec.name,
+            ok=outcome.ok,
+            summary=outcome.summary,
+            seq=outcome.result_seq,
+        )
+        self.state.record_tool_result(record, workflow.now())
+
+    async def _final_answer(self) -> str:
+        self.state.queue_message("user", prompts.FINAL_MESSAGE)
+        turn = await self._model_turn("final answer", (), preview_chars=FINAL_ANSWER_CHARS)
+        return turn.content_preview
+
+    # -- helpers --------------------------------------------------------------------------
+    async def _model_turn(
+        self,
+        label: str,
+        tools: tuple[str, ...],
+        *,
+        force_tool: str | None = None,
+        preview_chars: int = PREVIEW_CHARS,
+    ) -> ModelTurn:
+        append = self.state.drain_outbox()
+        call = ModelCallInput(
+            run_id=self.state.run_id,
+            append=append,
+            reply_seq=self.state.take_seq(),
+            tools=list(tools),
+            force_tool=force_tool,
+            scenario=self.state.scenario,
+            label=label,
+            preview_chars=preview_chars,
+        )
+        limits = self.state.limits
+        turn = await workflow.execute_activity(
+            CALL_MODEL,
+            call,
+            result_type=ModelTurn,
+            start_to_close_timeout=timedelta(seconds=limits.model_timeout_seconds),
+            retry_policy=RetryPolicy(
+                initial_interval=timedelta(seconds=1),
+                maximum_interval=timedelta(seconds=30),
+                maximum_attempts=limits.model_max_attempts,
+            ),
+            summary=f"model: {label}",
+        )
+        self.state.record_usage(turn.usage, memoized=turn.memoized)
+        return turn
+
+    def _validated_args(self, call: ToolCall, *, allowed: tuple[str, ...]) -> ToolArgs | None:
+        """Parse and validate the model's arguments; on error, tell the model and return None."""
+        spec = tool_spec(call.name)
+        if spec is None or spec.name not in allowed:
+            self.state.queue_message(
+                "tool", prompts.unknown_tool(call.name, list(allowed)), call.id
+            )
+            return None
+        try:
+            raw = json.loads(call.arguments or "{}")
+            if not isinstance(raw, dict):
+                raise ValueError("arguments must be a JSON object")
+            return spec.args_model.model_validate(raw)
+        except (ValueError, ValidationError) as err:
+            self.state.queue_message(
+                "tool", prompts.argument_error(spec.name, _describe(err)), call.id
+            )
+            return None
+
+    def _publish(self) -> None:
+        """Keep the Web UI's current details and our search attributes in step with the state."""
+        workflow.set_current_details(self.state.progress_line())
+        wanted = (self.state.status.value, self.state.current_step or 0, self.state.waiting_for)
+        if wanted == self._published:
+            return
+        self._published = wanted
+        workflow.upsert_search_attributes(
+            [
+                sa.STATUS.value_set(wanted[0]),
+                sa.STEP.value_set(wanted[1]),
+                sa.WAITING_FOR.value_set(wanted[2]),
+            ]
+        )
+
+    # -- signals and queries --------------------------------------------------------------
+    @workflow.signal
+    def approve(self, decision: Decision) -> None:
+        self._decide(decision, approved=True)
+
+    @workflow.signal
+    def reject(self, decision: Decision) -> None:
+        self._decide(decision, approved=False)
+
+    def _decide(self, decision: Decision, *, approved: bool) -> None:
+        if self.state.decide(decision, approved, workflow.now()) is None:
+            workflow.logger.warning("ignored decision for no pending request: %s", decision)
+            return
+        self._publish()
+
+    @workflow.query(name="state")
+    def get_state(self) -> RunState:
+        return self.state
+
+    @workflow.query(name="summary")
+    def get_summary(self) -> RunSummary:
+        return RunSummary.of(self.state)
+
+
+def _describe(err: Exception) -> str:
+    if isinstance(err, ValidationError):
+        parts = []
+        for e in err.errors(include_url=False):
+            where = ".".join(str(p) for p in e["loc"]) or "arguments"
+            parts.append(f"{where}: {e['msg']}")
+        return "; ".join(parts)
+    return str(err)
+
+
+def _failure_reason(err: BaseException) -> str:
+    """The innermost message of an activity failure: the one a person can act on."""
+    if isinstance(err, RunFailed):
+        return str(err)
+    messages = []
+    cause: BaseException | None = err
+    while cause is not None:
+        text = getattr(cause, "message", None) or str(cause)
+        if text:
+            messages.append(text)
+        cause = cause.__cause__
+    return preview(messages[-1] if messages else "unknown failure", 500)

@@ -1,0 +1,129 @@
+"""Payloads that cross the workflow boundary: start request, signals, activity I/O.
+
+Activity payloads carry references (run id, sequence number) and short previews,
+never the conversation: the conversation lives in the transcript store. That is
+what keeps history per step constant (DESIGN.md, invariant 3).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+PREVIEW_CHARS = 200
+RUN_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,199}$"
+
+
+def preview(text: str | None, limit: int = PREVIEW_CHARS, *, single_line: bool = True) -> str:
+    """A bounded preview that is safe to put in history (one line unless asked)."""
+    if not text:
+        return ""
+    flat = " ".join(text.split()) if single_line else text.strip()
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+class StrictModel(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class RunLimits(StrictModel):
+    """Guards and timeouts of one run; the defaults suit a hosted model."""
+
+    max_turns_per_step: int = Field(default=8, ge=1, le=100)
+    max_plan_attempts: int = Field(default=3, ge=1, le=10)
+    model_timeout_seconds: float = Field(default=120.0, gt=0, le=3600)
+    model_max_attempts: int = Field(default=10, ge=1, le=100)
+    tool_timeout_seconds: float = Field(default=60.0, gt=0, le=3600)
+
+
+class RunPolicy(StrictModel):
+    """What needs a human beyond each tool's declared risk."""
+
+    approve_all_side_effects: bool = False
+
+
+class RunRequest(StrictModel):
+    """What a caller sends to start a run. Validated before anything is started."""
+
+    goal: str = Field(min_length=1, max_length=4000)
+    scenario: str | None = Field(default=None, max_length=500)
+    policy: RunPolicy = Field(default_factory=RunPolicy)
+    limits: RunLimits = Field(default_factory=RunLimits)
+
+
+class ChatMessage(StrictModel):
+    """A small message the workflow itself writes into the transcript."""
+
+    seq: int = Field(ge=0)
+    role: Literal["system", "user", "assistant", "tool"]
+    content: str
+    tool_call_id: str | None = None
+
+
+class ModelCallInput(StrictModel):
+    run_id: str
+    # Messages the workflow appends first (instructions, errors, in-workflow tool
+    # results); the reply is stored at reply_seq.
+    append: list[ChatMessage] = Field(default_factory=list)
+    reply_seq: int = Field(ge=0)
+    tools: list[str] = Field(default_factory=list)
+    force_tool: str | None = None
+    scenario: str | None = None
+    label: str = "model"
+    preview_chars: int = Field(default=PREVIEW_CHARS, ge=1, le=8000)
+
+
+class ToolCall(StrictModel):
+    id: str
+    name: str
+    arguments: str  # raw JSON text as the model wrote it; the workflow validates it
+
+
+class TokenUsage(StrictModel):
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float = 0.0
+
+
+class ModelTurn(StrictModel):
+    seq: int
+    content_preview: str = ""
+    tool_calls: list[ToolCall] = Field(default_factory=list)
+    finish_reason: str | None = None
+    model: str = ""
+    usage: TokenUsage = Field(default_factory=TokenUsage)
+    memoized: bool = False
+
+
+class ToolCallInput(StrictModel):
+    run_id: str
+    step: int
+    tool_call_id: str
+    name: str
+    arguments: dict[str, Any]
+    result_seq: int
+    idempotency_key: str | None = None
+
+
+class ToolOutcome(StrictModel):
+    ok: bool
+    summary: str
+    result_seq: int
+    replayed_from_ledger: bool = False
+
+
+class Decision(StrictModel):
+    """Signal payload for approve / reject. Every field is optional so a bare `{}` works
+    when exactly one request waits."""
+
+    request_id: str | None = Field(default=None, max_length=200)
+    by: str = Field(default="anonymous", min_length=1, max_length=100)
+    comment: str = Field(default="", max_length=2000)
+
+
+class RunResult(StrictModel):
+    run_id: str
+    status: str
+    final_answer: str | None = None
+    error: str | None = None

@@ -1,0 +1,45 @@
+"""The fixed texts the workflow writes into the conversation.
+
+The offline model recognises the step instruction by its `Step K/N:` prefix, the
+way a real model reads it: from the conversation, not from a side channel.
+"""
+
+from __future__ import annotations
+
+from workflows.catalog import COMPLETE_STEP, SUBMIT_PLAN
+
+SYSTEM_PROMPT = (
+    "You are a careful agent that plans, then executes one plan step at a time with tools. "
+    f"First call {SUBMIT_PLAN} with short step titles. For each step, call tools as needed, "
+    f"then finish the step by replying without tool calls or by calling {COMPLETE_STEP}. "
+    "Tools that move money wait for a human; a rejection comes back as the tool's result."
+)
+
+
+def goal_message(goal: str) -> str:
+    return f"Goal: {goal}\nMake a plan."
+
+
+STEP_PATTERN = r"^Step (\d+)/(\d+):"
+
+
+def step_message(index: int, total: int, title: str) -> str:
+    return f"Step {index}/{total}: {title}"
+
+
+FINAL_MESSAGE = "All steps are done. Write the final answer for the user."
+PLAN_ACCEPTED = "Plan accepted."
+STEP_MARKED_DONE = "Step marked as done."
+
+
+def argument_error(tool: str, error: str) -> str:
+    return f"error: invalid arguments for {tool}: {error}"
+
+
+def unknown_tool(tool: str, known: list[str]) -> str:
+    return f"error: unknown tool {tool!r}; available tools: {', '.join(known)}"
+
+
+def rejected(tool: str, by: str, comment: str) -> str:
+    suffix = f": {comment}" if comment else ""
+    return f"rejected by {by}{suffix} (the {tool} call was not executed)"

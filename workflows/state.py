@@ -1,0 +1,303 @@
+"""The run's state: one pydantic model, the source of truth, owning its transitions.
+
+Handlers and the workflow loop stay thin: every change goes through a method here,
+so the lifecycle rules live in one place.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from workflows.contracts import (
+    ChatMessage,
+    Decision,
+    RunLimits,
+    RunPolicy,
+    RunRequest,
+    TokenUsage,
+    preview,
+)
+
+RECENT_RESULTS_KEPT = 20
+FINAL_ANSWER_CHARS = 4000
+
+
+class RunStatus(StrEnum):
+    PLANNING = "planning"
+    RUNNING = "running"
+    AWAITING_APPROVAL = "awaiting_approval"
+    AWAITING_INPUT = "awaiting_input"
+    PAUSED = "paused"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+    @property
+    def is_closed(self) -> bool:
+        return self in (RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED)
+
+
+class StepStatus(StrEnum):
+    PENDING = "pending"
+    RUNNING = "running"
+    DONE = "done"
+
+
+class PlanStep(BaseModel):
+    index: int
+    title: str
+    status: StepStatus = StepStatus.PENDING
+    result: str | None = None
+    turns: int = 0
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+
+
+class ApprovalStatus(StrEnum):
+    PENDING = "pending"
+    APPROVED = "approved"
+    REJECTED = "rejected"
+
+
+class ApprovalRequest(BaseModel):
+    request_id: str
+    tool: str
+    arguments: dict[str, Any]
+    reason: str
+    step: int
+    requested_at: datetime
+    status: ApprovalStatus = ApprovalStatus.PENDING
+    decided_by: str | None = None
+    decided_at: datetime | None = None
+    comment: str = ""
+
+
+class AuditEntry(BaseModel):
+    at: datetime
+    actor: str
+    action: str
+    detail: str = ""
+
+
+class ToolResultRecord(BaseModel):
+    step: int
+    tool_call_id: str
+    tool: str
+    ok: bool
+    summary: str
+    seq: int
+
+
+class Usage(BaseModel):
+    model_calls: int = 0
+    memoized_calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float = 0.0
+
+    def add(self, usage: TokenUsage, *, memoized: bool) -> None:
+        self.model_calls += 1
+        if memoized:
+            self.memoized_calls += 1
+        self.input_tokens += usage.input_tokens
+        self.output_tokens += usage.output_tokens
+        self.cost_usd = round(self.cost_usd + usage.cost_usd, 6)
+
+
+class RunState(BaseModel):
+    run_id: str
+    goal: str
+    scenario: str | None = None
+    policy: RunPolicy = Field(default_factory=RunPolicy)
+    limits: RunLimits = Field(default_factory=RunLimits)
+    status: RunStatus = RunStatus.PLANNING
+    plan: list[PlanStep] = Field(default_factory=list)
+    current_step: int | None = None
+    context: list[str] = Field(default_factory=list)
+    results: list[ToolResultRecord] = Field(default_factory=list)
+    results_total: int = 0
+    approvals: list[ApprovalRequest] = Field(default_factory=list)
+    audit: list[AuditEntry] = Field(default_factory=list)
+    usage: Usage = Field(default_factory=Usage)
+    errors: list[str] = Field(default_factory=list)
+    final_answer: str | None = None
+    next_seq: int = 0
+    outbox: list[ChatMessage] = Field(default_factory=list)
+    created_at: datetime
+    updated_at: datetime
+
+    @classmethod
+    def start(cls, run_id: str, request: RunRequest, now: datetime) -> RunState:
+        state = cls(
+            run_id=run_id,
+            goal=request.goal,
+            scenario=request.scenario,
+            policy=request.policy,
+            limits=request.limits,
+            created_at=now,
+            updated_at=now,
+        )
+        state.log(now, "system", "run_started", preview(request.goal))
+        return state
+
+    # -- transcript bookkeeping ------------------------------------------------
+    def queue_message(self, role: str, content: str, tool_call_id: str | None = None) -> None:
+        """Queue a small message; the next model call writes it to the transcript."""
+        message = ChatMessage.model_validate(
+            {"seq": self.take_seq(), "role": role, "content": content, "tool_call_id": tool_call_id}
+        )
+        self.outbox.append(message)
+
+    def take_seq(self) -> int:
+        seq = self.next_seq
+        self.next_seq += 1
+        return seq
+
+    def drain_outbox(self) -> list[ChatMessage]:
+        messages, self.outbox = self.outbox, []
+        return messages
+
+    # -- plan and steps -----------------------------------------------------------
+    @property
+    def pending_steps(self) -> list[PlanStep]:
+        return [s for s in self.plan if s.status is not StepStatus.DONE]
+
+    @property
+    def completed_steps(self) -> list[PlanStep]:
+        return [s for s in self.plan if s.status is StepStatus.DONE]
+
+    def set_plan(self, titles: list[str], now: datetime) -> None:
+        self.plan = [PlanStep(index=i, title=t) for i, t in enumerate(titles, start=1)]
+        self.status = RunStatus.RUNNING
+        self.log(now, "model", "plan_set", f"{len(titles)} steps")
+
+    def next_step(self) -> PlanStep | None:
+        return next((s for s in self.plan if s.status is not StepStatus.DONE), None)
+
+    def start_step(self, step: PlanStep, now: datetime) -> None:
+        step.status = StepStatus.RUNNING
+        step.started_at = step.started_at or now
+        self.current_step = step.index
+        self.updated_at = now
+
+    def complete_step(self, step: PlanStep, result: str, now: datetime) -> None:
+        step.status = StepStatus.DONE
+        step.result = preview(result)
+        step.finished_at = now
+        self.current_step = None
+        self.context.append(f"step {step.index}: {preview(result, 120)}")
+        self.context = self.context[-RECENT_RESULTS_KEPT:]
+        self.updated_at = now
+
+    def record_tool_result(self, record: ToolResultRecord, now: datetime) -> None:
+        self.results.append(record)
+        self.results = self.results[-RECENT_RESULTS_KEPT:]
+        self.results_total += 1
+        self.updated_at = now
+
+    def record_usage(self, usage: TokenUsage, *, memoized: bool) -> None:
+        self.usage.add(usage, memoized=memoized)
+
+    # -- approvals ----------------------------------------------------------------
+    @property
+    def pending_approvals(self) -> list[ApprovalRequest]:
+        return [a for a in self.approvals if a.status is ApprovalStatus.PENDING]
+
+    def request_approval(self, request: ApprovalRequest) -> None:
+        self.approvals.append(request)
+        self.status = RunStatus.AWAITING_APPROVAL
+        self.log(request.requested_at, "policy", "approval_requested", request.tool)
+
+    def find_pending_approval(self, request_id: str | None) -> ApprovalRequest | None:
+        """The request a decision names, or the only one waiting when it names none."""
+        pending = self.pending_approvals
+        if request_id is None:
+            return pending[0] if len(pending) == 1 else None
+        return next((a for a in pending if a.request_id == request_id), None)
+
+    def decide(self, decision: Decision, approved: bool, now: datetime) -> ApprovalRequest | None:
+        request = self.find_pending_approval(decision.request_id)
+        if request is None:
+            return None
+        request.status = ApprovalStatus.APPROVED if approved else ApprovalStatus.REJECTED
+        request.decided_by = decision.by
+        request.decided_at = now
+        request.comment = decision.comment
+        if not self.pending_approvals:
+            self.status = RunStatus.RUNNING
+        self.log(now, decision.by, request.status.value, f"{request.tool} {request.request_id}")
+        return request
+
+    # -- lifecycle ----------------------------------------------------------------
+    def complete(self, answer: str, now: datetime) -> None:
+        self.final_answer = answer[:FINAL_ANSWER_CHARS]
+        self.status = RunStatus.COMPLETED
+        self.log(now, "system", "run_completed")
+
+    def fail(self, error: str, now: datetime) -> None:
+        self.errors.append(error)
+        self.status = RunStatus.FAILED
+        self.log(now, "system", "run_failed", preview(error))
+
+    def log(self, now: datetime, actor: str, action: str, detail: str = "") -> None:
+        self.audit.append(AuditEntry(at=now, actor=actor, action=action, detail=detail))
+        self.updated_at = now
+
+    # -- views ----------------------------------------------------------------------
+    @property
+    def waiting_for(self) -> str:
+        if self.status is RunStatus.AWAITING_APPROVAL:
+            return "approval"
+        if self.status is RunStatus.AWAITING_INPUT:
+            return "input"
+        return ""
+
+    def progress_line(self) -> str:
+        """One line for the Web UI's current details and the CLI."""
+        total = len(self.plan)
+        if self.status is RunStatus.PLANNING:
+            return "planning"
+        if self.status.is_closed:
+            return f"{self.status.value} ({len(self.completed_steps)}/{total} steps done)"
+        step = next((s for s in self.plan if s.index == self.current_step), None)
+        where = f"step {step.index}/{total}: {step.title}" if step else f"{total} steps"
+        if self.status is RunStatus.AWAITING_APPROVAL:
+            tools = ", ".join(a.tool for a in self.pending_approvals)
+            return f"{where} — awaiting approval ({tools})"
+        return f"{where} — {self.status.value}"
+
+
+class RunSummary(BaseModel):
+    run_id: str
+    goal: str
+    status: RunStatus
+    progress: str
+    steps_total: int
+    steps_done: int
+    current_step: int | None
+    waiting_for: str
+    pending_approvals: list[ApprovalRequest]
+    usage: Usage
+    final_answer: str | None
+    errors: list[str]
+
+    @classmethod
+    def of(cls, state: RunState) -> RunSummary:
+        return cls(
+            run_id=state.run_id,
+            goal=state.goal,
+            status=state.status,
+            progress=state.progress_line(),
+            steps_total=len(state.plan),
+            steps_done=len(state.completed_steps),
+            current_step=state.current_step,
+            waiting_for=state.waiting_for,
+            pending_approvals=state.pending_approvals,
+            usage=state.usage,
+            final_answer=state.final_answer,
+            errors=state.errors,
+        )
