@@ -65,13 +65,17 @@ def lookup_invoice(ctx: EffectContext, args: LookupInvoiceArgs) -> ToolResult:
 
 
 def pay_invoice(ctx: EffectContext, args: PayInvoiceArgs) -> ToolResult:
+    """Pay an open invoice once. The demo keeps books per run, so `make demo` can run again."""
     row = ctx.conn.execute(
         "SELECT * FROM invoices WHERE invoice_id=?", (args.invoice_id,)
     ).fetchone()
     if row is None:
         return {"ok": False, "error": f"invoice {args.invoice_id} not found"}
-    if row["status"] != "open":
-        return {"ok": False, "error": f"invoice {args.invoice_id} is {row['status']}"}
+    paid = ctx.conn.execute(
+        "SELECT 1 FROM payments WHERE invoice_id=? AND run_id=?", (args.invoice_id, ctx.run_id)
+    ).fetchone()
+    if row["status"] != "open" or paid is not None:
+        return {"ok": False, "error": f"invoice {args.invoice_id} is already paid"}
     if Decimal(row["amount"]) != args.amount or row["currency"] != args.currency:
         return {
             "ok": False,
@@ -83,7 +87,6 @@ def pay_invoice(ctx: EffectContext, args: PayInvoiceArgs) -> ToolResult:
         " VALUES (?, ?, ?, ?, ?)",
         (ctx.run_id, ctx.key, args.invoice_id, str(args.amount), args.currency),
     )
-    ctx.conn.execute("UPDATE invoices SET status='paid' WHERE invoice_id=?", (args.invoice_id,))
     return {"ok": True, "payment_id": f"pay_{cursor.lastrowid}", "status": "paid"}
 
 

@@ -88,7 +88,8 @@ class ModelActivities:
             ) from err
         if not completion.choices:
             raise ApplicationError("model answered with no choices", type="ModelBadResponse")
-        return completion.model_dump(mode="json", exclude_none=True)
+        response: dict[str, Any] = completion.model_dump(mode="json", exclude_none=True)
+        return response
 
 
 def _classify(err: openai.APIStatusError) -> ApplicationError:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import re
 import uuid
 from dataclasses import dataclass
-from typing import Any
+from datetime import timedelta
+from typing import Any, TypeVar
 
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
 from temporalio.common import (
@@ -19,10 +21,11 @@ from temporalio.service import RPCError, RPCStatusCode
 from worker.settings import Settings
 from workflows import search_attributes as sa
 from workflows.agent import AgentWorkflow
-from workflows.contracts import Decision, RunRequest, RunResult, preview
+from workflows.contracts import RUN_ID_PATTERN, Decision, RunRequest, RunResult, preview
 from workflows.state import RunState, RunStatus, RunSummary
 
 WORKFLOW_TYPE = "AgentWorkflow"
+T = TypeVar("T")
 
 
 class RunError(Exception):
@@ -44,6 +47,8 @@ async def start_run(
 ) -> StartedRun:
     """Start a run, or attach to the one already running under that id (never a second)."""
     run_id = run_id or new_run_id()
+    if not re.match(RUN_ID_PATTERN, run_id):
+        raise RunError(f"bad run id {run_id!r}: use letters, digits and . _ : - (at most 200)")
     try:
         await client.start_workflow(
             AgentWorkflow.run,
@@ -83,9 +88,10 @@ async def get_summary(client: Client, run_id: str) -> RunSummary:
     return await _query(client, run_id, "summary", RunSummary)
 
 
-async def _query(client: Client, run_id: str, name: str, result_type: type[Any]) -> Any:
+async def _query(client: Client, run_id: str, name: str, result_type: type[T]) -> T:
     try:
-        return await handle(client, run_id).query(name, result_type=result_type)
+        result: T = await handle(client, run_id).query(name, result_type=result_type)
+        return result
     except RPCError as err:
         if err.status == RPCStatusCode.NOT_FOUND:
             raise RunError(f"no run with id {run_id}") from None
@@ -124,7 +130,9 @@ class RunListing:
     started_at: str
 
 
-async def list_runs(client: Client, status: RunStatus | None = None, limit: int = 100) -> list[RunListing]:
+async def list_runs(
+    client: Client, status: RunStatus | None = None, limit: int = 100
+) -> list[RunListing]:
     query = f"WorkflowType = '{WORKFLOW_TYPE}'"
     if status is not None:
         query += f" AND {sa.STATUS.name} = '{status.value}'"
@@ -142,3 +150,56 @@ async def list_runs(client: Client, status: RunStatus | None = None, limit: int 
             )
         )
     return listings
+
+
+async def recorded_status(client: Client, run_id: str) -> str:
+    """The status as the search attribute has it: readable with no worker running."""
+    try:
+        description = await handle(client, run_id).describe()
+    except RPCError as err:
+        if err.status == RPCStatusCode.NOT_FOUND:
+            raise RunError(f"no run with id {run_id}") from None
+        raise
+    status = description.typed_search_attributes.get(sa.STATUS)
+    if status:
+        return status
+    return description.status.name.lower() if description.status else "unknown"
+
+
+async def check_decision(client: Client, run_id: str, request_id: str | None) -> str | None:
+    """Refuse a decision that cannot apply, when the run can say so (a worker answers).
+
+    Returns a note when the run could not be asked: the signal is then sent anyway and
+    Temporal keeps it until a worker acts on it.
+    """
+    try:
+        summary = await handle(client, run_id).query(
+            "summary", result_type=RunSummary, rpc_timeout=timedelta(seconds=3)
+        )
+    except RPCError as err:
+        if err.status == RPCStatusCode.NOT_FOUND:
+            raise RunError(f"no run with id {run_id}") from None
+        return "no worker answered; the decision is kept and applied when a worker runs"
+    pending = summary.pending_approvals
+    if not pending:
+        raise RunError(f"run {run_id} has no pending approval (status {summary.status.value})")
+    if request_id is None and len(pending) > 1:
+        ids = ", ".join(p.request_id for p in pending)
+        raise RunError(f"run {run_id} waits on several approvals; name one of: {ids}")
+    if request_id is not None and request_id not in {p.request_id for p in pending}:
+        ids = ", ".join(p.request_id for p in pending)
+        raise RunError(f"run {run_id} has no pending request {request_id}; pending: {ids}")
+    return None
+
+
+async def wait_for_outcome(client: Client, run_id: str) -> dict[str, Any]:
+    """Wait for the run to close; the outcome as JSON-ready fields, failed runs included."""
+    from temporalio.client import WorkflowFailureError
+
+    try:
+        result = await wait_result(client, run_id)
+        return result.model_dump(mode="json")
+    except WorkflowFailureError as err:
+        cause = err.cause
+        message = getattr(cause, "message", None) or str(cause)
+        return {"run_id": run_id, "status": RunStatus.FAILED.value, "error": message}

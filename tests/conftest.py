@@ -111,13 +111,13 @@ def run_id(prefix: str = "run") -> str:
     return f"{prefix}-{uuid.uuid4().hex[:10]}"
 
 
-async def eventually(check, timeout: float = 20.0, interval: float = 0.1):  # type: ignore[no-untyped-def]
+async def eventually(check, within: float = 20.0, interval: float = 0.1):
     """Poll an async check until it returns a truthy value."""
-    deadline = asyncio.get_running_loop().time() + timeout
+    deadline = asyncio.get_running_loop().time() + within
     while True:
         value = await check()
         if value:
             return value
         if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError(f"condition not met within {timeout}s (last: {value!r})")
+            raise AssertionError(f"condition not met within {within}s (last: {value!r})")
         await asyncio.sleep(interval)

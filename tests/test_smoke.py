@@ -7,7 +7,9 @@ from workflows.contracts import Decision, RunRequest
 
 async def test_pay_invoice_smoke(dev_env, worker, settings):
     rid = run_id("smoke")
-    await runs.start_run(dev_env.client, settings, RunRequest(goal="Pay INV-1001", scenario="pay-invoice"), rid)
+    await runs.start_run(
+        dev_env.client, settings, RunRequest(goal="Pay INV-1001", scenario="pay-invoice"), rid
+    )
 
     async def waiting():
         s = await runs.get_summary(dev_env.client, rid)

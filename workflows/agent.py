@@ -180,7 +180,7 @@ class AgentWorkflow:
             result_seq=self.state.take_seq(),
             idempotency_key=key,
         )
-        outcome = await workflow.execute_activity(
+        outcome: ToolOutcome = await workflow.execute_activity(
             RUN_TOOL,
             tool_input,
             result_type=ToolOutcome,
@@ -224,7 +224,7 @@ class AgentWorkflow:
             preview_chars=preview_chars,
         )
         limits = self.state.limits
-        turn = await workflow.execute_activity(
+        turn: ModelTurn = await workflow.execute_activity(
             CALL_MODEL,
             call,
             result_type=ModelTurn,

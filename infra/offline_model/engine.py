@@ -78,7 +78,10 @@ def content_fault(scenario: Scenario, where: Position) -> Fault | None:
     for fault in scenario.faults:
         if fault.kind not in ("malformed_args", "unknown_tool"):
             continue
-        if (fault.phase, fault.turn) == (where.phase, where.turn) and where.faults_so_far < fault.times:
+        if (fault.phase, fault.turn) == (
+            where.phase,
+            where.turn,
+        ) and where.faults_so_far < fault.times:
             return fault
     return None
 
@@ -87,7 +90,8 @@ def http_faults(scenario: Scenario, where: Position) -> list[Fault]:
     return [
         f
         for f in scenario.faults
-        if f.kind in ("429", "500", "401", "delay") and (f.phase, f.turn) == (where.phase, where.turn)
+        if f.kind in ("429", "500", "401", "delay")
+        and (f.phase, f.turn) == (where.phase, where.turn)
     ]
 
 

@@ -31,7 +31,9 @@ def create_app() -> FastAPI:
     async def models() -> dict[str, Any]:
         return {
             "object": "list",
-            "data": [{"id": OFFLINE_MODEL_NAME, "object": "model", "created": 0, "owned_by": OWNER}],
+            "data": [
+                {"id": OFFLINE_MODEL_NAME, "object": "model", "created": 0, "owned_by": OWNER}
+            ],
         }
 
     @app.get("/v1/scripted/stats")
@@ -70,10 +72,10 @@ def create_app() -> FastAPI:
             return _http_fault(fault.kind, fault.retry_after_seconds)
         tools = [t["function"]["name"] for t in body.get("tools") or []]
         reply = engine.scripted_turn(scenario, where).choose(engine.tool_results(messages))
-        fault = engine.content_fault(scenario, where)
-        if fault is not None:
-            stats[f"fault_{fault.kind}"] += 1
-            calls = [engine.render_fault(fault, reply, where, tools)]
+        content_fault = engine.content_fault(scenario, where)
+        if content_fault is not None:
+            stats[f"fault_{content_fault.kind}"] += 1
+            calls = [engine.render_fault(content_fault, reply, where, tools)]
             content = None
         else:
             calls = engine.render_calls(reply, where)

@@ -1,0 +1,208 @@
+"""The local stack: Temporal dev server (SQLite under the data dir), offline model, worker.
+
+`up` starts what is not running and waits for each part to be ready; `down` stops
+them; `status` says what runs where. Runs survive down and up: same SQLite file.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from temporalio.api.enums.v1 import TaskQueueType
+from temporalio.api.taskqueue.v1 import TaskQueue
+from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest, GetSystemInfoRequest
+from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_delay, wait_fixed
+
+from infra.binaries import temporal_cli
+from infra.processes import ProcessFiles, ProcessSpec, StackError, port_in_use, spawn, stop
+from worker.client import connect
+from worker.settings import Settings
+from workflows import search_attributes as sa
+
+READY_TIMEOUT_SECONDS = 90.0
+
+
+class NotReady(Exception):
+    pass
+
+
+@dataclass(frozen=True)
+class PartStatus:
+    name: str
+    running: bool
+    pid: int | None
+    where: str
+    log: str
+
+
+def settings_env(settings: Settings) -> dict[str, str]:
+    """The settings as environment, so child processes see exactly what the CLI saw."""
+    return {
+        "AGENT_DATA_DIR": str(settings.data_dir.resolve()),
+        "AGENT_TEMPORAL_HOST": settings.temporal_host,
+        "AGENT_TEMPORAL_PORT": str(settings.temporal_port),
+        "AGENT_TEMPORAL_UI_PORT": str(settings.temporal_ui_port),
+        "AGENT_NAMESPACE": settings.namespace,
+        "AGENT_TASK_QUEUE": settings.task_queue,
+        "AGENT_OFFLINE_MODEL_PORT": str(settings.offline_model_port),
+    }
+
+
+def part_specs(settings: Settings) -> list[ProcessSpec]:
+    data = settings.data_dir.resolve()
+    env = settings_env(settings)
+    temporal = ProcessSpec(
+        name="temporal",
+        argv=[
+            str(temporal_cli()),
+            "server",
+            "start-dev",
+            "--db-filename",
+            str(data / "temporal.sqlite3"),
+            "--ip",
+            settings.temporal_host,
+            "--port",
+            str(settings.temporal_port),
+            "--ui-port",
+            str(settings.temporal_ui_port),
+            "--namespace",
+            settings.namespace,
+            "--log-level",
+            "warn",
+            "--ui-disable-news-fetch",
+            *sa.dev_server_flags(),
+        ],
+        port=settings.temporal_port,
+        env=env,
+    )
+    model = ProcessSpec(
+        name="model",
+        argv=[
+            sys.executable,
+            "-m",
+            "infra.offline_model",
+            "--port",
+            str(settings.offline_model_port),
+        ],
+        port=settings.offline_model_port,
+        env=env,
+    )
+    worker = ProcessSpec(name="worker", argv=[sys.executable, "-m", "worker"], port=None, env=env)
+    parts = [temporal, worker]
+    if settings.uses_offline_model:
+        parts.insert(1, model)
+    return parts
+
+
+def files_for(settings: Settings, name: str) -> ProcessFiles:
+    return ProcessFiles(settings.data_dir.resolve(), name)
+
+
+async def up(settings: Settings, say: Callable[[str], None] = print) -> None:
+    for spec in part_specs(settings):
+        files = files_for(settings, spec.name)
+        if files.running_pid() is not None:
+            say(f"{spec.name}: already running (pid {files.running_pid()})")
+            continue
+        if spec.port is not None and port_in_use(spec.port, settings.temporal_host):
+            raise StackError(
+                f"{spec.name}: port {spec.port} is already in use by another process; "
+                f"stop it or choose another port ({_port_setting(spec.name)})"
+            )
+        process = spawn(spec, files)
+        say(f"{spec.name}: starting (pid {process.pid}, log {files.log_file})")
+        await _wait_ready(spec.name, settings, process, files)
+        say(f"{spec.name}: ready")
+
+
+def _port_setting(name: str) -> str:
+    return {"temporal": "AGENT_TEMPORAL_PORT", "model": "AGENT_OFFLINE_MODEL_PORT"}.get(name, "")
+
+
+async def _wait_ready(
+    name: str,
+    settings: Settings,
+    process: subprocess.Popen[bytes],
+    files: ProcessFiles,
+) -> None:
+    try:
+        async for attempt in AsyncRetrying(
+            stop=stop_after_delay(READY_TIMEOUT_SECONDS),
+            wait=wait_fixed(0.25),
+            retry=retry_if_exception_type(NotReady),
+            reraise=True,
+        ):
+            with attempt:
+                code = process.poll()
+                if code is not None:
+                    files.pid_file.unlink(missing_ok=True)
+                    raise StackError(
+                        f"{name} exited with code {code} while starting; last lines of "
+                        f"{files.log_file}:\n{files.tail()}"
+                    )
+                await _check(name, settings)
+    except NotReady as err:
+        raise StackError(
+            f"{name} not ready after {READY_TIMEOUT_SECONDS:.0f}s ({err}); last lines of "
+            f"{files.log_file}:\n{files.tail()}"
+        ) from err
+
+
+async def _check(name: str, settings: Settings) -> None:
+    if name == "temporal":
+        try:
+            client = await connect(settings)
+            await client.workflow_service.get_system_info(GetSystemInfoRequest())
+        except Exception as err:
+            raise NotReady(f"temporal not answering: {err}") from err
+    elif name == "model":
+        _http_get_json(f"http://127.0.0.1:{settings.offline_model_port}/v1/models")
+    elif name == "worker" and not await worker_polling(settings):
+        raise NotReady("no worker polling the task queue yet")
+
+
+def _http_get_json(url: str) -> object:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as response:
+            return json.loads(response.read())
+    except OSError as err:
+        raise NotReady(f"{url}: {err}") from err
+
+
+async def worker_polling(settings: Settings) -> bool:
+    client = await connect(settings)
+    response = await client.workflow_service.describe_task_queue(
+        DescribeTaskQueueRequest(
+            namespace=settings.namespace,
+            task_queue=TaskQueue(name=settings.task_queue),
+            task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
+        )
+    )
+    return len(response.pollers) > 0
+
+
+def down(settings: Settings, say: Callable[[str], None] = print) -> None:
+    for spec in reversed(part_specs(settings)):
+        stopped = stop(files_for(settings, spec.name))
+        say(f"{spec.name}: {'stopped' if stopped else 'not running'}")
+
+
+def status(settings: Settings) -> list[PartStatus]:
+    where = {
+        "temporal": f"{settings.temporal_address} (Web UI {settings.web_ui_url()})",
+        "model": f"{settings.model_base_url} (scripted offline model)",
+        "worker": f"task queue {settings.task_queue!r}, model {settings.effective_model_name}",
+    }
+    parts = []
+    for spec in part_specs(settings):
+        files = files_for(settings, spec.name)
+        pid = files.running_pid()
+        parts.append(
+            PartStatus(spec.name, pid is not None, pid, where[spec.name], str(files.log_file))
+        )
+    return parts

@@ -1,0 +1,167 @@
+"""agentctl run, list, show, watch, approve, reject: verbs on runs."""
+
+from __future__ import annotations
+
+import asyncio
+import getpass
+import json
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.live import Live
+
+from infra.offline_model.scenarios import Fault, ScenarioError, ScenarioSpec, load
+from starters import runs
+from starters.errors import run_async
+from starters.render import print_state, runs_table, summary_panel
+from worker.client import connect
+from worker.settings import load_settings
+from workflows.contracts import Decision, RunPolicy, RunRequest
+from workflows.state import RunStatus
+
+console = Console()
+
+
+def scenario_spec(
+    scenario: str | None, steps: int | None, reply_bytes: int | None, faults: list[str]
+) -> str | None:
+    """Build and check the X-Scenario spec from CLI flags."""
+    if scenario is None:
+        if steps is not None or reply_bytes is not None or faults:
+            raise ScenarioError("--steps, --reply-bytes and --fault need --scenario")
+        return None
+    params: dict[str, str] = {}
+    if steps is not None or reply_bytes is not None:
+        if scenario != "long":
+            raise ScenarioError("--steps and --reply-bytes apply to --scenario long only")
+        if steps is not None:
+            params["steps"] = str(steps)
+        if reply_bytes is not None:
+            params["reply_bytes"] = str(reply_bytes)
+    spec = ScenarioSpec(name=scenario, params=params, faults=[Fault.parse(f) for f in faults])
+    load(spec)  # refuse an unknown scenario or bad parameters before starting anything
+    return spec.render()
+
+
+@run_async
+async def run(
+    goal: Annotated[str, typer.Argument(help="What the agent should achieve.")],
+    run_id: Annotated[str | None, typer.Option("--id", help="Run id (the thread id).")] = None,
+    scenario: Annotated[
+        str | None, typer.Option(help="Offline model scenario (pay-invoice, long, generic).")
+    ] = None,
+    steps: Annotated[int | None, typer.Option(help="long: number of steps.", min=1)] = None,
+    reply_bytes: Annotated[int | None, typer.Option(help="long: bytes per reply.", min=0)] = None,
+    fault: Annotated[
+        list[str] | None, typer.Option(help="Inject a fault: PHASE[.TURN]:KIND[*TIMES].")
+    ] = None,
+    approve_side_effects: Annotated[
+        bool, typer.Option(help="Every side effect needs a human, not only payments.")
+    ] = False,
+    wait: Annotated[bool, typer.Option(help="Wait for the run to finish.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """Start a run (or attach to the running one with that id)."""
+    settings = load_settings()
+    spec = scenario_spec(scenario, steps, reply_bytes, fault or [])
+    request = RunRequest(
+        goal=goal, scenario=spec, policy=RunPolicy(approve_all_side_effects=approve_side_effects)
+    )
+    client = await connect(settings)
+    started = await runs.start_run(client, settings, request, run_id)
+    verb = "attached to running run" if started.attached else "started run"
+    if not as_json:
+        console.print(f"{verb} {started.run_id}  ({settings.web_ui_url(started.run_id)})")
+    if wait:
+        if not as_json:
+            console.print(f"waiting; approve with: agentctl approve {started.run_id}")
+        result = await runs.wait_for_outcome(client, started.run_id)
+        if as_json:
+            typer.echo(json.dumps(result | {"attached": started.attached}))
+        else:
+            console.print(summary_panel(await runs.get_summary(client, started.run_id)))
+        if result["status"] != RunStatus.COMPLETED.value:
+            raise typer.Exit(1)
+        return
+    if as_json:
+        status = await runs.recorded_status(client, started.run_id)
+        typer.echo(
+            json.dumps({"run_id": started.run_id, "status": status, "attached": started.attached})
+        )
+
+
+@run_async
+async def list_runs(
+    status: Annotated[RunStatus | None, typer.Option(help="Only runs with this status.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """List runs, newest first, found through the search attributes."""
+    client = await connect(load_settings())
+    listings = await runs.list_runs(client, status)
+    if as_json:
+        typer.echo(json.dumps([listing.__dict__ for listing in listings]))
+    else:
+        console.print(runs_table(listings))
+
+
+@run_async
+async def show(
+    run_id: str, as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False
+) -> None:
+    """Show a run's whole state."""
+    client = await connect(load_settings())
+    state = await runs.get_state(client, run_id)
+    if as_json:
+        typer.echo(state.model_dump_json(indent=2))
+    else:
+        print_state(console, state)
+
+
+@run_async
+async def watch(
+    run_id: str,
+    interval: Annotated[float, typer.Option(help="Seconds between refreshes.", min=0.1)] = 0.5,
+) -> None:
+    """Follow a run live until it ends (Ctrl-C stops watching, not the run)."""
+    client = await connect(load_settings())
+    summary = await runs.get_summary(client, run_id)
+    with Live(summary_panel(summary), console=console, refresh_per_second=8) as live:
+        while not summary.status.is_closed:
+            await asyncio.sleep(interval)
+            summary = await runs.get_summary(client, run_id)
+            live.update(summary_panel(summary))
+
+
+def _decide(approved: bool):  # type: ignore[no-untyped-def]
+    @run_async
+    async def decide(
+        run_id: str,
+        request_id: Annotated[
+            str | None, typer.Argument(help="Which request (default: the only one).")
+        ] = None,
+        by: Annotated[str | None, typer.Option("--as", help="Who decides.")] = None,
+        comment: Annotated[str, typer.Option(help="Why.")] = "",
+    ) -> None:
+        decision = Decision(request_id=request_id, by=by or getpass.getuser(), comment=comment)
+        client = await connect(load_settings())
+        note = await runs.check_decision(client, run_id, request_id)
+        if approved:
+            await runs.approve(client, run_id, decision)
+        else:
+            await runs.reject(client, run_id, decision)
+        console.print(f"{'approved' if approved else 'rejected'}: {run_id} {request_id or ''}")
+        if note:
+            console.print(note)
+
+    decide.__doc__ = "Approve a pending tool call." if approved else "Reject a pending tool call."
+    return decide
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(run)
+    app.command("list")(list_runs)
+    app.command()(show)
+    app.command()(watch)
+    app.command("approve")(_decide(True))
+    app.command("reject")(_decide(False))

@@ -1,0 +1,84 @@
+"""agentctl demo: bring the stack up, pay an invoice with a human in the loop, finish.
+
+It goes through the same client functions as every other verb. With no terminal to
+ask, it approves by itself and says so.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+
+import typer
+from rich.console import Console
+from temporalio.client import Client
+
+from infra import stack
+from starters import runs
+from starters.errors import run_async
+from starters.render import print_state
+from worker.client import connect
+from worker.settings import load_settings
+from workflows.contracts import Decision, RunRequest
+from workflows.state import RunSummary
+
+console = Console()
+DEMO_GOAL = "Pay invoice INV-1001 from ACME Office Supplies and email them a confirmation."
+AUTO_APPROVER = "demo-auto-approver"
+
+
+@run_async
+async def demo(
+    give_up_after: float = typer.Option(300.0, help="Give up after this many seconds."),
+) -> None:
+    """Run the pay-invoice agent end to end on the local stack."""
+    settings = load_settings()
+    await stack.up(settings, say=console.print)
+    client = await connect(settings)
+    run_id = f"demo-{time.strftime('%Y%m%d-%H%M%S')}"
+    request = RunRequest(goal=DEMO_GOAL, scenario="pay-invoice")
+    await runs.start_run(client, settings, request, run_id)
+    console.print(f"[bold]run {run_id}[/]: {DEMO_GOAL}")
+    console.print("model: scripted offline model" if settings.uses_offline_model else "")
+    async with asyncio.timeout(give_up_after):
+        await _follow(client, run_id)
+    state = await runs.get_state(client, run_id)
+    print_state(console, state)
+    console.print(f"\nOpen the run in the Temporal Web UI: [link]{settings.web_ui_url(run_id)}[/]")
+    console.print("The stack keeps running so that link works; `agentctl down` stops it.")
+    if state.status.value != "completed":
+        raise typer.Exit(1)
+
+
+async def _follow(client: Client, run_id: str) -> None:
+    last = ""
+    while True:
+        summary = await runs.get_summary(client, run_id)
+        if summary.progress != last:
+            console.print(f"  {summary.progress}")
+            last = summary.progress
+        if summary.status.is_closed:
+            return
+        if summary.pending_approvals:
+            await _decide(client, run_id, summary)
+        await asyncio.sleep(0.2)
+
+
+async def _decide(client: Client, run_id: str, summary: RunSummary) -> None:
+    request = summary.pending_approvals[0]
+    console.print(
+        f"[magenta]approval needed[/] for {request.tool} {request.arguments}\n"
+        f"  model's reason: {request.reason}"
+    )
+    if sys.stdin.isatty():
+        approved = typer.confirm("Approve?", default=True)
+        decision = Decision(request_id=request.request_id, by="you (terminal)")
+    else:
+        console.print(f"  no terminal to ask: approving as {AUTO_APPROVER}")
+        approved = True
+        decision = Decision(request_id=request.request_id, by=AUTO_APPROVER, comment="auto")
+    if approved:
+        await runs.approve(client, run_id, decision)
+    else:
+        await runs.reject(client, run_id, decision)

@@ -1,0 +1,74 @@
+"""Turn every failure a person can cause into one line on stderr and a non-zero exit."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import sys
+from collections.abc import Callable, Coroutine
+from typing import Any, ParamSpec, TypeVar
+
+import typer
+from pydantic import ValidationError
+from temporalio.service import RPCError
+
+from infra.binaries import BinaryMissing
+from infra.offline_model.scenarios import ScenarioError
+from infra.processes import StackError
+from starters.runs import RunError
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def fail(message: str) -> typer.Exit:
+    typer.echo(f"error: {message}", err=True)
+    return typer.Exit(1)
+
+
+def one_line(err: BaseException) -> str:
+    if isinstance(err, ValidationError):
+        parts = [
+            f"{'.'.join(str(p) for p in e['loc']) or 'input'}: {e['msg']}"
+            for e in err.errors(include_url=False)
+        ]
+        return "invalid input: " + "; ".join(parts)
+    if isinstance(err, RPCError):
+        return f"Temporal refused: {err.message}"
+    text = str(err)
+    if text.startswith("Failed client connect"):
+        detail = text.split(":", 1)[-1].strip()[:200]
+        return f"cannot reach Temporal ({detail}); is the stack up? run `agentctl up`"
+    return text
+
+
+KNOWN = (
+    RunError,
+    StackError,
+    ScenarioError,
+    BinaryMissing,
+    ValidationError,
+    RPCError,
+    RuntimeError,
+)
+
+
+def run_async(fn: Callable[P, Coroutine[Any, Any, R]]) -> Callable[P, R]:
+    """Run a coroutine command; known errors become `error: ...` and exit code 1."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return asyncio.run(fn(*args, **kwargs))
+        except KNOWN as err:
+            # StackError messages may carry a log tail after the first line: keep it.
+            first, _, rest = one_line(err).partition("\n")
+            typer.echo(f"error: {first}", err=True)
+            if rest:
+                typer.echo(rest, err=True)
+            raise typer.Exit(1) from None
+        except KeyboardInterrupt:
+            typer.echo("interrupted", err=True)
+            sys.exit(130)
+
+    return wrapper

@@ -1,0 +1,93 @@
+"""How runs look on a terminal (rich), kept apart from what the commands do."""
+
+from __future__ import annotations
+
+from rich.console import Console, Group
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from starters.runs import RunListing
+from workflows.state import RunState, RunStatus, RunSummary, StepStatus
+
+STATUS_STYLE = {
+    RunStatus.COMPLETED: "green",
+    RunStatus.FAILED: "red",
+    RunStatus.CANCELLED: "yellow",
+    RunStatus.AWAITING_APPROVAL: "bold magenta",
+    RunStatus.AWAITING_INPUT: "bold magenta",
+}
+STEP_MARK = {
+    StepStatus.DONE: "[green]✔[/]",
+    StepStatus.RUNNING: "[cyan]▶[/]",
+    StepStatus.PENDING: "·",
+}
+
+
+def status_text(status: RunStatus) -> Text:
+    return Text(status.value, style=STATUS_STYLE.get(status, "cyan"))
+
+
+def summary_panel(summary: RunSummary) -> Panel:
+    lines = [
+        Text.assemble("status  ", status_text(summary.status), f"   {summary.progress}"),
+        Text(f"goal    {summary.goal}"),
+        Text(
+            f"usage   {summary.usage.model_calls} model calls "
+            f"({summary.usage.memoized_calls} memoized), "
+            f"{summary.usage.input_tokens}+{summary.usage.output_tokens} tokens, "
+            f"${summary.usage.cost_usd:.4f}"
+        ),
+    ]
+    for request in summary.pending_approvals:
+        lines.append(
+            Text(
+                f"waiting approval {request.request_id}: {request.tool} {request.arguments}",
+                style="magenta",
+            )
+        )
+    if summary.final_answer:
+        lines.append(Text(f"answer  {summary.final_answer}", style="green"))
+    for error in summary.errors:
+        lines.append(Text(f"error   {error}", style="red"))
+    return Panel(Group(*lines), title=f"run {summary.run_id}", expand=False)
+
+
+def plan_table(state: RunState) -> Table:
+    table = Table(title="plan", show_lines=False)
+    table.add_column("#", justify="right")
+    table.add_column("")
+    table.add_column("step")
+    table.add_column("result")
+    for step in state.plan:
+        table.add_row(str(step.index), STEP_MARK[step.status], step.title, step.result or "")
+    return table
+
+
+def print_state(console: Console, state: RunState) -> None:
+    console.print(summary_panel(RunSummary.of(state)))
+    if state.plan:
+        console.print(plan_table(state))
+    if state.approvals:
+        table = Table(title="approvals")
+        for column in ("request", "tool", "status", "by", "comment"):
+            table.add_column(column)
+        for a in state.approvals:
+            table.add_row(a.request_id, a.tool, a.status.value, a.decided_by or "", a.comment)
+        console.print(table)
+
+
+def runs_table(listings: list[RunListing]) -> Table:
+    table = Table(title="runs")
+    for column in ("run id", "status", "step", "waiting for", "temporal", "started"):
+        table.add_column(column)
+    for run in listings:
+        table.add_row(
+            run.run_id,
+            run.status,
+            str(run.step or ""),
+            run.waiting_for,
+            run.temporal_status,
+            run.started_at,
+        )
+    return table
