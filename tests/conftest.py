@@ -19,6 +19,7 @@ from temporalio.worker import Worker
 
 from infra.binaries import temporal_cli, temporal_test_server
 from infra.offline_model.server import create_app
+from infra.temporal_setup import register_search_attributes
 from worker.main import build_worker
 from worker.settings import Settings
 from workflows import search_attributes as sa
@@ -80,6 +81,7 @@ async def time_env() -> AsyncIterator[WorkflowEnvironment]:
         test_server_existing_path=str(temporal_test_server()),
         data_converter=pydantic_data_converter,
     )
+    await register_search_attributes(env.client)
     yield env
     await env.shutdown()
 
@@ -121,3 +123,23 @@ async def eventually(check, within: float = 20.0, interval: float = 0.1):
         if asyncio.get_running_loop().time() > deadline:
             raise AssertionError(f"condition not met within {within}s (last: {value!r})")
         await asyncio.sleep(interval)
+
+
+@pytest.fixture
+def ts_settings(time_env: WorkflowEnvironment, model_server: ModelServer, tmp_path: Path) -> Settings:
+    return settings_for(time_env.client, tmp_path / "data", model_server.port)
+
+
+@pytest.fixture
+async def ts_worker(time_env: WorkflowEnvironment, ts_settings: Settings) -> AsyncIterator[Worker]:
+    async with build_worker(time_env.client, ts_settings) as running:
+        yield running
+
+
+def count_rows(settings: Settings, table: str, run: str) -> int:
+    """Effects as the demo's tables recorded them: what really happened."""
+    import sqlite3
+
+    with sqlite3.connect(settings.database_path) as conn:
+        row = conn.execute(f"SELECT count(*) FROM {table} WHERE run_id=?", (run,)).fetchone()
+    return int(row[0])

@@ -308,14 +308,8 @@ def _describe(err: Exception) -> str:
 
 
 def _failure_reason(err: BaseException) -> str:
-    """The innermost message of an activity failure: the one a person can act on."""
-    if isinstance(err, RunFailed):
-        return str(err)
-    messages = []
-    cause: BaseException | None = err
-    while cause is not None:
-        text = getattr(cause, "message", None) or str(cause)
-        if text:
-            messages.append(text)
-        cause = cause.__cause__
-    return preview(messages[-1] if messages else "unknown failure", 500)
+    """The activity's own failure message: the one our activities word for a person."""
+    if isinstance(err, ActivityError) and err.cause is not None:
+        cause = err.cause
+        return preview(getattr(cause, "message", None) or str(cause), 500)
+    return preview(str(err), 500)

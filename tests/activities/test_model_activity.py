@@ -1,0 +1,95 @@
+"""call_model against the offline model over real HTTP through the openai client."""
+
+from __future__ import annotations
+
+import json
+import urllib.request
+
+import pytest
+from temporalio.exceptions import ApplicationError
+from temporalio.testing import ActivityEnvironment
+
+from activities.model import ModelActivities
+from activities.stores import Stores
+from worker.settings import Settings
+from workflows.contracts import ChatMessage, ModelCallInput
+
+
+@pytest.fixture
+def activities(model_server, tmp_path):
+    settings = Settings(data_dir=tmp_path, offline_model_port=model_server.port)
+    return ModelActivities(settings, Stores.open(settings.database_path))
+
+
+def completions(model_server, run):
+    with urllib.request.urlopen(f"{model_server.base_url}/scripted/stats") as response:
+        return json.loads(response.read())["completions_by_run"].get(run, 0)
+
+
+def plan_call(run, scenario="pay-invoice", goal="Goal: pay\nMake a plan."):
+    return ModelCallInput(
+        run_id=run,
+        append=[ChatMessage(seq=0, role="user", content=goal)],
+        reply_seq=1,
+        tools=["submit_plan"],
+        scenario=scenario,
+    )
+
+
+async def test_a_repeated_call_returns_the_stored_answer_without_calling_the_model(
+    activities, model_server
+):
+    env = ActivityEnvironment()
+    first = await env.run(activities.call_model, plan_call("memo-1"))
+    second = await env.run(activities.call_model, plan_call("memo-1"))
+
+    assert first.tool_calls[0].name == "submit_plan"
+    assert second.tool_calls == first.tool_calls
+    assert (first.memoized, second.memoized) == (False, True)
+    assert second.usage.input_tokens == 0  # no tokens spent again
+    assert completions(model_server, "memo-1") == 1
+
+
+async def test_a_changed_request_is_a_new_call(activities, model_server):
+    env = ActivityEnvironment()
+    await env.run(activities.call_model, plan_call("memo-2"))
+    edited = await env.run(activities.call_model, plan_call("memo-2", goal="Goal: other\nPlan."))
+    assert edited.memoized is False
+    assert completions(model_server, "memo-2") == 2
+
+
+async def test_429_is_retryable_and_honours_retry_after(activities):
+    call = plan_call("rl-1", scenario="pay-invoice?fault=plan:429*1")
+    with pytest.raises(ApplicationError) as raised:
+        await ActivityEnvironment().run(activities.call_model, call)
+    assert raised.value.non_retryable is False
+    assert raised.value.next_retry_delay is not None
+    assert raised.value.next_retry_delay.total_seconds() == 1.0
+    assert "HTTP 429" in raised.value.message
+    # The next attempt succeeds.
+    turn = await ActivityEnvironment().run(activities.call_model, call)
+    assert turn.tool_calls[0].name == "submit_plan"
+
+
+async def test_500_is_retryable(activities):
+    call = plan_call("err-500", scenario="pay-invoice?fault=plan:500*1")
+    with pytest.raises(ApplicationError) as raised:
+        await ActivityEnvironment().run(activities.call_model, call)
+    assert raised.value.non_retryable is False and "HTTP 500" in raised.value.message
+
+
+async def test_401_is_not_retryable_and_says_why(activities):
+    call = plan_call("auth-1", scenario="pay-invoice?fault=plan:401")
+    with pytest.raises(ApplicationError) as raised:
+        await ActivityEnvironment().run(activities.call_model, call)
+    assert raised.value.non_retryable is True
+    assert raised.value.type == "ModelRequestRejected"
+    assert "refused the request (HTTP 401)" in raised.value.message
+
+
+async def test_unreachable_endpoint_is_retryable(tmp_path):
+    settings = Settings(data_dir=tmp_path, offline_model_port=1)
+    model = ModelActivities(settings, Stores.open(settings.database_path))
+    with pytest.raises(ApplicationError) as raised:
+        await ActivityEnvironment().run(model.call_model, plan_call("down-1"))
+    assert raised.value.non_retryable is False and "unreachable" in raised.value.message

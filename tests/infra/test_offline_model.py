@@ -1,0 +1,89 @@
+"""The offline model speaks the OpenAI protocol (checked with the real openai client)
+and says plainly that it is scripted."""
+
+from __future__ import annotations
+
+import json
+
+import openai
+import pytest
+
+from infra.offline_model.scenarios import Fault, ScenarioError, ScenarioSpec, load
+from workflows.catalog import TOOLS
+
+
+@pytest.fixture
+def client(model_server):
+    return openai.AsyncOpenAI(base_url=model_server.base_url, api_key="x", max_retries=0)
+
+
+async def test_models_endpoint_says_it_is_scripted(client):
+    models = await client.models.list()
+    assert [m.id for m in models.data] == ["scripted-offline-model"]
+    assert "not a language model" in models.data[0].owned_by
+
+
+async def test_plays_the_plan_then_the_step_turns(client):
+    tools = [spec.openai_schema() for spec in TOOLS.values()]
+    headers = {"X-Scenario": "pay-invoice", "X-Agent-Run": "proto-1"}
+    messages = [{"role": "user", "content": "Goal: pay\nMake a plan."}]
+    plan = await client.chat.completions.create(
+        model="m", messages=messages, tools=tools, extra_headers=headers
+    )
+    call = plan.choices[0].message.tool_calls[0]
+    assert call.function.name == "submit_plan"
+    assert len(json.loads(call.function.arguments)["steps"]) == 4
+    assert plan.usage.total_tokens > 0
+
+    messages += [
+        plan.choices[0].message.model_dump(exclude_none=True),
+        {"role": "tool", "tool_call_id": call.id, "content": "Plan accepted."},
+        {"role": "user", "content": "Step 3/4: Pay the invoice"},
+    ]
+    step = await client.chat.completions.create(
+        model="m", messages=messages, tools=tools, extra_headers=headers
+    )
+    assert step.choices[0].finish_reason == "tool_calls"
+    assert step.choices[0].message.tool_calls[0].function.name == "pay_invoice"
+
+
+async def test_unknown_scenario_is_a_clear_400(client):
+    with pytest.raises(openai.BadRequestError, match="unknown scenario 'nope'"):
+        await client.chat.completions.create(
+            model="m",
+            messages=[{"role": "user", "content": "hi"}],
+            extra_headers={"X-Scenario": "nope"},
+        )
+
+
+async def test_without_a_scenario_it_answers_that_it_is_scripted(client):
+    messages = [{"role": "user", "content": "All steps are done. Write the final answer for the user."}]
+    reply = await client.chat.completions.create(model="m", messages=messages)
+    assert "scripted offline model" in reply.choices[0].message.content
+
+
+def test_long_scenario_has_the_asked_size():
+    scenario = load(ScenarioSpec.parse("long?steps=7&reply_bytes=333"))
+    assert len(scenario.plan) == 7
+    assert all(len(turns[0].content or "") == 333 for turns in scenario.steps)
+
+
+@pytest.mark.parametrize(
+    "text", ["plan:418", "step:429", "nowhere:500", "plan:delay=x", "plan:429*"]
+)
+def test_bad_fault_specs_are_refused(text):
+    with pytest.raises(ScenarioError, match="bad fault"):
+        Fault.parse(text)
+
+
+@pytest.mark.parametrize(
+    "spec", ["Bad Name", "long?steps=0", "long?steps=many", "long?colour=red"]
+)
+def test_bad_scenario_specs_are_refused(spec):
+    with pytest.raises(ScenarioError):
+        load(ScenarioSpec.parse(spec))
+
+
+def test_spec_round_trips():
+    spec = ScenarioSpec.parse("long?steps=3&fault=step2.1:429*2&fault=plan:delay=2.5")
+    assert ScenarioSpec.parse(spec.render()) == spec

@@ -1,0 +1,147 @@
+"""Runs on the real dev server with the real worker and the offline model over HTTP."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import WorkflowFailureError
+from temporalio.worker import Replayer
+from temporalio.contrib.pydantic import pydantic_data_converter
+
+from bench.harness import history_bytes
+from starters import runs
+from tests.conftest import count_rows, eventually, run_id
+from workflows import search_attributes as sa
+from workflows.agent import AgentWorkflow
+from workflows.contracts import Decision, RunRequest
+from workflows.state import RunStatus
+
+pytestmark = pytest.mark.usefixtures("worker")
+
+
+async def approve_when_asked(client, rid, by="alice"):
+    async def pending():
+        return (await runs.get_summary(client, rid)).pending_approvals
+
+    await eventually(pending)
+    await runs.approve(client, rid, Decision(by=by))
+
+
+def started_attempts(history, activity_type):
+    scheduled = {
+        e.event_id
+        for e in history.events
+        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+        and e.activity_task_scheduled_event_attributes.activity_type.name == activity_type
+    }
+    return [
+        e.activity_task_started_event_attributes.attempt
+        for e in history.events
+        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED
+        and e.activity_task_started_event_attributes.scheduled_event_id in scheduled
+    ]
+
+
+async def test_429_twice_then_success(dev_env, settings):
+    client, rid = dev_env.client, run_id("rl")
+    request = RunRequest(goal="pay", scenario="pay-invoice?fault=plan:429*2")
+    await runs.start_run(client, settings, request, rid)
+    await approve_when_asked(client, rid)
+    result = await runs.wait_result(client, rid)
+    assert result.status == "completed"
+    history = await client.get_workflow_handle(rid).fetch_history()
+    # The plan call took three attempts; every other model call one.
+    assert max(started_attempts(history, "call_model")) == 3
+    assert count_rows(settings, "payments", rid) == 1
+
+
+async def test_401_fails_the_run_with_a_clear_error(dev_env, settings):
+    client, rid = dev_env.client, run_id("auth")
+    await runs.start_run(client, settings, RunRequest(goal="pay", scenario="pay-invoice?fault=plan:401"), rid)
+    with pytest.raises(WorkflowFailureError) as failure:
+        await runs.wait_result(client, rid)
+    message = str(failure.value.cause)
+    assert "model endpoint refused the request (HTTP 401)" in message
+    state = await runs.get_state(client, rid)
+    assert state.status is RunStatus.FAILED
+    assert "HTTP 401" in state.errors[0]
+    history = await client.get_workflow_handle(rid).fetch_history()
+    assert started_attempts(history, "call_model") == [1]  # not retried
+    description = await client.get_workflow_handle(rid).describe()
+    assert description.typed_search_attributes.get(sa.STATUS) == "failed"
+
+
+async def test_starting_a_running_id_attaches_instead_of_starting_a_second_run(dev_env, settings):
+    client, rid = dev_env.client, run_id("attach")
+    request = RunRequest(goal="pay", scenario="pay-invoice")
+    first = await runs.start_run(client, settings, request, rid)
+    second = await runs.start_run(client, settings, request, rid)
+    assert (first.attached, second.attached) == (False, True)
+    executions = [e async for e in client.list_workflows(f"WorkflowId = '{rid}'")]
+    assert len(executions) == 1
+
+    await approve_when_asked(client, rid)
+    await runs.wait_result(client, rid)
+    assert count_rows(settings, "payments", rid) == 1
+    with pytest.raises(runs.RunError, match="already exists and is completed"):
+        await runs.start_run(client, settings, request, rid)
+
+
+async def test_bad_run_id_is_refused_before_anything_starts(dev_env, settings):
+    with pytest.raises(runs.RunError, match="bad run id"):
+        await runs.start_run(dev_env.client, settings, RunRequest(goal="x"), "has space")
+
+
+async def test_web_ui_sees_status_step_details_and_activity_summaries(dev_env, settings):
+    client, rid = dev_env.client, run_id("ui")
+    await runs.start_run(client, settings, RunRequest(goal="pay", scenario="pay-invoice"), rid)
+
+    async def listed_waiting():
+        found = await runs.list_runs(client, RunStatus.AWAITING_APPROVAL)
+        return [r for r in found if r.run_id == rid]
+
+    [listing] = await eventually(listed_waiting)
+    assert (listing.step, listing.waiting_for) == (3, "approval")
+    metadata = await client.get_workflow_handle(rid).query("__temporal_workflow_metadata")
+    details = metadata.current_details
+    assert details == "step 3/4: Pay the invoice — awaiting approval (pay_invoice)"
+
+    await runs.approve(client, rid, Decision(by="alice"))
+    await runs.wait_result(client, rid)
+    history = await client.get_workflow_handle(rid).fetch_history()
+    summaries = [
+        json.loads(e.user_metadata.summary.data)
+        for e in history.events
+        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+    ]
+    assert summaries[0] == "model: plan"
+    assert "tool: pay_invoice" in summaries and "model: final answer" in summaries
+    assert [r.run_id for r in await runs.list_runs(client, RunStatus.COMPLETED)].count(rid) == 1
+
+
+async def test_history_per_step_stays_small_and_flat(dev_env, settings):
+    """Invariant 3: payloads carry references, so per-step history does not grow."""
+    per_step = {}
+    for steps in (5, 40):
+        rid = run_id(f"flat{steps}")
+        request = RunRequest(goal="bench", scenario=f"long?steps={steps}&reply_bytes=1024")
+        await runs.start_run(dev_env.client, settings, request, rid)
+        await runs.wait_result(dev_env.client, rid)
+        size, _ = await history_bytes(dev_env.client, rid)
+        per_step[steps] = size / steps
+        assert count_rows(settings, "progress_notes", rid) == steps
+    assert max(per_step.values()) <= 4096, per_step
+    assert abs(per_step[40] - per_step[5]) / per_step[5] <= 0.25, per_step
+
+
+async def test_a_recorded_run_replays_deterministically(dev_env, settings):
+    client, rid = dev_env.client, run_id("replay")
+    await runs.start_run(client, settings, RunRequest(goal="pay", scenario="pay-invoice"), rid)
+    await approve_when_asked(client, rid)
+    await runs.wait_result(client, rid)
+    history = await client.get_workflow_handle(rid).fetch_history()
+    replayer = Replayer(workflows=[AgentWorkflow], data_converter=pydantic_data_converter)
+    result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
+    assert result.replay_failure is None

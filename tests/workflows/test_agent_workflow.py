@@ -1,0 +1,143 @@
+"""The agent workflow on the time-skipping server, with real activities and the offline
+model over HTTP: the plan, the approval gate, and what goes back to the model."""
+
+from __future__ import annotations
+
+import pytest
+from temporalio.client import WorkflowFailureError
+
+from activities.transcript import TranscriptStore
+from activities.stores import Stores
+from starters import runs
+from tests.conftest import count_rows, eventually, run_id
+from workflows.contracts import Decision, RunRequest
+from workflows.state import ApprovalStatus, RunStatus, StepStatus
+
+pytestmark = pytest.mark.usefixtures("ts_worker")
+
+
+async def waiting_approval(client, rid):
+    async def check():
+        summary = await runs.get_summary(client, rid)
+        return summary if summary.pending_approvals else None
+
+    return await eventually(check)
+
+
+async def test_pay_invoice_waits_for_approval_then_pays_once(time_env, ts_settings):
+    client, rid = time_env.client, run_id("pay")
+    await runs.start_run(client, ts_settings, RunRequest(goal="pay", scenario="pay-invoice"), rid)
+    summary = await waiting_approval(client, rid)
+    request = summary.pending_approvals[0]
+    assert summary.status is RunStatus.AWAITING_APPROVAL
+    assert request.tool == "pay_invoice" and request.step == 3
+    assert request.arguments == {"invoice_id": "INV-1001", "amount": "1250.00", "currency": "EUR"}
+    assert "1250.00 EUR" in request.reason
+    # Nothing was paid while the run waited.
+    assert count_rows(ts_settings, "payments", rid) == 0
+
+    await runs.approve(client, rid, Decision(by="alice", comment="ok"))
+    result = await runs.wait_result(client, rid)
+    state = await runs.get_state(client, rid)
+
+    assert result.status == "completed"
+    assert "is paid" in (result.final_answer or "")
+    assert [s.status for s in state.plan] == [StepStatus.DONE] * 4
+    assert state.approvals[0].status is ApprovalStatus.APPROVED
+    assert state.approvals[0].decided_by == "alice"
+    assert count_rows(ts_settings, "payments", rid) == 1
+    assert count_rows(ts_settings, "outbox", rid) == 1
+    assert state.usage.model_calls == 10 and state.usage.input_tokens > 0
+
+
+async def test_rejection_goes_back_to_the_model_and_nothing_is_paid(time_env, ts_settings):
+    client, rid = time_env.client, run_id("reject")
+    await runs.start_run(client, ts_settings, RunRequest(goal="pay", scenario="pay-invoice"), rid)
+    await waiting_approval(client, rid)
+    await runs.reject(client, rid, Decision(by="bob", comment="not this month"))
+    result = await runs.wait_result(client, rid)
+
+    assert "not paid" in (result.final_answer or "")
+    assert count_rows(ts_settings, "payments", rid) == 0
+    assert count_rows(ts_settings, "outbox", rid) == 0
+    messages = TranscriptStore(Stores.open(ts_settings.database_path).db).read(rid)
+    tool_texts = [m["content"] for m in messages if m["role"] == "tool"]
+    assert any(t.startswith("rejected by bob: not this month") for t in tool_texts)
+
+
+async def test_a_decision_for_no_pending_request_changes_nothing(time_env, ts_settings):
+    client, rid = time_env.client, run_id("stray")
+    await runs.start_run(client, ts_settings, RunRequest(goal="pay", scenario="pay-invoice"), rid)
+    await waiting_approval(client, rid)
+    before = await runs.get_state(client, rid)
+    await runs.approve(client, rid, Decision(request_id="no-such-request", by="mallory"))
+    after = await runs.get_state(client, rid)
+    assert after.approvals == before.approvals
+    assert after.status is RunStatus.AWAITING_APPROVAL
+    await runs.approve(client, rid, Decision(by="alice"))
+    assert (await runs.wait_result(client, rid)).status == "completed"
+
+
+@pytest.mark.parametrize(
+    ("fault", "error_text"),
+    [
+        ("step1:malformed_args", "error: invalid arguments for lookup_invoice"),
+        ("step1:unknown_tool", "error: unknown tool 'launch_rockets'"),
+    ],
+)
+async def test_bad_tool_calls_go_back_to_the_model(time_env, ts_settings, fault, error_text):
+    client, rid = time_env.client, run_id("badcall")
+    scenario = f"pay-invoice?fault={fault}"
+    await runs.start_run(client, ts_settings, RunRequest(goal="pay", scenario=scenario), rid)
+    await waiting_approval(client, rid)
+    await runs.approve(client, rid, Decision(by="alice"))
+    result = await runs.wait_result(client, rid)
+
+    assert result.status == "completed"
+    messages = TranscriptStore(Stores.open(ts_settings.database_path).db).read(rid)
+    errors = [m for m in messages if m["role"] == "tool" and m["content"].startswith(error_text)]
+    assert len(errors) == 1
+    # The bad call ran no tool; the corrected one ran exactly once.
+    state = await runs.get_state(client, rid)
+    assert [r.tool for r in state.results if r.step == 1] == ["lookup_invoice"]
+
+
+async def test_a_step_that_never_ends_fails_the_run_with_a_clear_error(time_env, ts_settings):
+    client, rid = time_env.client, run_id("loop")
+    request = RunRequest.model_validate(
+        {
+            "goal": "loop",
+            "scenario": "pay-invoice?fault=step1:malformed_args*50",
+            "limits": {"max_turns_per_step": 3},
+        }
+    )
+    await runs.start_run(client, ts_settings, request, rid)
+    with pytest.raises(WorkflowFailureError) as failure:
+        await runs.wait_result(client, rid)
+    assert "step 1 did not finish within 3 model turns" in str(failure.value.cause)
+    state = await runs.get_state(client, rid)
+    assert state.status is RunStatus.FAILED
+    assert state.errors == ["step 1 did not finish within 3 model turns"]
+
+
+async def test_side_effects_need_approval_when_the_policy_says_so(time_env, ts_settings):
+    client, rid = time_env.client, run_id("strict")
+    request = RunRequest.model_validate(
+        {"goal": "pay", "scenario": "pay-invoice", "policy": {"approve_all_side_effects": True}}
+    )
+    await runs.start_run(client, ts_settings, request, rid)
+    tools = []
+    for _ in range(3):
+        summary = await waiting_approval(client, rid)
+        tools.append(summary.pending_approvals[0].tool)
+        await runs.approve(client, rid, Decision(by="alice"))
+        await eventually(
+            lambda: _no_pending(client, rid, summary.pending_approvals[0].request_id)
+        )
+    assert tools == ["draft_email", "pay_invoice", "send_email"]
+    assert (await runs.wait_result(client, rid)).status == "completed"
+
+
+async def _no_pending(client, rid, request_id):
+    summary = await runs.get_summary(client, rid)
+    return all(p.request_id != request_id for p in summary.pending_approvals)
