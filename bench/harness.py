@@ -3,22 +3,18 @@
 from __future__ import annotations
 
 import tempfile
-import threading
-import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-import uvicorn
 from temporalio.api.history.v1 import History
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
 from infra.binaries import temporal_cli
-from infra.offline_model.server import create_app
-from infra.processes import port_in_use
+from infra.offline_model.embedded import EmbeddedModelServer
 from worker.main import build_worker
 from worker.settings import Settings
 from workflows import search_attributes as sa
@@ -30,23 +26,10 @@ class Bench:
     settings: Settings
 
 
-def _free_port(start: int = 18765) -> int:
-    port = start
-    while port_in_use(port):
-        port += 1
-    return port
-
-
 @asynccontextmanager
 async def bench_stack() -> AsyncIterator[Bench]:
-    port = _free_port()
-    server = uvicorn.Server(
-        uvicorn.Config(create_app(), host="127.0.0.1", port=port, log_level="error")
-    )
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    while not server.started:
-        time.sleep(0.02)
+    model = EmbeddedModelServer()
+    model.start()
     env = await WorkflowEnvironment.start_local(
         dev_server_existing_path=str(temporal_cli()),
         search_attributes=sa.ALL,
@@ -60,15 +43,14 @@ async def bench_stack() -> AsyncIterator[Bench]:
             temporal_host=host,
             temporal_port=int(grpc_port),
             task_queue="bench",
-            offline_model_port=port,
+            offline_model_port=model.port,
         )
         try:
             async with build_worker(env.client, settings):
                 yield Bench(client=env.client, settings=settings)
         finally:
             await env.shutdown()
-            server.should_exit = True
-            thread.join(timeout=5)
+            model.stop()
 
 
 async def history_bytes(client: Client, workflow_id: str) -> tuple[int, int]:

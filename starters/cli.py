@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import sys
+
 import typer
 
 from starters import cli_runs, cli_stack
@@ -19,4 +22,18 @@ app.command()(demo)
 
 
 def main() -> None:
-    app()
+    """Run a command, then leave without interpreter finalization.
+
+    The Temporal SDK's Rust core keeps threads that can touch the GIL while Python
+    finalizes, which aborts the process ("PyGILState_Release ... must be current")
+    after the command already succeeded. Flushing and calling os._exit skips that
+    phase: every command has finished its work and its output by then.
+    """
+    try:
+        app()
+        exit_code = 0
+    except SystemExit as done:
+        exit_code = done.code if isinstance(done.code, int) else (0 if done.code is None else 1)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(exit_code)

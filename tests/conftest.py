@@ -4,60 +4,27 @@ real HTTP, one of each per test session; a fresh data dir and worker per test.""
 from __future__ import annotations
 
 import asyncio
-import socket
-import threading
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
-import uvicorn
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
 from infra.binaries import temporal_cli, temporal_test_server
-from infra.offline_model.server import create_app
+from infra.offline_model.embedded import EmbeddedModelServer
 from infra.temporal_setup import register_search_attributes
 from worker.main import build_worker
 from worker.settings import Settings
 from workflows import search_attributes as sa
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-class ModelServer:
-    def __init__(self) -> None:
-        self.port = free_port()
-        config = uvicorn.Config(create_app(), host="127.0.0.1", port=self.port, log_level="error")
-        self.server = uvicorn.Server(config)
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
-
-    @property
-    def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/v1"
-
-    def start(self) -> None:
-        self.thread.start()
-        for _ in range(200):
-            if self.server.started:
-                return
-            threading.Event().wait(0.02)
-        raise RuntimeError("offline model server did not start")
-
-    def stop(self) -> None:
-        self.server.should_exit = True
-        self.thread.join(timeout=5)
-
-
 @pytest.fixture(scope="session")
-def model_server() -> Iterator[ModelServer]:
-    server = ModelServer()
+def model_server() -> Iterator[EmbeddedModelServer]:
+    server = EmbeddedModelServer()
     server.start()
     yield server
     server.stop()
@@ -99,7 +66,9 @@ def settings_for(client: Client, data_dir: Path, model_port: int) -> Settings:
 
 
 @pytest.fixture
-def settings(dev_env: WorkflowEnvironment, model_server: ModelServer, tmp_path: Path) -> Settings:
+def settings(
+    dev_env: WorkflowEnvironment, model_server: EmbeddedModelServer, tmp_path: Path
+) -> Settings:
     return settings_for(dev_env.client, tmp_path / "data", model_server.port)
 
 
@@ -126,7 +95,9 @@ async def eventually(check, within: float = 20.0, interval: float = 0.1):
 
 
 @pytest.fixture
-def ts_settings(time_env: WorkflowEnvironment, model_server: ModelServer, tmp_path: Path) -> Settings:
+def ts_settings(
+    time_env: WorkflowEnvironment, model_server: EmbeddedModelServer, tmp_path: Path
+) -> Settings:
     return settings_for(time_env.client, tmp_path / "data", model_server.port)
 
 

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import signal
+import sys
 from datetime import timedelta
 
 from temporalio.client import Client
@@ -54,11 +56,18 @@ async def run_worker(settings: Settings) -> None:
     async with worker:
         await stop.wait()
         log.info("stopping: letting activities in flight finish")
+    log.info("worker stopped")
 
 
 def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    # One line per HTTP request to the model drowns what matters in the log.
+    logging.getLogger("httpx2").setLevel(logging.WARNING)
     asyncio.run(run_worker(load_settings()))
+    # Skip interpreter finalization: the SDK's core threads can abort it (see starters/cli.py).
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 if __name__ == "__main__":

@@ -54,5 +54,8 @@ def test_an_effect_that_fails_leaves_no_ledger_row_and_no_effect(stores):
     assert outbox_rows(stores) == 0
     assert stores.ledger.effects("r") == []
     # The retry then performs it, once.
-    assert stores.ledger.run_once("r/1/c", "r", "send_email", {"to": "x"}, _insert({"n": 1}))[1] is False
+    assert (
+        stores.ledger.run_once("r/1/c", "r", "send_email", {"to": "x"}, _insert({"n": 1}))[1]
+        is False
+    )
     assert outbox_rows(stores) == 1

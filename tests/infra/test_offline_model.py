@@ -57,7 +57,9 @@ async def test_unknown_scenario_is_a_clear_400(client):
 
 
 async def test_without_a_scenario_it_answers_that_it_is_scripted(client):
-    messages = [{"role": "user", "content": "All steps are done. Write the final answer for the user."}]
+    messages = [
+        {"role": "user", "content": "All steps are done. Write the final answer for the user."}
+    ]
     reply = await client.chat.completions.create(model="m", messages=messages)
     assert "scripted offline model" in reply.choices[0].message.content
 
@@ -76,9 +78,7 @@ def test_bad_fault_specs_are_refused(text):
         Fault.parse(text)
 
 
-@pytest.mark.parametrize(
-    "spec", ["Bad Name", "long?steps=0", "long?steps=many", "long?colour=red"]
-)
+@pytest.mark.parametrize("spec", ["Bad Name", "long?steps=0", "long?steps=many", "long?colour=red"])
 def test_bad_scenario_specs_are_refused(spec):
     with pytest.raises(ScenarioError):
         load(ScenarioSpec.parse(spec))

@@ -7,8 +7,8 @@ import json
 import pytest
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowFailureError
-from temporalio.worker import Replayer
 from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.worker import Replayer
 
 from bench.harness import history_bytes
 from starters import runs
@@ -59,7 +59,9 @@ async def test_429_twice_then_success(dev_env, settings):
 
 async def test_401_fails_the_run_with_a_clear_error(dev_env, settings):
     client, rid = dev_env.client, run_id("auth")
-    await runs.start_run(client, settings, RunRequest(goal="pay", scenario="pay-invoice?fault=plan:401"), rid)
+    await runs.start_run(
+        client, settings, RunRequest(goal="pay", scenario="pay-invoice?fault=plan:401"), rid
+    )
     with pytest.raises(WorkflowFailureError) as failure:
         await runs.wait_result(client, rid)
     message = str(failure.value.cause)
@@ -145,3 +147,23 @@ async def test_a_recorded_run_replays_deterministically(dev_env, settings):
     replayer = Replayer(workflows=[AgentWorkflow], data_converter=pydantic_data_converter)
     result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
     assert result.replay_failure is None
+
+
+async def test_a_model_call_slower_than_its_timeout_is_retried(dev_env, settings):
+    client, rid = dev_env.client, run_id("slow")
+    request = RunRequest.model_validate(
+        {
+            "goal": "long",
+            "scenario": "long?steps=2&fault=step1:delay=5",
+            "limits": {"model_timeout_seconds": 1},
+        }
+    )
+    await runs.start_run(client, settings, request, rid)
+    assert (await runs.wait_result(client, rid)).status == "completed"
+    history = await client.get_workflow_handle(rid).fetch_history()
+    timeouts = [
+        e for e in history.events if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_TIMED_OUT
+    ]
+    assert timeouts == []  # retried within the activity's retry policy, not surfaced
+    assert max(started_attempts(history, "call_model")) == 2
+    assert count_rows(settings, "progress_notes", rid) == 2

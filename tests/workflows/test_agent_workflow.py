@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from temporalio.client import WorkflowFailureError
 
-from activities.transcript import TranscriptStore
 from activities.stores import Stores
+from activities.transcript import TranscriptStore
 from starters import runs
 from tests.conftest import count_rows, eventually, run_id
 from workflows.contracts import Decision, RunRequest
@@ -129,11 +129,10 @@ async def test_side_effects_need_approval_when_the_policy_says_so(time_env, ts_s
     tools = []
     for _ in range(3):
         summary = await waiting_approval(client, rid)
-        tools.append(summary.pending_approvals[0].tool)
+        request = summary.pending_approvals[0]
+        tools.append(request.tool)
         await runs.approve(client, rid, Decision(by="alice"))
-        await eventually(
-            lambda: _no_pending(client, rid, summary.pending_approvals[0].request_id)
-        )
+        await eventually(lambda request_id=request.request_id: _no_pending(client, rid, request_id))
     assert tools == ["draft_email", "pay_invoice", "send_email"]
     assert (await runs.wait_result(client, rid)).status == "completed"
 

@@ -1,0 +1,122 @@
+"""agentctl end to end, as a person types it: up, run, approve, show, down, up again."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from infra.offline_model.embedded import free_port
+
+AGENTCTL = str(Path(sys.executable).parent / "agentctl")
+
+
+class Stack:
+    def __init__(self, data_dir: Path) -> None:
+        self.env = {
+            **os.environ,
+            "AGENT_DATA_DIR": str(data_dir),
+            "AGENT_TEMPORAL_PORT": str(free_port()),
+            "AGENT_TEMPORAL_UI_PORT": str(free_port()),
+            "AGENT_OFFLINE_MODEL_PORT": str(free_port()),
+            "COLUMNS": "200",
+        }
+        for key in ("OPENAI_API_KEY", "OPENAI_BASE_URL"):
+            self.env.pop(key, None)
+
+    def __call__(self, *args: str, check: bool = True, env: dict[str, str] | None = None):
+        done = subprocess.run(
+            [AGENTCTL, *args],
+            env=env or self.env,
+            capture_output=True,
+            text=True,
+            timeout=180,
+            stdin=subprocess.DEVNULL,
+        )
+        if check and done.returncode != 0:
+            raise AssertionError(f"agentctl {' '.join(args)} failed:\n{done.stdout}\n{done.stderr}")
+        return done
+
+    def show(self, run_id: str) -> dict[str, Any]:
+        state: dict[str, Any] = json.loads(self("show", run_id, "--json").stdout)
+        return state
+
+    def wait_status(self, run_id: str, status: str, within: float = 60) -> dict[str, Any]:
+        deadline = time.monotonic() + within
+        while True:
+            state = self.show(run_id)
+            if state["status"] == status:
+                return state
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{run_id} is {state['status']}, not {status}")
+            time.sleep(0.3)
+
+
+@pytest.fixture
+def stack(tmp_path):
+    stack = Stack(tmp_path / "data")
+    yield stack
+    stack("down", check=False)
+
+
+def test_pay_invoice_through_approval_and_across_a_restart(stack):
+    stack("up")
+    assert stack("stack").stdout.count("running") == 3
+
+    started = json.loads(
+        stack("run", "Pay INV-1001", "--scenario", "pay-invoice", "--id", "e2e-1", "--json").stdout
+    )
+    assert started["run_id"] == "e2e-1" and started["status"] in {"planning", "running"}
+    waiting = stack.wait_status("e2e-1", "awaiting_approval")
+    assert waiting["approvals"][0]["tool"] == "pay_invoice"
+
+    stack("approve", "e2e-1", "--as", "carol", "--comment", "looks right")
+    done = stack.wait_status("e2e-1", "completed")
+    assert set(done) >= {"run_id", "status", "plan", "usage"}
+    assert done["approvals"][0]["decided_by"] == "carol"
+    assert all(step["status"] == "done" for step in done["plan"])
+
+    watched = stack("watch", "e2e-1")
+    assert "completed" in watched.stdout and "is paid" in watched.stdout
+
+    again = stack("approve", "e2e-1", check=False)
+    assert again.returncode == 1
+    assert again.stderr.strip() == "error: run e2e-1 has no pending approval (status completed)"
+
+    listed = stack("list", "--status", "completed", "--json").stdout
+    assert [r["run_id"] for r in json.loads(listed)] == ["e2e-1"]
+
+    stack("down")
+    assert stack("stack").stdout.count("stopped") == 3
+    stack("up")
+    assert stack.show("e2e-1")["status"] == "completed"  # the run survived down and up
+
+    demo = stack("demo")
+    assert "approving as demo-auto-approver" in demo.stdout
+    assert "/namespaces/default/workflows/demo-" in demo.stdout
+
+
+def test_a_taken_port_is_a_clear_error(stack):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        env = {**stack.env, "AGENT_TEMPORAL_PORT": str(port)}
+        result = stack("up", check=False, env=env)
+    assert result.returncode == 1
+    assert f"temporal: port {port} is already in use" in result.stderr
+    assert "AGENT_TEMPORAL_PORT" in result.stderr
+
+
+def test_commands_fail_with_one_line_when_no_stack_runs(stack):
+    result = stack("show", "anything", check=False)
+    assert result.returncode == 1
+    assert result.stderr.startswith("error: cannot reach Temporal")
+    assert len(result.stderr.strip().splitlines()) == 1
