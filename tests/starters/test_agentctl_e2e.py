@@ -120,3 +120,16 @@ def test_commands_fail_with_one_line_when_no_stack_runs(stack):
     assert result.returncode == 1
     assert result.stderr.startswith("error: cannot reach Temporal")
     assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_a_process_that_dies_on_start_shows_the_tail_of_its_log(stack):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        env = {**stack.env, "AGENT_TEMPORAL_UI_PORT": str(port)}
+        result = stack("up", check=False, env=env)
+    assert result.returncode == 1
+    assert result.stderr.startswith("error: temporal exited with code 1 while starting")
+    assert f"can't set UI port {port}" in result.stderr  # the log's own words
+    assert "running" not in stack("stack").stdout.replace("not running", "")
