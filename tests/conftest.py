@@ -98,6 +98,7 @@ async def eventually(check, within: float = 20.0, interval: float = 0.1):
 def ts_settings(
     time_env: WorkflowEnvironment, model_server: EmbeddedModelServer, tmp_path: Path
 ) -> Settings:
+    """Settings for the time-skipping server; `ts_worker` runs a worker against it."""
     return settings_for(time_env.client, tmp_path / "data", model_server.port)
 
 

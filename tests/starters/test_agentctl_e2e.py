@@ -103,13 +103,17 @@ def test_pay_invoice_through_approval_and_across_a_restart(stack):
     assert "/namespaces/default/workflows/demo-" in demo.stdout
 
 
-def test_a_taken_port_is_a_clear_error(stack):
+def up_with_port_taken(stack, setting):
+    """`agentctl up` while another process listens on the port `setting` names."""
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        env = {**stack.env, "AGENT_TEMPORAL_PORT": str(port)}
-        result = stack("up", check=False, env=env)
+        return port, stack("up", check=False, env={**stack.env, setting: str(port)})
+
+
+def test_a_taken_port_is_a_clear_error(stack):
+    port, result = up_with_port_taken(stack, "AGENT_TEMPORAL_PORT")
     assert result.returncode == 1
     assert f"temporal: port {port} is already in use" in result.stderr
     assert "AGENT_TEMPORAL_PORT" in result.stderr
@@ -123,12 +127,7 @@ def test_commands_fail_with_one_line_when_no_stack_runs(stack):
 
 
 def test_a_process_that_dies_on_start_shows_the_tail_of_its_log(stack):
-    with socket.socket() as taken:
-        taken.bind(("127.0.0.1", 0))
-        taken.listen()
-        port = taken.getsockname()[1]
-        env = {**stack.env, "AGENT_TEMPORAL_UI_PORT": str(port)}
-        result = stack("up", check=False, env=env)
+    port, result = up_with_port_taken(stack, "AGENT_TEMPORAL_UI_PORT")
     assert result.returncode == 1
     assert result.stderr.startswith("error: temporal exited with code 1 while starting")
     assert f"can't set UI port {port}" in result.stderr  # the log's own words
