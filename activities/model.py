@@ -17,6 +17,7 @@ import openai
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from activities.heartbeat import heartbeating
 from activities.stores import Stores
 from worker.settings import Settings
 from workflows.catalog import tool_spec
@@ -41,6 +42,10 @@ class ModelActivities:
 
     @activity.defn(name="call_model")
     async def call_model(self, call: ModelCallInput) -> ModelTurn:
+        async with heartbeating():
+            return await self._call_model(call)
+
+    async def _call_model(self, call: ModelCallInput) -> ModelTurn:
         transcript = self.stores.transcript
         for message in call.append:
             await asyncio.to_thread(

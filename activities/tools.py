@@ -10,6 +10,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities.demo_tools import IMPLEMENTATIONS, EffectContext, render
+from activities.heartbeat import finish_even_if_cancelled, heartbeating
 from activities.ledger import IdempotencyConflict
 from activities.stores import Stores
 from workflows.catalog import ToolRisk, tool_spec
@@ -22,7 +23,8 @@ class ToolActivities:
 
     @activity.defn(name="run_tool")
     async def run_tool(self, call: ToolCallInput) -> ToolOutcome:
-        return await asyncio.to_thread(self._run, call)
+        async with heartbeating():
+            return await finish_even_if_cancelled(asyncio.to_thread(self._run, call))
 
     def _run(self, call: ToolCallInput) -> ToolOutcome:
         spec = tool_spec(call.name)

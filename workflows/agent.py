@@ -1,12 +1,16 @@
 """The agent workflow: plan, then for each step model turns, gate, tool, record.
 
 Deterministic code only. Every side effect (the model, each tool) is an activity,
-called by name so this module imports nothing that does I/O.
+called by name so this module imports nothing that does I/O. Handlers for people
+(approve, reject, decide, answer, pause, resume, cancel, edit) sit below the story;
+each changes the state through one method of the state model.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
+from collections.abc import Callable
 from datetime import timedelta
 
 from temporalio import workflow
@@ -22,6 +26,7 @@ with workflow.unsafe.imports_passed_through():
         PLAN_TOOLS,
         STEP_TOOLS,
         SUBMIT_PLAN,
+        AskHumanArgs,
         CompleteStepArgs,
         SubmitPlanArgs,
         ToolArgs,
@@ -31,22 +36,28 @@ with workflow.unsafe.imports_passed_through():
     )
     from workflows.contracts import (
         PREVIEW_CHARS,
+        Actor,
+        Answer,
+        DecideRequest,
         Decision,
         ModelCallInput,
         ModelTurn,
         RunRequest,
         RunResult,
+        StatePatch,
         ToolCall,
         ToolCallInput,
         ToolOutcome,
         preview,
     )
-    from workflows.policy import idempotency_key, needs_approval
+    from workflows.policy import approval_rule, idempotency_key
     from workflows.state import (
         FINAL_ANSWER_CHARS,
         ApprovalRequest,
         ApprovalStatus,
         PlanStep,
+        Question,
+        QuestionStatus,
         RunState,
         RunSummary,
         ToolResultRecord,
@@ -54,6 +65,8 @@ with workflow.unsafe.imports_passed_through():
 
 CALL_MODEL = "call_model"
 RUN_TOOL = "run_tool"
+HEARTBEAT_TIMEOUT = timedelta(seconds=10)
+DEADLINE_ACTOR = "deadline"
 
 
 class RunFailed(Exception):
@@ -66,15 +79,20 @@ class AgentWorkflow:
     def __init__(self, request: RunRequest) -> None:
         self.state = RunState.start(workflow.info().workflow_id, request, workflow.now())
         self._published: tuple[str, int, str] | None = None
+        self._story: asyncio.Task[str] | None = None
 
     @workflow.run
     async def run(self, request: RunRequest) -> RunResult:
         self._publish()
+        self._story = asyncio.create_task(self._tell())
         try:
-            await self._plan()
-            while (step := self.state.next_step()) is not None:
-                await self._run_step(step)
-            answer = await self._final_answer()
+            answer = await self._story
+        except asyncio.CancelledError:
+            self.state.cancel(workflow.now())
+            self._publish()
+            if self.state.cancel_requested_by is None:
+                raise  # cancelled through Temporal itself: it shows as Canceled there
+            return RunResult(run_id=self.state.run_id, status=self.state.status)
         except (ActivityError, RunFailed) as err:
             reason = _failure_reason(err)
             self.state.fail(reason, workflow.now())
@@ -83,6 +101,12 @@ class AgentWorkflow:
         self.state.complete(answer, workflow.now())
         self._publish()
         return RunResult(run_id=self.state.run_id, status=self.state.status, final_answer=answer)
+
+    async def _tell(self) -> str:
+        await self._plan()
+        while (step := self.state.next_step()) is not None:
+            await self._run_step(step)
+        return await self._final_answer()
 
     # -- the story's chapters ---------------------------------------------------------
     async def _plan(self) -> None:
@@ -139,31 +163,70 @@ class AgentWorkflow:
         if isinstance(args, CompleteStepArgs):
             self.state.queue_message("tool", prompts.STEP_MARKED_DONE, call.id)
             return args.summary
-        if needs_approval(spec, self.state.policy):
-            request = await self._await_approval(step, call, spec, args, reason)
+        if isinstance(args, AskHumanArgs):
+            await self._ask_human(step, call, args)
+            return None
+        rule = approval_rule(spec, args, self.state.policy, self.state.usage.cost_usd)
+        if rule is not None:
+            request = await self._await_approval(step, call, spec, args, reason, rule)
             if request.status is not ApprovalStatus.APPROVED:
                 text = prompts.rejected(spec.name, request.decided_by or "?", request.comment)
                 self.state.queue_message("tool", text, call.id)
                 return None
+        await self._pause_point()
         await self._run_tool(step, call, spec, args)
         return None
 
     async def _await_approval(
-        self, step: PlanStep, call: ToolCall, spec: ToolSpec, args: ToolArgs, reason: str
+        self, step: PlanStep, call: ToolCall, spec: ToolSpec, args: ToolArgs, reason: str, rule: str
     ) -> ApprovalRequest:
         request = ApprovalRequest(
             request_id=call.id,
             tool=spec.name,
             arguments=args.model_dump(mode="json"),
             reason=reason,
+            rule=rule,
             step=step.index,
             requested_at=workflow.now(),
+            deadline=workflow.now() + self._decision_timeout,
         )
         self.state.request_approval(request)
         self._publish()
-        await workflow.wait_condition(lambda: request.status is not ApprovalStatus.PENDING)
+
+        def decided() -> bool:
+            return request.status is not ApprovalStatus.PENDING
+
+        if not await self._wait(decided) and self.state.policy.on_timeout == "escalate":
+            self.state.escalate(request, workflow.now() + self._decision_timeout, workflow.now())
+            self._publish()
+            await self._wait(decided)
+        if not decided():
+            late = Decision(
+                request_id=request.request_id, by=DEADLINE_ACTOR, comment="no decision in time"
+            )
+            self.state.decide(late, False, workflow.now())
         self._publish()
         return request
+
+    async def _ask_human(self, step: PlanStep, call: ToolCall, args: AskHumanArgs) -> None:
+        question = Question(
+            question_id=call.id,
+            question=args.question,
+            options=args.options,
+            step=step.index,
+            asked_at=workflow.now(),
+            deadline=workflow.now() + self._decision_timeout,
+        )
+        self.state.ask(question)
+        self._publish()
+        if not await self._wait(lambda: question.status is not QuestionStatus.PENDING):
+            self.state.expire(question, workflow.now())
+        self._publish()
+        if question.status is QuestionStatus.ANSWERED:
+            text = f"answer from {question.answered_by}: {question.answer}"
+        else:
+            text = "no answer came before the deadline; decide without it"
+        self.state.queue_message("tool", text, call.id)
 
     async def _run_tool(
         self, step: PlanStep, call: ToolCall, spec: ToolSpec, args: ToolArgs
@@ -185,7 +248,9 @@ class AgentWorkflow:
             tool_input,
             result_type=ToolOutcome,
             start_to_close_timeout=timedelta(seconds=self.state.limits.tool_timeout_seconds),
+            heartbeat_timeout=HEARTBEAT_TIMEOUT,
             retry_policy=RetryPolicy(maximum_interval=timedelta(seconds=10), maximum_attempts=20),
+            cancellation_type=workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
             summary=f"tool: {spec.name}",
         )
         record = ToolResultRecord(
@@ -212,10 +277,10 @@ class AgentWorkflow:
         force_tool: str | None = None,
         preview_chars: int = PREVIEW_CHARS,
     ) -> ModelTurn:
-        append = self.state.drain_outbox()
+        await self._pause_point()
         call = ModelCallInput(
             run_id=self.state.run_id,
-            append=append,
+            append=self.state.drain_outbox(),
             reply_seq=self.state.take_seq(),
             tools=list(tools),
             force_tool=force_tool,
@@ -229,23 +294,45 @@ class AgentWorkflow:
             call,
             result_type=ModelTurn,
             start_to_close_timeout=timedelta(seconds=limits.model_timeout_seconds),
+            heartbeat_timeout=HEARTBEAT_TIMEOUT,
             retry_policy=RetryPolicy(
                 initial_interval=timedelta(seconds=1),
                 maximum_interval=timedelta(seconds=30),
                 maximum_attempts=limits.model_max_attempts,
             ),
+            cancellation_type=workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
             summary=f"model: {label}",
         )
         self.state.record_usage(turn.usage, memoized=turn.memoized)
         return turn
 
+    async def _pause_point(self) -> None:
+        """Between activities: where a requested pause takes hold."""
+        if not self.state.pause_requested:
+            return
+        self.state.enter_pause()
+        self._publish()
+        await workflow.wait_condition(lambda: not self.state.pause_requested)
+        self._publish()
+
+    @property
+    def _decision_timeout(self) -> timedelta:
+        return timedelta(seconds=self.state.policy.decision_timeout_seconds)
+
+    async def _wait(self, done: Callable[[], bool]) -> bool:
+        """Wait for a person, durably, up to the run's decision timeout."""
+        try:
+            await workflow.wait_condition(done, timeout=self._decision_timeout)
+        except TimeoutError:
+            return False
+        return True
+
     def _validated_args(self, call: ToolCall, *, allowed: tuple[str, ...]) -> ToolArgs | None:
         """Parse and validate the model's arguments; on error, tell the model and return None."""
         spec = tool_spec(call.name)
         if spec is None or spec.name not in allowed:
-            self.state.queue_message(
-                "tool", prompts.unknown_tool(call.name, list(allowed)), call.id
-            )
+            text = prompts.unknown_tool(call.name, list(allowed))
+            self.state.queue_message("tool", text, call.id)
             return None
         try:
             raw = json.loads(call.arguments or "{}")
@@ -253,9 +340,8 @@ class AgentWorkflow:
                 raise ValueError("arguments must be a JSON object")
             return spec.args_model.model_validate(raw)
         except (ValueError, ValidationError) as err:
-            self.state.queue_message(
-                "tool", prompts.argument_error(spec.name, _describe(err)), call.id
-            )
+            text = prompts.argument_error(spec.name, _describe(err))
+            self.state.queue_message("tool", text, call.id)
             return None
 
     def _publish(self) -> None:
@@ -273,21 +359,85 @@ class AgentWorkflow:
             ]
         )
 
-    # -- signals and queries --------------------------------------------------------------
+    # -- people: signals (fire and forget) ------------------------------------------------
     @workflow.signal
     def approve(self, decision: Decision) -> None:
-        self._decide(decision, approved=True)
+        self._apply_decision(decision, approved=True)
 
     @workflow.signal
     def reject(self, decision: Decision) -> None:
-        self._decide(decision, approved=False)
+        self._apply_decision(decision, approved=False)
 
-    def _decide(self, decision: Decision, *, approved: bool) -> None:
-        if self.state.decide(decision, approved, workflow.now()) is None:
-            workflow.logger.warning("ignored decision for no pending request: %s", decision)
+    @workflow.signal(name="answer")
+    def answer_signal(self, answer: Answer) -> None:
+        if (error := self.state.answer_error(answer)) is not None:
+            workflow.logger.warning("answer ignored: %s", error)
             return
+        self.state.answer(answer, workflow.now())
         self._publish()
 
+    @workflow.signal
+    def pause(self, actor: Actor) -> None:
+        if not self.state.status.is_closed and not self.state.pause_requested:
+            self.state.request_pause(actor, workflow.now())
+
+    @workflow.signal
+    def resume(self, actor: Actor) -> None:
+        if self.state.pause_requested:
+            self.state.resume(actor, workflow.now())
+            self._publish()
+
+    @workflow.signal
+    def cancel(self, actor: Actor) -> None:
+        if self.state.status.is_closed or self.state.cancel_requested_by is not None:
+            return
+        self.state.request_cancel(actor, workflow.now())
+        if self._story is not None:
+            self._story.cancel()
+
+    def _apply_decision(self, decision: Decision, *, approved: bool) -> None:
+        if (error := self.state.decision_error(decision)) is not None:
+            workflow.logger.warning("decision ignored: %s", error)
+            return
+        self.state.decide(decision, approved, workflow.now())
+        self._publish()
+
+    # -- people: updates (answered, validated before they reach the history) -------------
+    @workflow.update
+    def decide(self, request: DecideRequest) -> ApprovalRequest:
+        # Re-checked here too: two updates validated in one activation must not both win.
+        _refuse_if(self.state.decision_error(request.as_decision()))
+        decided = self.state.decide(request.as_decision(), request.approve, workflow.now())
+        self._publish()
+        return decided
+
+    @decide.validator
+    def _validate_decide(self, request: DecideRequest) -> None:
+        _refuse_if(self.state.decision_error(request.as_decision()))
+
+    @workflow.update(name="submit_answer")
+    def submit_answer(self, answer: Answer) -> Question:
+        _refuse_if(self.state.answer_error(answer))
+        question = self.state.answer(answer, workflow.now())
+        self._publish()
+        return question
+
+    @submit_answer.validator
+    def _validate_answer(self, answer: Answer) -> None:
+        _refuse_if(self.state.answer_error(answer))
+
+    @workflow.update
+    def edit(self, patch: StatePatch) -> RunState:
+        _refuse_if(self.state.patch_error(patch))
+        self.state.apply_patch(patch, workflow.now())
+        self._publish()
+        return self.state
+
+    @edit.validator
+    def _validate_edit(self, patch: StatePatch) -> None:
+        _refuse_if(self.state.patch_error(patch))
+
+    # -- queries ----------------------------------------------------------------------------
     @workflow.query(name="state")
     def get_state(self) -> RunState:
         return self.state
@@ -295,6 +445,19 @@ class AgentWorkflow:
     @workflow.query(name="summary")
     def get_summary(self) -> RunSummary:
         return RunSummary.of(self.state)
+
+    @workflow.query(name="pending_approvals")
+    def get_pending_approvals(self) -> list[ApprovalRequest]:
+        return self.state.pending_approvals
+
+    @workflow.query(name="pending_questions")
+    def get_pending_questions(self) -> list[Question]:
+        return self.state.pending_questions
+
+
+def _refuse_if(error: str | None) -> None:
+    if error is not None:
+        raise ApplicationError(error, type="InputRefused", non_retryable=True)
 
 
 def _describe(err: Exception) -> str:

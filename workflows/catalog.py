@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from decimal import Decimal
 from enum import StrEnum
+from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -26,7 +27,9 @@ class ToolArgs(BaseModel):
 
 
 class SubmitPlanArgs(ToolArgs):
-    steps: list[str] = Field(min_length=1, max_length=5000)
+    steps: list[Annotated[str, Field(min_length=1, max_length=300)]] = Field(
+        min_length=1, max_length=5000
+    )
 
 
 class CompleteStepArgs(ToolArgs):
@@ -49,6 +52,18 @@ class PayInvoiceArgs(ToolArgs):
     currency: str = Field(default="EUR", pattern=r"^[A-Z]{3}$")
 
 
+class AskHumanArgs(ToolArgs):
+    question: str = Field(min_length=1, max_length=2000)
+    options: list[str] | None = Field(default=None, min_length=2, max_length=20)
+
+
+class RefundArgs(ToolArgs):
+    customer_email: str = Field(pattern=r"^[^@\s]+@[^@\s]+\.[^@\s]+$", max_length=254)
+    amount: Decimal = Field(gt=0, max_digits=12, decimal_places=2)
+    currency: str = Field(default="EUR", pattern=r"^[A-Z]{3}$")
+    reason: str = Field(min_length=1, max_length=500)
+
+
 class RecordProgressArgs(ToolArgs):
     step: int = Field(ge=1)
     note: str = Field(min_length=1, max_length=2000)
@@ -61,8 +76,10 @@ class ToolSpec(BaseModel):
     description: str
     risk: ToolRisk
     args_model: type[ToolArgs]
-    # Handled inside the workflow (plan bookkeeping), never run as an activity.
+    # Handled inside the workflow (plan bookkeeping, questions), never run as an activity.
     internal: bool = False
+    # The argument holding an amount of money, for the run policy's payment threshold.
+    amount_field: str | None = None
 
     def openai_schema(self) -> dict[str, object]:
         return {
@@ -77,6 +94,7 @@ class ToolSpec(BaseModel):
 
 SUBMIT_PLAN = "submit_plan"
 COMPLETE_STEP = "complete_step"
+ASK_HUMAN = "ask_human"
 
 TOOLS: dict[str, ToolSpec] = {
     spec.name: spec
@@ -96,6 +114,14 @@ TOOLS: dict[str, ToolSpec] = {
             internal=True,
         ),
         ToolSpec(
+            name=ASK_HUMAN,
+            description="Ask the human a question, optionally offering options; wait for "
+            "the answer.",
+            risk=ToolRisk.READ_ONLY,
+            args_model=AskHumanArgs,
+            internal=True,
+        ),
+        ToolSpec(
             name="lookup_invoice",
             description="Look up an invoice by id: vendor, amount, currency, status.",
             risk=ToolRisk.READ_ONLY,
@@ -112,6 +138,15 @@ TOOLS: dict[str, ToolSpec] = {
             description="Pay an invoice. Moves real money: a human must approve it.",
             risk=ToolRisk.NEEDS_APPROVAL,
             args_model=PayInvoiceArgs,
+            amount_field="amount",
+        ),
+        ToolSpec(
+            name="issue_refund",
+            description="Refund a customer. Moves money; the run's policy sets when a "
+            "human must approve.",
+            risk=ToolRisk.SIDE_EFFECT,
+            args_model=RefundArgs,
+            amount_field="amount",
         ),
         ToolSpec(
             name="send_email",

@@ -7,7 +7,8 @@ what keeps history per step constant (DESIGN.md, invariant 3).
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from decimal import Decimal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -37,10 +38,32 @@ class RunLimits(StrictModel):
     tool_timeout_seconds: float = Field(default=60.0, gt=0, le=3600)
 
 
+DAY_SECONDS = 24 * 3600.0
+StepTitle = Annotated[str, Field(min_length=1, max_length=300)]
+NAME = Field(min_length=1, max_length=100)
+
+
 class RunPolicy(StrictModel):
-    """What needs a human beyond each tool's declared risk."""
+    """What needs a human beyond each tool's declared risk, who may decide, how long to wait."""
 
     approve_all_side_effects: bool = False
+    # Any tool that moves money needs approval above this amount (None: no such rule).
+    approve_payments_above: Decimal | None = Field(default=None, ge=0)
+    # Once the run has spent this many dollars on the model, every tool call needs approval.
+    approve_everything_after_spend_usd: float | None = Field(default=None, ge=0)
+    # Who may decide, per tool name; a tool not listed may be decided by anyone.
+    approvers: dict[str, list[str]] = Field(default_factory=dict)
+    # How long an approval or a question waits, and what happens then.
+    decision_timeout_seconds: float = Field(default=DAY_SECONDS, gt=0, le=365 * DAY_SECONDS)
+    on_timeout: Literal["reject", "escalate"] = "reject"
+    # After escalation, only these may decide (empty: anyone); a second timeout rejects.
+    escalate_to: list[str] = Field(default_factory=list)
+
+    def may_decide(self, tool: str, who: str, escalated: bool = False) -> bool:
+        if escalated and self.escalate_to:
+            return who in self.escalate_to
+        allowed = self.approvers.get(tool)
+        return allowed is None or who in allowed
 
 
 class RunRequest(StrictModel):
@@ -114,12 +137,55 @@ class ToolOutcome(StrictModel):
 
 
 class Decision(StrictModel):
-    """Signal payload for approve / reject. Every field is optional so a bare `{}` works
-    when exactly one request waits."""
+    """Signal payload for `approve` / `reject`. Every field is optional so a bare `{}`
+    works when exactly one request waits."""
 
     request_id: str | None = Field(default=None, max_length=200)
     by: str = Field(default="anonymous", min_length=1, max_length=100)
     comment: str = Field(default="", max_length=2000)
+
+
+class DecideRequest(StrictModel):
+    """Update payload for `decide`: the same decision, with an answer back."""
+
+    request_id: str | None = Field(default=None, max_length=200)
+    approve: bool
+    by: str = NAME
+    comment: str = Field(default="", max_length=2000)
+
+    def as_decision(self) -> Decision:
+        return Decision(request_id=self.request_id, by=self.by, comment=self.comment)
+
+
+class Answer(StrictModel):
+    """Signal and update payload for `answer`: the reply to a question the model asked."""
+
+    question_id: str | None = Field(default=None, max_length=200)
+    answer: str = Field(min_length=1, max_length=4000)
+    by: str = Field(default="anonymous", min_length=1, max_length=100)
+
+
+class Actor(StrictModel):
+    """Signal payload for `pause`, `resume` and `cancel`: who acts, and why."""
+
+    by: str = Field(default="anonymous", min_length=1, max_length=100)
+    reason: str = Field(default="", max_length=2000)
+
+
+class StatePatch(StrictModel):
+    """Update payload for `edit`. Only the fields given change; at least one must be."""
+
+    by: str = NAME
+    goal: str | None = Field(default=None, min_length=1, max_length=4000)
+    # Replaces the steps not started yet; done and running steps stay as they are.
+    pending_steps: list[StepTitle] | None = Field(default=None, max_length=5000)
+    # Replaces the gathered context.
+    context: list[Annotated[str, Field(max_length=2000)]] | None = Field(
+        default=None, max_length=200
+    )
+
+    def changes(self) -> dict[str, Any]:
+        return self.model_dump(exclude={"by"}, exclude_none=True)
 
 
 class RunResult(StrictModel):

@@ -1,16 +1,32 @@
-"""Who must say yes before a tool runs. Decided here, in workflow code, from the tool's
-declared risk and the run's policy: never from anything the model wrote (invariant 5)."""
+"""Who must say yes before a tool runs, and who may say it. Decided here, in workflow
+code, from the tool's declared risk and the run's policy: never from anything the
+model wrote (invariant 5)."""
 
 from __future__ import annotations
 
-from workflows.catalog import ToolRisk, ToolSpec
+from decimal import Decimal
+
+from workflows.catalog import ToolArgs, ToolRisk, ToolSpec
 from workflows.contracts import RunPolicy
 
 
-def needs_approval(spec: ToolSpec, policy: RunPolicy) -> bool:
+def approval_rule(
+    spec: ToolSpec, args: ToolArgs, policy: RunPolicy, spent_usd: float
+) -> str | None:
+    """Why this call needs a human, or None when it may run at once."""
     if spec.risk is ToolRisk.NEEDS_APPROVAL:
-        return True
-    return spec.risk is ToolRisk.SIDE_EFFECT and policy.approve_all_side_effects
+        return f"{spec.name} is declared as needing approval"
+    budget = policy.approve_everything_after_spend_usd
+    if budget is not None and spent_usd > budget:
+        return f"the run has spent ${spent_usd:.4f}, over its ${budget:.4f} budget"
+    if spec.risk is ToolRisk.SIDE_EFFECT and policy.approve_all_side_effects:
+        return "the run's policy approves every side effect"
+    threshold = policy.approve_payments_above
+    if threshold is not None and spec.amount_field is not None:
+        amount = Decimal(str(getattr(args, spec.amount_field)))
+        if amount > threshold:
+            return f"amount {amount} is above the run's approval threshold {threshold}"
+    return None
 
 
 def idempotency_key(run_id: str, step: int, tool_call_id: str) -> str:

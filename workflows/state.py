@@ -6,6 +6,7 @@ so the lifecycle rules live in one place.
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
 from enum import StrEnum
 from typing import Any
@@ -13,11 +14,14 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from workflows.contracts import (
+    Actor,
+    Answer,
     ChatMessage,
     Decision,
     RunLimits,
     RunPolicy,
     RunRequest,
+    StatePatch,
     TokenUsage,
     preview,
 )
@@ -67,13 +71,35 @@ class ApprovalRequest(BaseModel):
     request_id: str
     tool: str
     arguments: dict[str, Any]
-    reason: str
+    reason: str  # what the model said when it made the call
     step: int
     requested_at: datetime
+    rule: str = ""  # why policy wants a human
+    deadline: datetime | None = None
+    escalated: bool = False
     status: ApprovalStatus = ApprovalStatus.PENDING
     decided_by: str | None = None
     decided_at: datetime | None = None
     comment: str = ""
+
+
+class QuestionStatus(StrEnum):
+    PENDING = "pending"
+    ANSWERED = "answered"
+    EXPIRED = "expired"
+
+
+class Question(BaseModel):
+    question_id: str
+    question: str
+    options: list[str] | None = None
+    step: int
+    asked_at: datetime
+    deadline: datetime | None = None
+    status: QuestionStatus = QuestionStatus.PENDING
+    answer: str | None = None
+    answered_by: str | None = None
+    answered_at: datetime | None = None
 
 
 class AuditEntry(BaseModel):
@@ -121,12 +147,17 @@ class RunState(BaseModel):
     results: list[ToolResultRecord] = Field(default_factory=list)
     results_total: int = 0
     approvals: list[ApprovalRequest] = Field(default_factory=list)
+    questions: list[Question] = Field(default_factory=list)
+    pause_requested: bool = False
+    cancel_requested_by: str | None = None
     audit: list[AuditEntry] = Field(default_factory=list)
     usage: Usage = Field(default_factory=Usage)
     errors: list[str] = Field(default_factory=list)
     final_answer: str | None = None
     next_seq: int = 0
     outbox: list[ChatMessage] = Field(default_factory=list)
+    # Things people did (edits) that the model must hear about on its next turn.
+    notes_for_model: list[str] = Field(default_factory=list)
     created_at: datetime
     updated_at: datetime
 
@@ -158,6 +189,11 @@ class RunState(BaseModel):
         return seq
 
     def drain_outbox(self) -> list[ChatMessage]:
+        """Messages for the next model call. Notes go last, after every tool result, so
+        tool messages stay right behind the assistant message that called them."""
+        for note in self.notes_for_model:
+            self.queue_message("user", note)
+        self.notes_for_model = []
         messages, self.outbox = self.outbox, []
         return messages
 
@@ -219,18 +255,161 @@ class RunState(BaseModel):
             return pending[0] if len(pending) == 1 else None
         return next((a for a in pending if a.request_id == request_id), None)
 
-    def decide(self, decision: Decision, approved: bool, now: datetime) -> ApprovalRequest | None:
+    def decision_error(self, decision: Decision) -> str | None:
+        """Why this decision cannot apply now; None when it can."""
+        if self.status.is_closed:
+            return f"the run is {self.status.value}"
+        if decision.request_id is not None:
+            known = next((a for a in self.approvals if a.request_id == decision.request_id), None)
+            if known is None:
+                return f"no approval request {decision.request_id!r}"
+            if known.status is not ApprovalStatus.PENDING:
+                return (
+                    f"request {decision.request_id} was already {known.status.value} "
+                    f"by {known.decided_by}"
+                )
         request = self.find_pending_approval(decision.request_id)
         if request is None:
-            return None
+            pending = [a.request_id for a in self.pending_approvals]
+            if not pending:
+                return "no approval is pending"
+            return f"several approvals are pending; name one of {', '.join(pending)}"
+        if not self.policy.may_decide(request.tool, decision.by, request.escalated):
+            return f"{decision.by} may not decide {request.tool} requests in this run"
+        return None
+
+    def decide(self, decision: Decision, approved: bool, now: datetime) -> ApprovalRequest:
+        """Apply a decision that decision_error() accepted."""
+        request = self.find_pending_approval(decision.request_id)
+        assert request is not None, "decide() called for a decision that cannot apply"
         request.status = ApprovalStatus.APPROVED if approved else ApprovalStatus.REJECTED
         request.decided_by = decision.by
         request.decided_at = now
         request.comment = decision.comment
-        if not self.pending_approvals:
-            self.status = RunStatus.RUNNING
+        self._leave_wait()
         self.log(now, decision.by, request.status.value, f"{request.tool} {request.request_id}")
         return request
+
+    def escalate(self, request: ApprovalRequest, deadline: datetime, now: datetime) -> None:
+        request.escalated = True
+        request.deadline = deadline
+        self.log(now, "deadline", "escalated", f"{request.tool} {request.request_id}")
+
+    # -- questions ----------------------------------------------------------------
+    @property
+    def pending_questions(self) -> list[Question]:
+        return [q for q in self.questions if q.status is QuestionStatus.PENDING]
+
+    def ask(self, question: Question) -> None:
+        self.questions.append(question)
+        self.status = RunStatus.AWAITING_INPUT
+        self.log(question.asked_at, "model", "question_asked", preview(question.question, 80))
+
+    def answer_error(self, answer: Answer) -> str | None:
+        if self.status.is_closed:
+            return f"the run is {self.status.value}"
+        if answer.question_id is not None:
+            known = next((q for q in self.questions if q.question_id == answer.question_id), None)
+            if known is None:
+                return f"no question {answer.question_id!r}"
+            if known.status is not QuestionStatus.PENDING:
+                return f"question {answer.question_id} is already {known.status.value}"
+        question = self._find_question(answer.question_id)
+        if question is None:
+            return "no question is pending" if not self.pending_questions else "name the question"
+        if question.options is not None and answer.answer not in question.options:
+            return f"answer must be one of {', '.join(question.options)}"
+        return None
+
+    def answer(self, answer: Answer, now: datetime) -> Question:
+        question = self._find_question(answer.question_id)
+        assert question is not None, "answer() called for an answer that cannot apply"
+        question.status = QuestionStatus.ANSWERED
+        question.answer = answer.answer
+        question.answered_by = answer.by
+        question.answered_at = now
+        self._leave_wait()
+        self.log(now, answer.by, "answered", question.question_id)
+        return question
+
+    def expire(self, question: Question, now: datetime) -> None:
+        question.status = QuestionStatus.EXPIRED
+        self._leave_wait()
+        self.log(now, "deadline", "question_expired", question.question_id)
+
+    def _find_question(self, question_id: str | None) -> Question | None:
+        pending = self.pending_questions
+        if question_id is None:
+            return pending[0] if len(pending) == 1 else None
+        return next((q for q in pending if q.question_id == question_id), None)
+
+    def _leave_wait(self) -> None:
+        if self.pending_approvals:
+            self.status = RunStatus.AWAITING_APPROVAL
+        elif self.pending_questions:
+            self.status = RunStatus.AWAITING_INPUT
+        elif not self.status.is_closed:
+            self.status = RunStatus.RUNNING if self.plan else RunStatus.PLANNING
+
+    # -- interruptions and edits --------------------------------------------------
+    def request_pause(self, actor: Actor, now: datetime) -> None:
+        self.pause_requested = True
+        self.log(now, actor.by, "pause_requested", actor.reason)
+
+    def enter_pause(self) -> None:
+        self.status = RunStatus.PAUSED
+
+    def resume(self, actor: Actor, now: datetime) -> None:
+        self.pause_requested = False
+        if self.status is RunStatus.PAUSED:
+            self._leave_wait()
+        self.log(now, actor.by, "resumed", actor.reason)
+
+    def request_cancel(self, actor: Actor, now: datetime) -> None:
+        self.cancel_requested_by = actor.by
+        self.log(now, actor.by, "cancel_requested", actor.reason)
+
+    def cancel(self, now: datetime) -> None:
+        self.status = RunStatus.CANCELLED
+        for request in self.pending_approvals:
+            request.status = ApprovalStatus.REJECTED
+            request.decided_by = "cancelled"
+            request.decided_at = now
+        for question in self.pending_questions:
+            question.status = QuestionStatus.EXPIRED
+        self.log(now, self.cancel_requested_by or "temporal", "run_cancelled")
+
+    def patch_error(self, patch: StatePatch) -> str | None:
+        if self.status.is_closed:
+            return f"the run is {self.status.value}; a closed run cannot be edited"
+        if not patch.changes():
+            return "the patch changes nothing: give goal, pending_steps or context"
+        if patch.pending_steps is not None and not self.plan:
+            return "the run has no plan yet; edit the steps once it has one"
+        return None
+
+    def apply_patch(self, patch: StatePatch, now: datetime) -> list[str]:
+        """Apply a patch that patch_error() accepted; returns what changed, for the model."""
+        changed: list[str] = []
+        if patch.goal is not None:
+            self.goal = patch.goal
+            changed.append(f"the goal is now: {patch.goal}")
+        if patch.pending_steps is not None:
+            kept = [s for s in self.plan if s.status is not StepStatus.PENDING]
+            fresh = [
+                PlanStep(index=len(kept) + i, title=title)
+                for i, title in enumerate(patch.pending_steps, start=1)
+            ]
+            self.plan = kept + fresh
+            titles = "; ".join(patch.pending_steps) or "(none)"
+            changed.append(f"the remaining steps are now: {titles}")
+        if patch.context is not None:
+            self.context = list(patch.context)
+            changed.append("the gathered context was replaced")
+        detail = json.dumps(patch.changes(), sort_keys=True, default=str)
+        self.log(now, patch.by, "edited", preview(detail, 500))
+        self.notes_for_model.append(f"{patch.by} edited the run: " + "; ".join(changed) + ".")
+        return changed
 
     # -- lifecycle ----------------------------------------------------------------
     def complete(self, answer: str, now: datetime) -> None:
@@ -250,11 +429,12 @@ class RunState(BaseModel):
     # -- views ----------------------------------------------------------------------
     @property
     def waiting_for(self) -> str:
-        if self.status is RunStatus.AWAITING_APPROVAL:
-            return "approval"
-        if self.status is RunStatus.AWAITING_INPUT:
-            return "input"
-        return ""
+        """What a human must do for the run to go on ('' when nothing)."""
+        return {
+            RunStatus.AWAITING_APPROVAL: "approval",
+            RunStatus.AWAITING_INPUT: "input",
+            RunStatus.PAUSED: "resume",
+        }.get(self.status, "")
 
     def progress_line(self) -> str:
         """One line for the Web UI's current details and the CLI."""
@@ -268,6 +448,9 @@ class RunState(BaseModel):
         if self.status is RunStatus.AWAITING_APPROVAL:
             tools = ", ".join(a.tool for a in self.pending_approvals)
             return f"{where} — awaiting approval ({tools})"
+        if self.status is RunStatus.AWAITING_INPUT:
+            asked = "; ".join(preview(q.question, 60) for q in self.pending_questions)
+            return f"{where} — awaiting an answer: {asked}"
         return f"{where} — {self.status.value}"
 
 
@@ -281,6 +464,7 @@ class RunSummary(BaseModel):
     current_step: int | None
     waiting_for: str
     pending_approvals: list[ApprovalRequest]
+    pending_questions: list[Question]
     usage: Usage
     final_answer: str | None
     errors: list[str]
@@ -297,6 +481,7 @@ class RunSummary(BaseModel):
             current_step=state.current_step,
             waiting_for=state.waiting_for,
             pending_approvals=state.pending_approvals,
+            pending_questions=state.pending_questions,
             usage=state.usage,
             final_answer=state.final_answer,
             errors=state.errors,

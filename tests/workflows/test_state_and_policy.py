@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from decimal import Decimal
 
 import pytest
 from pydantic import ValidationError
 
 from workflows.catalog import TOOLS, PayInvoiceArgs
-from workflows.contracts import Decision, RunPolicy, RunRequest
-from workflows.policy import idempotency_key, needs_approval
+from workflows.contracts import Decision, RunPolicy, RunRequest, StatePatch
+from workflows.policy import approval_rule, idempotency_key
 from workflows.state import ApprovalRequest, ApprovalStatus, RunState, RunStatus, StepStatus
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
@@ -44,6 +45,7 @@ def test_sequence_numbers_are_never_reused():
 
 def test_a_decision_applies_to_the_named_or_only_pending_request():
     state = new_state()
+    state.set_plan(["a"], NOW)
     for rid in ("c1", "c2"):
         state.request_approval(
             ApprovalRequest(
@@ -55,22 +57,74 @@ def test_a_decision_applies_to_the_named_or_only_pending_request():
                 requested_at=NOW,
             )
         )
-    assert state.decide(Decision(by="a"), True, NOW) is None  # ambiguous: two pending
-    assert state.decide(Decision(request_id="nope", by="a"), True, NOW) is None
+    assert "several approvals are pending" in (state.decision_error(Decision(by="a")) or "")
+    assert state.decision_error(Decision(request_id="nope", by="a")) == "no approval request 'nope'"
     decided = state.decide(Decision(request_id="c2", by="a", comment="ok"), False, NOW)
-    assert decided is not None and decided.status is ApprovalStatus.REJECTED
+    assert decided.status is ApprovalStatus.REJECTED
     assert state.status is RunStatus.AWAITING_APPROVAL  # c1 still waits
-    assert state.decide(Decision(request_id="c2", by="b"), True, NOW) is None  # already decided
+    assert state.decision_error(Decision(request_id="c2", by="b")) == (
+        "request c2 was already rejected by a"
+    )
     state.decide(Decision(by="a"), True, NOW)
     assert state.status is RunStatus.RUNNING
+    assert state.decision_error(Decision(by="a")) == "no approval is pending"
+
+
+def test_only_named_approvers_may_decide_and_escalation_hands_over():
+    policy = RunPolicy(approvers={"pay_invoice": ["cfo"]}, escalate_to=["ceo"])
+    assert policy.may_decide("pay_invoice", "cfo") and not policy.may_decide(
+        "pay_invoice", "intern"
+    )
+    assert policy.may_decide("send_email", "intern")  # tools not listed: anyone
+    assert policy.may_decide("pay_invoice", "ceo", escalated=True)
+    assert not policy.may_decide("pay_invoice", "cfo", escalated=True)
+
+
+def args_for(tool, **values):
+    return TOOLS[tool].args_model.model_validate(values)
 
 
 def test_approval_comes_from_declared_risk_and_policy_only():
-    pay, send, lookup = TOOLS["pay_invoice"], TOOLS["send_email"], TOOLS["lookup_invoice"]
-    strict = RunPolicy(approve_all_side_effects=True)
-    assert needs_approval(pay, RunPolicy()) and needs_approval(pay, strict)
-    assert not needs_approval(send, RunPolicy()) and needs_approval(send, strict)
-    assert not needs_approval(lookup, strict)
+    pay = args_for("pay_invoice", invoice_id="INV-1001", amount="5")
+    send = args_for("send_email", to="a@b.co", subject="s", body="b")
+    look = args_for("lookup_invoice", invoice_id="INV-1001")
+    refund = args_for("issue_refund", customer_email="a@b.co", amount="50", reason="r")
+
+    def rule(tool, args, policy=None, spent=0.0):
+        return approval_rule(TOOLS[tool], args, policy or RunPolicy(), spent)
+
+    assert rule("pay_invoice", pay) == "pay_invoice is declared as needing approval"
+    assert rule("send_email", send) is None and rule("lookup_invoice", look) is None
+    assert rule("send_email", send, RunPolicy(approve_all_side_effects=True))
+    assert rule("issue_refund", refund) is None
+    assert rule("issue_refund", refund, RunPolicy(approve_payments_above=Decimal("50"))) is None
+    assert "above the run's approval threshold 49.99" in (
+        rule("issue_refund", refund, RunPolicy(approve_payments_above=Decimal("49.99"))) or ""
+    )
+    budget = RunPolicy(approve_everything_after_spend_usd=0.01)
+    assert rule("lookup_invoice", look, budget, spent=0.005) is None
+    assert "over its $0.0100 budget" in (rule("lookup_invoice", look, budget, spent=0.02) or "")
+
+
+def test_patch_changes_pending_steps_only_and_tells_the_model():
+    state = new_state()
+    state.set_plan(["a", "b", "c"], NOW)
+    first = state.next_step()
+    assert first is not None
+    state.start_step(first, NOW)
+    patch = StatePatch(by="ed", pending_steps=["x"], goal="new goal")
+    assert state.patch_error(patch) is None
+    state.apply_patch(patch, NOW)
+    assert [(s.index, s.title, s.status) for s in state.plan] == [
+        (1, "a", StepStatus.RUNNING),
+        (2, "x", StepStatus.PENDING),
+    ]
+    assert state.goal == "new goal"
+    assert state.notes_for_model == [
+        "ed edited the run: the goal is now: new goal; the remaining steps are now: x."
+    ]
+    assert state.audit[-1].actor == "ed" and state.audit[-1].action == "edited"
+    assert state.patch_error(StatePatch(by="ed")) is not None  # changes nothing
 
 
 def test_idempotency_key_is_made_of_durable_identifiers():

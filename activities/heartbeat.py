@@ -1,0 +1,42 @@
+"""Heartbeats while an activity waits: they let Temporal notice a dead worker within
+the heartbeat timeout, and they are how a cancellation reaches a running activity."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Awaitable
+from typing import TypeVar
+
+from temporalio import activity
+
+T = TypeVar("T")
+INTERVAL_SECONDS = 2.0
+
+
+@contextlib.asynccontextmanager
+async def heartbeating(interval: float = INTERVAL_SECONDS) -> AsyncIterator[None]:
+    async def beat() -> None:
+        while True:
+            activity.heartbeat()
+            await asyncio.sleep(interval)
+
+    task = asyncio.create_task(beat())
+    try:
+        yield
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+async def finish_even_if_cancelled(work: Awaitable[T]) -> T:
+    """Let work that cannot be interrupted halfway (one database transaction) finish
+    before a cancellation propagates, so no effect is ever left half done."""
+    task = asyncio.ensure_future(work)
+    try:
+        return await asyncio.shield(task)
+    except asyncio.CancelledError:
+        with contextlib.suppress(Exception):
+            await task
+        raise
