@@ -12,7 +12,13 @@ from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
 
-from workflows.catalog import EmailArgs, LookupInvoiceArgs, PayInvoiceArgs, RecordProgressArgs
+from workflows.catalog import (
+    EmailArgs,
+    LookupInvoiceArgs,
+    PayInvoiceArgs,
+    RecordProgressArgs,
+    RefundArgs,
+)
 
 DEMO_SCHEMA = """
 CREATE TABLE IF NOT EXISTS invoices (
@@ -31,6 +37,11 @@ CREATE TABLE IF NOT EXISTS email_drafts (
 CREATE TABLE IF NOT EXISTS outbox (
     id INTEGER PRIMARY KEY AUTOINCREMENT, run_id TEXT NOT NULL, idempotency_key TEXT NOT NULL,
     recipient TEXT NOT NULL, subject TEXT NOT NULL, body TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS refunds (
+    id INTEGER PRIMARY KEY AUTOINCREMENT, run_id TEXT NOT NULL, idempotency_key TEXT NOT NULL,
+    customer_email TEXT NOT NULL, amount TEXT NOT NULL, currency TEXT NOT NULL,
+    reason TEXT NOT NULL
 );
 CREATE TABLE IF NOT EXISTS progress_notes (
     id INTEGER PRIMARY KEY AUTOINCREMENT, run_id TEXT NOT NULL, idempotency_key TEXT NOT NULL,
@@ -108,6 +119,15 @@ def send_email(ctx: EffectContext, args: EmailArgs) -> ToolResult:
     return {"ok": True, "message_id": f"msg_{cursor.lastrowid}", "status": "sent"}
 
 
+def issue_refund(ctx: EffectContext, args: RefundArgs) -> ToolResult:
+    cursor = ctx.conn.execute(
+        "INSERT INTO refunds (run_id, idempotency_key, customer_email, amount, currency, reason)"
+        " VALUES (?, ?, ?, ?, ?, ?)",
+        (ctx.run_id, ctx.key, args.customer_email, str(args.amount), args.currency, args.reason),
+    )
+    return {"ok": True, "refund_id": f"ref_{cursor.lastrowid}", "status": "refunded"}
+
+
 def record_progress(ctx: EffectContext, args: RecordProgressArgs) -> ToolResult:
     ctx.conn.execute(
         "INSERT INTO progress_notes (run_id, idempotency_key, step, note) VALUES (?, ?, ?, ?)",
@@ -121,6 +141,7 @@ IMPLEMENTATIONS: dict[str, Callable[[EffectContext, Any], ToolResult]] = {
     "pay_invoice": pay_invoice,
     "draft_email": draft_email,
     "send_email": send_email,
+    "issue_refund": issue_refund,
     "record_progress": record_progress,
 }
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import getpass
 import json
 from typing import Annotated
 
@@ -17,7 +16,7 @@ from starters.errors import run_async
 from starters.render import print_state, runs_table, summary_panel
 from worker.client import connect
 from worker.settings import load_settings
-from workflows.contracts import Decision, RunPolicy, RunRequest
+from workflows.contracts import RunPolicy, RunRequest
 from workflows.state import RunStatus
 
 console = Console()
@@ -133,35 +132,8 @@ async def watch(
             live.update(summary_panel(summary))
 
 
-def _decide(approved: bool):  # type: ignore[no-untyped-def]
-    @run_async
-    async def decide(
-        run_id: str,
-        request_id: Annotated[
-            str | None, typer.Argument(help="Which request (default: the only one).")
-        ] = None,
-        by: Annotated[str | None, typer.Option("--as", help="Who decides.")] = None,
-        comment: Annotated[str, typer.Option(help="Why.")] = "",
-    ) -> None:
-        decision = Decision(request_id=request_id, by=by or getpass.getuser(), comment=comment)
-        client = await connect(load_settings())
-        note = await runs.check_decision(client, run_id, request_id)
-        if approved:
-            await runs.approve(client, run_id, decision)
-        else:
-            await runs.reject(client, run_id, decision)
-        console.print(f"{'approved' if approved else 'rejected'}: {run_id} {request_id or ''}")
-        if note:
-            console.print(note)
-
-    decide.__doc__ = "Approve a pending tool call." if approved else "Reject a pending tool call."
-    return decide
-
-
 def register(app: typer.Typer) -> None:
     app.command()(run)
     app.command("list")(list_runs)
     app.command()(show)
     app.command()(watch)
-    app.command("approve")(_decide(True))
-    app.command("reject")(_decide(False))

@@ -7,6 +7,7 @@ ask, it approves by itself and says so.
 from __future__ import annotations
 
 import asyncio
+import getpass
 import sys
 import time
 
@@ -20,7 +21,7 @@ from starters.errors import run_async
 from starters.render import print_state
 from worker.client import connect
 from worker.settings import load_settings
-from workflows.contracts import Decision, RunRequest
+from workflows.contracts import DecideRequest, RunRequest
 from workflows.state import RunSummary
 
 console = Console()
@@ -66,19 +67,16 @@ async def _follow(client: Client, run_id: str) -> None:
 
 
 async def _decide(client: Client, run_id: str, summary: RunSummary) -> None:
-    request = summary.pending_approvals[0]
+    pending = summary.pending_approvals[0]
     console.print(
-        f"[magenta]approval needed[/] for {request.tool} {request.arguments}\n"
-        f"  model's reason: {request.reason}"
+        f"[magenta]approval needed[/] for {pending.tool} {pending.arguments}\n"
+        f"  model's reason: {pending.reason}\n  policy: {pending.rule}"
     )
     if sys.stdin.isatty():
         approved = typer.confirm("Approve?", default=True)
-        decision = Decision(request_id=request.request_id, by="you (terminal)")
+        by, comment = getpass.getuser(), "at the demo's prompt"
     else:
         console.print(f"  no terminal to ask: approving as {AUTO_APPROVER}")
-        approved = True
-        decision = Decision(request_id=request.request_id, by=AUTO_APPROVER, comment="auto")
-    if approved:
-        await runs.approve(client, run_id, decision)
-    else:
-        await runs.reject(client, run_id, decision)
+        approved, by, comment = True, AUTO_APPROVER, "no terminal to ask"
+    request = DecideRequest(request_id=pending.request_id, approve=approved, by=by, comment=comment)
+    console.print(f"  {await runs.decide(client, run_id, request)}")

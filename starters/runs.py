@@ -8,7 +8,13 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, TypeVar
 
-from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
+from pydantic import BaseModel
+from temporalio.client import (
+    Client,
+    WorkflowExecutionStatus,
+    WorkflowHandle,
+    WorkflowUpdateFailedError,
+)
 from temporalio.common import (
     SearchAttributePair,
     TypedSearchAttributes,
@@ -21,8 +27,18 @@ from temporalio.service import RPCError, RPCStatusCode
 from worker.settings import Settings
 from workflows import search_attributes as sa
 from workflows.agent import AgentWorkflow
-from workflows.contracts import RUN_ID_PATTERN, Decision, RunRequest, RunResult, preview
-from workflows.state import RunState, RunStatus, RunSummary
+from workflows.contracts import (
+    RUN_ID_PATTERN,
+    Actor,
+    Answer,
+    DecideRequest,
+    Decision,
+    RunRequest,
+    RunResult,
+    StatePatch,
+    preview,
+)
+from workflows.state import ApprovalRequest, Question, RunState, RunStatus, RunSummary
 
 WORKFLOW_TYPE = "AgentWorkflow"
 T = TypeVar("T")
@@ -106,13 +122,11 @@ async def reject(client: Client, run_id: str, decision: Decision) -> None:
     await _signal(client, run_id, "reject", decision)
 
 
-async def _signal(client: Client, run_id: str, name: str, decision: Decision) -> None:
+async def _signal(client: Client, run_id: str, name: str, payload: BaseModel) -> None:
     try:
-        await handle(client, run_id).signal(name, decision)
+        await handle(client, run_id).signal(name, payload)
     except RPCError as err:
-        if err.status == RPCStatusCode.NOT_FOUND:
-            raise RunError(f"no running run with id {run_id}") from None
-        raise RunError(f"cannot signal run {run_id}: {err.message}") from None
+        raise await _not_acting(client, run_id, err) from None
 
 
 async def wait_result(client: Client, run_id: str) -> RunResult:
@@ -166,32 +180,6 @@ async def recorded_status(client: Client, run_id: str) -> str:
     return description.status.name.lower() if description.status else "unknown"
 
 
-async def check_decision(client: Client, run_id: str, request_id: str | None) -> str | None:
-    """Refuse a decision that cannot apply, when the run can say so (a worker answers).
-
-    Returns a note when the run could not be asked: the signal is then sent anyway and
-    Temporal keeps it until a worker acts on it.
-    """
-    try:
-        summary = await handle(client, run_id).query(
-            "summary", result_type=RunSummary, rpc_timeout=timedelta(seconds=3)
-        )
-    except RPCError as err:
-        if err.status == RPCStatusCode.NOT_FOUND:
-            raise RunError(f"no run with id {run_id}") from None
-        return "no worker answered; the decision is kept and applied when a worker runs"
-    pending = summary.pending_approvals
-    if not pending:
-        raise RunError(f"run {run_id} has no pending approval (status {summary.status.value})")
-    if request_id is None and len(pending) > 1:
-        ids = ", ".join(p.request_id for p in pending)
-        raise RunError(f"run {run_id} waits on several approvals; name one of: {ids}")
-    if request_id is not None and request_id not in {p.request_id for p in pending}:
-        ids = ", ".join(p.request_id for p in pending)
-        raise RunError(f"run {run_id} has no pending request {request_id}; pending: {ids}")
-    return None
-
-
 async def wait_for_outcome(client: Client, run_id: str) -> dict[str, Any]:
     """Wait for the run to close; the outcome as JSON-ready fields, failed runs included."""
     from temporalio.client import WorkflowFailureError
@@ -203,3 +191,124 @@ async def wait_for_outcome(client: Client, run_id: str) -> dict[str, Any]:
         cause = err.cause
         message = getattr(cause, "message", None) or str(cause)
         return {"run_id": run_id, "status": RunStatus.FAILED.value, "error": message}
+
+
+async def worker_answers(client: Client, run_id: str) -> bool:
+    """Whether a worker answers for this run now (a query with a short deadline)."""
+    try:
+        await handle(client, run_id).query(
+            "summary", result_type=RunSummary, rpc_timeout=timedelta(seconds=3)
+        )
+    except RPCError as err:
+        if err.status == RPCStatusCode.NOT_FOUND:
+            raise RunError(f"no run with id {run_id}") from None
+        return False
+    return True
+
+
+KEPT_NOTE = "no worker answered: sent as a signal, kept by Temporal and applied when a worker runs"
+
+
+async def decide(client: Client, run_id: str, request: DecideRequest) -> str:
+    """Approve or reject. Through the `decide` update when a worker answers, so a refusal
+    comes back at once; as a signal otherwise, which Temporal keeps until a worker runs."""
+    if not await worker_answers(client, run_id):
+        decision = request.as_decision()
+        await _signal(client, run_id, "approve" if request.approve else "reject", decision)
+        return KEPT_NOTE
+    decided = await _update(client, run_id, "decide", request, ApprovalRequest)
+    return f"{decided.status.value}: {decided.tool} ({decided.request_id}) by {decided.decided_by}"
+
+
+async def answer(client: Client, run_id: str, reply: Answer) -> str:
+    if not await worker_answers(client, run_id):
+        await _signal(client, run_id, "answer", reply)
+        return KEPT_NOTE
+    question = await _update(client, run_id, "submit_answer", reply, Question)
+    return f"answered {question.question_id}: {question.answer}"
+
+
+async def edit(client: Client, run_id: str, patch: StatePatch) -> RunState:
+    return await _update(client, run_id, "edit", patch, RunState)
+
+
+async def pause(client: Client, run_id: str, actor: Actor) -> None:
+    await _signal(client, run_id, "pause", actor)
+
+
+async def resume(client: Client, run_id: str, actor: Actor) -> None:
+    await _signal(client, run_id, "resume", actor)
+
+
+async def cancel(client: Client, run_id: str, actor: Actor) -> None:
+    await _signal(client, run_id, "cancel", actor)
+
+
+async def _update(
+    client: Client, run_id: str, name: str, payload: BaseModel, result_type: type[T]
+) -> T:
+    try:
+        result: T = await handle(client, run_id).execute_update(
+            name, payload, result_type=result_type
+        )
+        return result
+    except WorkflowUpdateFailedError as err:
+        cause = err.cause
+        raise RunError(f"refused: {getattr(cause, 'message', None) or cause}") from None
+    except RPCError as err:
+        raise await _not_acting(client, run_id, err) from None
+
+
+async def _not_acting(client: Client, run_id: str, err: RPCError) -> RunError:
+    """Why a run took no signal or update: gone, closed, or the server said something else."""
+    if err.status != RPCStatusCode.NOT_FOUND and "already completed" not in err.message:
+        return RunError(f"run {run_id} did not take it: {err.message}")
+    try:
+        status = await recorded_status(client, run_id)
+    except RunError as missing:
+        return missing
+    return RunError(f"run {run_id} is closed ({status}); it takes no more actions")
+
+
+@dataclass(frozen=True)
+class InboxItem:
+    run_id: str
+    waiting_for: str
+    step: int | None
+    detail: str
+
+
+WAITING_VALUES = ("approval", "input", "resume")
+
+
+async def inbox(client: Client, limit: int = 200) -> list[InboxItem]:
+    """Every running run that waits for a human, found through the search attributes."""
+    waiting = ", ".join(f"'{v}'" for v in WAITING_VALUES)
+    query = (
+        f"WorkflowType = '{WORKFLOW_TYPE}' AND ExecutionStatus = 'Running' "
+        f"AND {sa.WAITING_FOR.name} IN ({waiting})"
+    )
+    items = []
+    async for execution in client.list_workflows(query, limit=limit):
+        attributes = execution.typed_search_attributes
+        items.append(
+            InboxItem(
+                run_id=execution.id,
+                waiting_for=attributes.get(sa.WAITING_FOR) or "",
+                step=attributes.get(sa.STEP),
+                detail=await _waiting_detail(client, execution.id),
+            )
+        )
+    return items
+
+
+async def _waiting_detail(client: Client, run_id: str) -> str:
+    try:
+        summary = await handle(client, run_id).query(
+            "summary", result_type=RunSummary, rpc_timeout=timedelta(seconds=2)
+        )
+    except RPCError:
+        return "(no worker answered; details unavailable)"
+    parts = [f"{a.tool} {a.arguments} [{a.request_id}]" for a in summary.pending_approvals]
+    parts += [f"question: {q.question} [{q.question_id}]" for q in summary.pending_questions]
+    return "; ".join(parts) or summary.progress

@@ -12,10 +12,11 @@ import asyncio
 import json
 from collections.abc import Callable
 from datetime import timedelta
+from typing import NoReturn
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError, ApplicationError
+from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
 
 with workflow.unsafe.imports_passed_through():
     from pydantic import ValidationError
@@ -87,20 +88,27 @@ class AgentWorkflow:
         self._story = asyncio.create_task(self._tell())
         try:
             answer = await self._story
-        except asyncio.CancelledError:
+        except (asyncio.CancelledError, ActivityError) as err:
+            if not _is_cancellation(err):
+                self._fail(err)
             self.state.cancel(workflow.now())
             self._publish()
             if self.state.cancel_requested_by is None:
-                raise  # cancelled through Temporal itself: it shows as Canceled there
+                # Cancelled through Temporal itself (Web UI, `temporal workflow cancel`):
+                # end as Canceled there too.
+                raise asyncio.CancelledError() from err
             return RunResult(run_id=self.state.run_id, status=self.state.status)
-        except (ActivityError, RunFailed) as err:
-            reason = _failure_reason(err)
-            self.state.fail(reason, workflow.now())
-            self._publish()
-            raise ApplicationError(reason, type="AgentRunFailed", non_retryable=True) from err
+        except RunFailed as err:
+            self._fail(err)
         self.state.complete(answer, workflow.now())
         self._publish()
         return RunResult(run_id=self.state.run_id, status=self.state.status, final_answer=answer)
+
+    def _fail(self, err: BaseException) -> NoReturn:
+        reason = _failure_reason(err)
+        self.state.fail(reason, workflow.now())
+        self._publish()
+        raise ApplicationError(reason, type="AgentRunFailed", non_retryable=True) from err
 
     async def _tell(self) -> str:
         await self._plan()
@@ -453,6 +461,12 @@ class AgentWorkflow:
     @workflow.query(name="pending_questions")
     def get_pending_questions(self) -> list[Question]:
         return self.state.pending_questions
+
+
+def _is_cancellation(err: BaseException) -> bool:
+    if isinstance(err, asyncio.CancelledError):
+        return True
+    return isinstance(err, ActivityError) and isinstance(err.cause, CancelledError)
 
 
 def _refuse_if(error: str | None) -> None:

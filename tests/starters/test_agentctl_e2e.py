@@ -88,7 +88,9 @@ def test_pay_invoice_through_approval_and_across_a_restart(stack):
 
     again = stack("approve", "e2e-1", check=False)
     assert again.returncode == 1
-    assert again.stderr.strip() == "error: run e2e-1 has no pending approval (status completed)"
+    assert (
+        again.stderr.strip() == "error: run e2e-1 is closed (completed); it takes no more actions"
+    )
 
     listed = stack("list", "--status", "completed", "--json").stdout
     assert [r["run_id"] for r in json.loads(listed)] == ["e2e-1"]
@@ -132,3 +134,33 @@ def test_a_process_that_dies_on_start_shows_the_tail_of_its_log(stack):
     assert result.stderr.startswith("error: temporal exited with code 1 while starting")
     assert f"can't set UI port {port}" in result.stderr  # the log's own words
     assert "running" not in stack("stack").stdout.replace("not running", "")
+
+
+def test_people_verbs_from_the_command_line(stack):
+    stack("up")
+    stack("run", "ask", "--scenario", "ask-human", "--id", "q-1")
+    stack("run", "long", "--scenario", "long", "--steps", "300", "--id", "l-1")
+    stack.wait_status("q-1", "awaiting_input")
+    inbox = json.loads(stack("inbox", "--json").stdout)
+    assert {(i["run_id"], i["waiting_for"]) for i in inbox} >= {("q-1", "input")}
+
+    wrong = stack("answer", "q-1", "INV-7", "--as", "dan", check=False)
+    assert wrong.returncode == 1
+    assert wrong.stderr.strip() == "error: refused: answer must be one of INV-1001, INV-1002"
+    stack("answer", "q-1", "INV-1002", "--as", "dan")
+    assert stack.wait_status("q-1", "completed")["questions"][0]["answered_by"] == "dan"
+
+    stack("pause", "l-1", "--as", "eve", "--reason", "inspect")
+    stack.wait_status("l-1", "paused")
+    bad = stack("edit", "l-1", "--set", "pending_steps=7", "--as", "eve", check=False)
+    assert bad.returncode == 1 and bad.stderr.startswith("error: invalid input: pending_steps")
+    stack("edit", "l-1", "--set", 'pending_steps=["Wrap up"]', "--as", "eve")
+    assert stack.show("l-1")["plan"][-1]["title"] == "Wrap up"
+    stack("resume", "l-1", "--as", "eve")
+    stack.wait_status("l-1", "completed")
+
+    stack("run", "pay", "--scenario", "pay-invoice", "--id", "c-1")
+    stack.wait_status("c-1", "awaiting_approval")
+    stack("cancel", "c-1", "--as", "fay", "--reason", "disputed")
+    cancelled = stack.wait_status("c-1", "cancelled")
+    assert cancelled["cancel_requested_by"] == "fay"

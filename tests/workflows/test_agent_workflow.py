@@ -3,6 +3,8 @@ model over HTTP: the plan, the approval gate, and what goes back to the model.""
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 from temporalio.client import WorkflowFailureError
 
@@ -10,8 +12,9 @@ from activities.stores import Stores
 from activities.transcript import TranscriptStore
 from starters import runs
 from tests.conftest import count_rows, eventually, run_id
+from worker.main import build_worker
 from workflows.contracts import Decision, RunRequest
-from workflows.state import ApprovalStatus, RunStatus, StepStatus
+from workflows.state import ApprovalStatus, QuestionStatus, RunStatus, StepStatus
 
 pytestmark = pytest.mark.usefixtures("ts_worker")
 
@@ -140,3 +143,87 @@ async def test_side_effects_need_approval_when_the_policy_says_so(time_env, ts_s
 async def _no_pending(client, rid, request_id):
     summary = await runs.get_summary(client, rid)
     return all(p.request_id != request_id for p in summary.pending_approvals)
+
+
+async def test_an_approval_past_its_deadline_is_rejected(time_env, ts_settings):
+    """The default 24 h deadline, passed on the time-skipping server in milliseconds."""
+    client, rid = time_env.client, run_id("deadline")
+    await runs.start_run(client, ts_settings, RunRequest(goal="pay", scenario="pay-invoice"), rid)
+    await waiting_approval(client, rid)
+    await time_env.sleep(timedelta(hours=25))
+    result = await runs.wait_result(client, rid)
+    state = await runs.get_state(client, rid)
+    assert state.approvals[0].status is ApprovalStatus.REJECTED
+    assert state.approvals[0].decided_by == "deadline"
+    assert "not paid" in (result.final_answer or "")
+    assert count_rows(ts_settings, "payments", rid) == 0
+
+
+async def test_an_escalated_approval_is_decided_by_the_escalation_approvers(time_env, ts_settings):
+    client, rid = time_env.client, run_id("escalate")
+    policy = {"decision_timeout_seconds": 3600, "on_timeout": "escalate", "escalate_to": ["boss"]}
+    request = RunRequest.model_validate(
+        {"goal": "pay", "scenario": "pay-invoice", "policy": policy}
+    )
+    await runs.start_run(client, ts_settings, request, rid)
+    await waiting_approval(client, rid)
+    await time_env.sleep(timedelta(minutes=90))
+
+    async def escalated():
+        summary = await runs.get_summary(client, rid)
+        return summary.pending_approvals and summary.pending_approvals[0].escalated
+
+    await eventually(escalated)
+    await runs.approve(client, rid, Decision(by="alice"))  # no longer alice's call: ignored
+    state = await runs.get_state(client, rid)
+    assert state.approvals[0].status is ApprovalStatus.PENDING
+    await runs.approve(client, rid, Decision(by="boss"))
+    await runs.wait_result(client, rid)
+    assert (await runs.get_state(client, rid)).approvals[0].decided_by == "boss"
+    assert count_rows(ts_settings, "payments", rid) == 1
+
+
+async def test_a_question_past_its_deadline_expires_and_the_model_decides(time_env, ts_settings):
+    client, rid = time_env.client, run_id("expire")
+    request = RunRequest.model_validate(
+        {"goal": "ask", "scenario": "ask-human", "policy": {"decision_timeout_seconds": 600}}
+    )
+    await runs.start_run(client, ts_settings, request, rid)
+
+    async def asked():
+        return (await runs.get_summary(client, rid)).pending_questions
+
+    await eventually(asked)
+    await time_env.sleep(timedelta(hours=1))
+    await runs.wait_result(client, rid)
+    state = await runs.get_state(client, rid)
+    assert state.questions[0].status is QuestionStatus.EXPIRED
+    assert state.plan[0].result == "No answer; defaulting to INV-1001."
+
+
+async def test_every_tool_call_needs_approval_once_spend_passes_the_budget(time_env, ts_settings):
+    priced = ts_settings.model_copy(
+        update={"price_input_per_mtok": 1_000_000.0, "task_queue": "priced"}  # $1 a token
+    )
+    client, rid = time_env.client, run_id("budget")
+    request = RunRequest.model_validate(
+        {
+            "goal": "pay",
+            "scenario": "pay-invoice",
+            "policy": {"approve_everything_after_spend_usd": 5.0},
+        }
+    )
+    async with build_worker(client, priced):
+        await runs.start_run(client, priced, request, rid)
+        summary = await waiting_approval(client, rid)
+        first = summary.pending_approvals[0]
+        assert first.tool == "lookup_invoice"  # read-only, yet gated: the budget is spent
+        assert "over its $5.0000 budget" in first.rule
+        gated = set()
+        while not (summary := await runs.get_summary(client, rid)).status.is_closed:
+            for pending in summary.pending_approvals:
+                gated.add(pending.tool)
+                await runs.reject(client, rid, Decision(request_id=pending.request_id, by="al"))
+        # send_email never comes: with the payment rejected, the model skips it.
+        assert gated == {"lookup_invoice", "draft_email", "pay_invoice"}
+        assert count_rows(priced, "payments", rid) == 0

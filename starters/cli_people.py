@@ -1,0 +1,147 @@
+"""agentctl approve, reject, answer, pause, resume, cancel, edit, inbox: a person acting
+on a live run. Each takes --as NAME for the record."""
+
+from __future__ import annotations
+
+import getpass
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from starters import runs
+from starters.errors import fail, run_async
+from worker.client import connect
+from worker.settings import load_settings
+from workflows.contracts import Actor, Answer, DecideRequest, StatePatch
+
+console = Console()
+AsOption = Annotated[str | None, typer.Option("--as", help="Who is acting (default: you).")]
+
+
+def _who(name: str | None) -> str:
+    return name or getpass.getuser()
+
+
+def _decision_command(approve: bool):  # type: ignore[no-untyped-def]
+    @run_async
+    async def decide(
+        run_id: str,
+        request_id: Annotated[
+            str | None, typer.Argument(help="Which request (default: the only one pending).")
+        ] = None,
+        by: AsOption = None,
+        comment: Annotated[str, typer.Option(help="Why; recorded with the decision.")] = "",
+    ) -> None:
+        request = DecideRequest(
+            request_id=request_id, approve=approve, by=_who(by), comment=comment
+        )
+        client = await connect(load_settings())
+        console.print(await runs.decide(client, run_id, request))
+
+    decide.__doc__ = "Approve a pending tool call." if approve else "Reject a pending tool call."
+    return decide
+
+
+@run_async
+async def answer(
+    run_id: str,
+    text: Annotated[str, typer.Argument(help="The answer (one of the options, if offered).")],
+    question_id: Annotated[str | None, typer.Option(help="Which question.")] = None,
+    by: AsOption = None,
+) -> None:
+    """Answer the question a run asked."""
+    reply = Answer(question_id=question_id, answer=text, by=_who(by))
+    client = await connect(load_settings())
+    console.print(await runs.answer(client, run_id, reply))
+
+
+def _actor_command(verb: str, doc: str):  # type: ignore[no-untyped-def]
+    @run_async
+    async def act(
+        run_id: str,
+        by: AsOption = None,
+        reason: Annotated[str, typer.Option(help="Why; recorded in the audit log.")] = "",
+    ) -> None:
+        client = await connect(load_settings())
+        await getattr(runs, verb)(client, run_id, Actor(by=_who(by), reason=reason))
+        console.print(f"{verb} sent to {run_id}")
+
+    act.__doc__ = doc
+    return act
+
+
+def parse_assignments(assignments: list[str]) -> dict[str, Any]:
+    """`path=value` pairs; a value that parses as JSON is taken as JSON, else as text."""
+    patch: dict[str, Any] = {}
+    for item in assignments:
+        path, sep, value = item.partition("=")
+        if not sep or not path:
+            raise fail(f"--set takes path=value, not {item!r}")
+        try:
+            patch[path.strip()] = json.loads(value)
+        except json.JSONDecodeError:
+            patch[path.strip()] = value
+    return patch
+
+
+@run_async
+async def edit(
+    run_id: str,
+    assignments: Annotated[
+        list[str] | None,
+        typer.Option("--set", help="goal=TEXT, pending_steps='[\"a\",\"b\"]', context='[...]'"),
+    ] = None,
+    patch_file: Annotated[
+        Path | None, typer.Option("--file", help="A JSON patch file.", exists=True)
+    ] = None,
+    by: AsOption = None,
+) -> None:
+    """Edit a live run's goal, remaining steps or gathered context."""
+    if bool(assignments) == bool(patch_file):
+        raise fail("give either --set path=value (one or more) or --file patch.json")
+    if patch_file is not None:
+        try:
+            fields = json.loads(patch_file.read_text())
+        except json.JSONDecodeError as err:
+            raise fail(f"{patch_file} is not JSON: {err}") from None
+    else:
+        fields = parse_assignments(assignments or [])
+    if not isinstance(fields, dict):
+        raise fail("the patch must be a JSON object")
+    patch = StatePatch.model_validate({**fields, "by": _who(by)})
+    client = await connect(load_settings())
+    state = await runs.edit(client, run_id, patch)
+    console.print(f"edited {run_id}: {state.progress_line()}")
+
+
+@run_async
+async def inbox(
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """Every run in the namespace that waits for a human, and for what."""
+    client = await connect(load_settings())
+    items = await runs.inbox(client)
+    if as_json:
+        typer.echo(json.dumps([item.__dict__ for item in items]))
+        return
+    table = Table(title="waiting for a human")
+    for column in ("run id", "waiting for", "step", "what"):
+        table.add_column(column)
+    for item in items:
+        table.add_row(item.run_id, item.waiting_for, str(item.step or ""), item.detail)
+    console.print(table)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("approve")(_decision_command(True))
+    app.command("reject")(_decision_command(False))
+    app.command()(answer)
+    app.command("pause")(_actor_command("pause", "Pause a run once its activity in flight ends."))
+    app.command("resume")(_actor_command("resume", "Resume a paused run."))
+    app.command("cancel")(_actor_command("cancel", "Cancel a run; no half-done effect is left."))
+    app.command()(edit)
+    app.command()(inbox)
