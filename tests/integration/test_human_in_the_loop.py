@@ -183,6 +183,11 @@ class TestQuestionsAndEdits:
         assert summary.status is RunStatus.AWAITING_INPUT and summary.waiting_for == "input"
         question = summary.pending_questions[0]
         assert question.options == ["INV-1001", "INV-1002"]
+        handle = client.get_workflow_handle(rid)
+        [asked] = await handle.query("pending_questions")
+        assert asked["question"] == "Which invoice should I look up?"
+        metadata = await handle.query("__temporal_workflow_metadata")
+        assert "awaiting an answer: Which invoice should I look up?" in metadata.current_details
         await refused_unchanged(
             client,
             rid,
