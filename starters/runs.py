@@ -150,6 +150,11 @@ async def list_runs(
     query = f"WorkflowType = '{WORKFLOW_TYPE}'"
     if status is not None:
         query += f" AND {sa.STATUS.name} = '{status.value}'"
+    return await _listings(client, query, limit)
+
+
+async def _listings(client: Client, query: str, limit: int) -> list[RunListing]:
+    """Runs matching a visibility query, described by their search attributes alone."""
     listings: list[RunListing] = []
     async for execution in client.list_workflows(query, limit=limit):
         attributes = execution.typed_search_attributes
@@ -288,18 +293,15 @@ async def inbox(client: Client, limit: int = 200) -> list[InboxItem]:
         f"WorkflowType = '{WORKFLOW_TYPE}' AND ExecutionStatus = 'Running' "
         f"AND {sa.WAITING_FOR.name} IN ({waiting})"
     )
-    items = []
-    async for execution in client.list_workflows(query, limit=limit):
-        attributes = execution.typed_search_attributes
-        items.append(
-            InboxItem(
-                run_id=execution.id,
-                waiting_for=attributes.get(sa.WAITING_FOR) or "",
-                step=attributes.get(sa.STEP),
-                detail=await _waiting_detail(client, execution.id),
-            )
+    return [
+        InboxItem(
+            run_id=run.run_id,
+            waiting_for=run.waiting_for,
+            step=run.step,
+            detail=await _waiting_detail(client, run.run_id),
         )
-    return items
+        for run in await _listings(client, query, limit)
+    ]
 
 
 async def _waiting_detail(client: Client, run_id: str) -> str:
