@@ -11,7 +11,7 @@ from typing import TypeVar
 from temporalio import activity
 
 T = TypeVar("T")
-INTERVAL_SECONDS = 2.0
+INTERVAL_SECONDS = 1.0
 
 
 @contextlib.asynccontextmanager

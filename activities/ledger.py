@@ -1,18 +1,31 @@
 """The effect ledger: an idempotency key's first result is its only result.
 
-Same key and same request: the recorded result comes back and nothing runs again.
-Same key, different request: a clear, non-retryable error (Stripe's semantics).
+Same key and same request: the recorded result comes back and the provider is not
+asked again. Same key, different request: a clear, non-retryable error (Stripe's
+semantics). The ledger sits in front of providers that honour the key themselves, so
+a crash between the provider acting and the ledger recording still ends in one effect.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import sqlite3
-from collections.abc import Callable
 from typing import Any
 
-from activities.database import Database
+from activities.sql import SqlDatabase, apply_schema
+from activities.transcript import now_text
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS effects (
+    idempotency_key TEXT PRIMARY KEY,
+    run_id TEXT NOT NULL,
+    tool TEXT NOT NULL,
+    fingerprint TEXT NOT NULL,
+    result TEXT NOT NULL,
+    created_at TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS effects_by_run ON effects (run_id)
+"""
 
 
 class IdempotencyConflict(Exception):
@@ -25,47 +38,44 @@ def fingerprint(tool: str, arguments: dict[str, Any]) -> str:
 
 
 class EffectLedger:
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: SqlDatabase) -> None:
         self.db = db
+        apply_schema(db, SCHEMA)
 
-    def run_once(
-        self,
-        key: str,
-        run_id: str,
-        tool: str,
-        arguments: dict[str, Any],
-        perform: Callable[[sqlite3.Connection], dict[str, Any]],
-    ) -> tuple[dict[str, Any], bool]:
-        """Perform the effect at most once per key. Returns (result, replayed).
-
-        `perform` writes through the connection it is given, so the effect and its
-        ledger row commit together or not at all.
-        """
-        digest = fingerprint(tool, arguments)
-        with self.db.transaction() as conn:
-            row = conn.execute(
-                "SELECT fingerprint, result FROM effects WHERE idempotency_key=?", (key,)
-            ).fetchone()
-            if row is not None:
-                if row["fingerprint"] != digest:
-                    raise IdempotencyConflict(
-                        f"idempotency key {key!r} was already used for a different {tool} "
-                        "request; refusing to perform a second, different effect under it"
-                    )
-                return json.loads(row["result"]), True
-            result = perform(conn)
-            conn.execute(
-                "INSERT INTO effects (idempotency_key, run_id, tool, fingerprint, result)"
-                " VALUES (?, ?, ?, ?, ?)",
-                (key, run_id, tool, digest, json.dumps(result)),
+    def recorded(self, key: str, tool: str, digest: str) -> dict[str, Any] | None:
+        """The result recorded under this key, if any; a conflict if it was another request."""
+        rows = self.db.query(
+            "SELECT fingerprint, result FROM effects WHERE idempotency_key=?", (key,)
+        )
+        if not rows:
+            return None
+        if rows[0]["fingerprint"] != digest:
+            raise IdempotencyConflict(
+                f"idempotency key {key!r} was already used for a different {tool} request; "
+                "refusing to perform a second, different effect under it"
             )
-        return result, False
+        result: dict[str, Any] = json.loads(rows[0]["result"])
+        return result
+
+    def record(
+        self, key: str, run_id: str, tool: str, digest: str, result: dict[str, Any]
+    ) -> dict[str, Any]:
+        """Record the result; if another attempt recorded first, theirs stands."""
+        with self.db.transaction() as tx:
+            tx.execute(
+                "INSERT INTO effects (idempotency_key, run_id, tool, fingerprint, result,"
+                " created_at) VALUES (?, ?, ?, ?, ?, ?)"
+                " ON CONFLICT (idempotency_key) DO NOTHING",
+                (key, run_id, tool, digest, json.dumps(result), now_text()),
+            )
+        stored = self.recorded(key, tool, digest)
+        assert stored is not None
+        return stored
 
     def effects(self, run_id: str) -> list[dict[str, Any]]:
-        with self.db.connect() as conn:
-            rows = conn.execute(
-                "SELECT idempotency_key, tool, result, created_at FROM effects"
-                " WHERE run_id=? ORDER BY created_at",
-                (run_id,),
-            ).fetchall()
-        return [dict(row) | {"result": json.loads(row["result"])} for row in rows]
+        rows = self.db.query(
+            "SELECT idempotency_key, tool, result, created_at FROM effects"
+            " WHERE run_id=? ORDER BY created_at",
+            (run_id,),
+        )
+        return [row | {"result": json.loads(row["result"])} for row in rows]

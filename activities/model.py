@@ -77,7 +77,13 @@ class ModelActivities:
         return request
 
     async def _complete(self, call: ModelCallInput, request: dict[str, Any]) -> dict[str, Any]:
-        headers = {"X-Scenario": call.scenario, "X-Agent-Run": call.run_id} if call.scenario else {}
+        headers = {}
+        if call.scenario:  # only the offline model reads these; real endpoints ignore them
+            headers = {
+                "X-Scenario": call.scenario,
+                "X-Agent-Run": call.run_id,
+                "X-Agent-Seq": str(call.reply_seq),
+            }
         try:
             completion = await self.client.chat.completions.create(
                 **request,

@@ -1,23 +1,35 @@
-"""The stores a worker needs, opened once from the settings."""
+"""The stores and providers a worker needs, opened once from the settings."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
-from activities.database import Database
-from activities.demo_tools import DEMO_SCHEMA
 from activities.ledger import EffectLedger
+from activities.providers import Providers
+from activities.sql import PostgresDatabase, SqlDatabase, SqliteDatabase
 from activities.transcript import TranscriptStore
+from worker.settings import Settings
+
+
+def open_database(settings: Settings) -> SqlDatabase:
+    if settings.database_url:
+        return PostgresDatabase(settings.database_url, settings.database_schema)
+    return SqliteDatabase(settings.database_path)
 
 
 @dataclass(frozen=True)
 class Stores:
-    db: Database
+    db: SqlDatabase
     transcript: TranscriptStore
     ledger: EffectLedger
+    providers: Providers
 
     @classmethod
-    def open(cls, path: Path) -> Stores:
-        db = Database(path, extra_schema=DEMO_SCHEMA)
-        return cls(db=db, transcript=TranscriptStore(db), ledger=EffectLedger(db))
+    def open(cls, settings: Settings) -> Stores:
+        db = open_database(settings)
+        return cls(
+            db=db,
+            transcript=TranscriptStore(db),
+            ledger=EffectLedger(db),
+            providers=Providers.open(settings.data_dir),
+        )

@@ -1,25 +1,42 @@
-"""The `run_tool` activity: validate, run once under the idempotency key, record the result."""
+"""The `run_tool` activity: one tool call, exactly once, however often it is attempted.
+
+For a side effect: the ledger answers a key it has seen; otherwise the provider is
+called with the key (it honours it too), then the ledger records the result. A crash
+at any instant between those steps ends, after the retry, in exactly one effect.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Any
 
 from pydantic import ValidationError
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from activities.demo_tools import IMPLEMENTATIONS, EffectContext, render
+from activities.crash_points import CrashPoints
 from activities.heartbeat import finish_even_if_cancelled, heartbeating
-from activities.ledger import IdempotencyConflict
+from activities.ledger import IdempotencyConflict, fingerprint
+from activities.providers.base import ProviderConflict
 from activities.stores import Stores
-from workflows.catalog import ToolRisk, tool_spec
+from workflows.catalog import ToolArgs, ToolRisk, ToolSpec, tool_spec
 from workflows.contracts import ToolCallInput, ToolOutcome, preview
+
+# Which provider operation each side-effecting tool is.
+EFFECTS: dict[str, tuple[str, str]] = {
+    "pay_invoice": ("payments", "charge"),
+    "issue_refund": ("payments", "refund"),
+    "draft_email": ("email", "draft"),
+    "send_email": ("email", "send"),
+    "record_progress": ("records", "note"),
+}
 
 
 class ToolActivities:
-    def __init__(self, stores: Stores) -> None:
+    def __init__(self, stores: Stores, crash_points: CrashPoints) -> None:
         self.stores = stores
+        self.crash_points = crash_points
 
     @activity.defn(name="run_tool")
     async def run_tool(self, call: ToolCallInput) -> ToolOutcome:
@@ -27,33 +44,14 @@ class ToolActivities:
             return await finish_even_if_cancelled(asyncio.to_thread(self._run, call))
 
     def _run(self, call: ToolCallInput) -> ToolOutcome:
-        spec = tool_spec(call.name)
-        implementation = IMPLEMENTATIONS.get(call.name)
-        if spec is None or implementation is None or spec.internal:
-            raise ApplicationError(f"no tool named {call.name!r}", non_retryable=True)
-        try:
-            args = spec.args_model.model_validate(call.arguments)
-        except ValidationError as err:
-            raise ApplicationError(
-                f"{call.name}: invalid arguments reached the tool: {err}", non_retryable=True
-            ) from err
+        spec, args = _validated(call)
         replayed = False
         if spec.risk is ToolRisk.READ_ONLY:
-            with self.stores.db.connect() as conn:
-                result = implementation(EffectContext(conn, call.run_id, None), args)
+            result = self._read(call.name, args)
         else:
-            if not call.idempotency_key:
-                raise ApplicationError(
-                    f"{call.name} has side effects and needs an idempotency key",
-                    non_retryable=True,
-                )
-            result, replayed = self._once(call, implementation, args)
+            result, replayed = self._effect_once(call)
         text = render(result)
-        message: dict[str, Any] = {
-            "role": "tool",
-            "tool_call_id": call.tool_call_id,
-            "content": text,
-        }
+        message = {"role": "tool", "tool_call_id": call.tool_call_id, "content": text}
         self.stores.transcript.put(call.run_id, call.result_seq, message)
         return ToolOutcome(
             ok=bool(result.get("ok", True)),
@@ -62,19 +60,49 @@ class ToolActivities:
             replayed_from_ledger=replayed,
         )
 
-    def _once(
-        self, call: ToolCallInput, implementation: Any, args: Any
-    ) -> tuple[dict[str, Any], bool]:
-        key = call.idempotency_key or ""
-        try:
-            return self.stores.ledger.run_once(
-                key,
-                call.run_id,
-                call.name,
-                call.arguments,
-                lambda conn: implementation(EffectContext(conn, call.run_id, key), args),
+    def _read(self, name: str, args: Any) -> dict[str, Any]:
+        if name == "lookup_invoice":
+            return self.stores.providers.payments.lookup(args.invoice_id)
+        raise ApplicationError(f"no reader for tool {name!r}", non_retryable=True)
+
+    def _effect_once(self, call: ToolCallInput) -> tuple[dict[str, Any], bool]:
+        key = call.idempotency_key
+        if not key or call.name not in EFFECTS:
+            raise ApplicationError(
+                f"{call.name} has side effects and needs an idempotency key", non_retryable=True
             )
-        except IdempotencyConflict as err:
+        digest = fingerprint(call.name, call.arguments)
+        ledger, crash = self.stores.ledger, self.crash_points
+        try:
+            recorded = ledger.recorded(key, call.name, digest)
+            if recorded is not None:
+                return recorded, True
+            crash.reached("before_provider", call.name, key)
+            provider_name, operation = EFFECTS[call.name]
+            provider = self.stores.providers.by_name(provider_name)
+            result = provider.call(key, operation, call.arguments, call.run_id)
+            crash.reached("after_provider", call.name, key)
+            stored = ledger.record(key, call.run_id, call.name, digest, result)
+            crash.reached("after_ledger", call.name, key)
+            return stored, False
+        except (IdempotencyConflict, ProviderConflict) as err:
             raise ApplicationError(
                 str(err), type="IdempotencyConflict", non_retryable=True
             ) from err
+
+
+def _validated(call: ToolCallInput) -> tuple[ToolSpec, ToolArgs]:
+    spec = tool_spec(call.name)
+    if spec is None or spec.internal:
+        raise ApplicationError(f"no tool named {call.name!r}", non_retryable=True)
+    try:
+        return spec, spec.args_model.model_validate(call.arguments)
+    except ValidationError as err:
+        raise ApplicationError(
+            f"{call.name}: invalid arguments reached the tool: {err}", non_retryable=True
+        ) from err
+
+
+def render(result: dict[str, Any]) -> str:
+    """The text the model reads as the tool's result."""
+    return json.dumps(result, sort_keys=True, default=str)

@@ -6,20 +6,45 @@ The workflow only ever holds sequence numbers and previews; whole messages live 
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from typing import Any
 
-from activities.database import Database
+from activities.sql import SqlDatabase, Tx, apply_schema
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS transcript (
+    run_id TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    role TEXT NOT NULL,
+    message TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    PRIMARY KEY (run_id, seq)
+);
+CREATE TABLE IF NOT EXISTS model_calls (
+    run_id TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    fingerprint TEXT NOT NULL,
+    response TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    PRIMARY KEY (run_id, seq, fingerprint)
+)
+"""
+
+
+def now_text() -> str:
+    return datetime.now(UTC).isoformat()
 
 
 class TranscriptStore:
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: SqlDatabase) -> None:
         self.db = db
+        apply_schema(db, SCHEMA)
 
     def put(self, run_id: str, seq: int, message: dict[str, Any]) -> None:
         """Write the message at its sequence number. The workflow decides what goes at each
         seq, so a rewrite (a retry, or a reset's new branch) replaces the old row."""
-        with self.db.transaction() as conn:
-            _upsert(conn, run_id, seq, message)
+        with self.db.transaction() as tx:
+            _upsert(tx, run_id, seq, message)
 
     def read(self, run_id: str, before_seq: int | None = None) -> list[dict[str, Any]]:
         sql = "SELECT message FROM transcript WHERE run_id = ?"
@@ -27,18 +52,16 @@ class TranscriptStore:
         if before_seq is not None:
             sql += " AND seq < ?"
             params.append(before_seq)
-        with self.db.connect() as conn:
-            rows = conn.execute(sql + " ORDER BY seq", params).fetchall()
+        rows = self.db.query(sql + " ORDER BY seq", params)
         return [json.loads(row["message"]) for row in rows]
 
     def recall(self, run_id: str, seq: int, fingerprint: str) -> dict[str, Any] | None:
         """The stored answer to exactly this request at this point of the run, if any."""
-        with self.db.connect() as conn:
-            row = conn.execute(
-                "SELECT response FROM model_calls WHERE run_id=? AND seq=? AND fingerprint=?",
-                (run_id, seq, fingerprint),
-            ).fetchone()
-        return json.loads(row["response"]) if row else None
+        rows = self.db.query(
+            "SELECT response FROM model_calls WHERE run_id=? AND seq=? AND fingerprint=?",
+            (run_id, seq, fingerprint),
+        )
+        return json.loads(rows[0]["response"]) if rows else None
 
     def remember(
         self,
@@ -49,25 +72,26 @@ class TranscriptStore:
         message: dict[str, Any],
     ) -> None:
         """Store the model's answer and its transcript message in one transaction."""
-        with self.db.transaction() as conn:
-            conn.execute(
-                "INSERT OR REPLACE INTO model_calls (run_id, seq, fingerprint, response)"
-                " VALUES (?, ?, ?, ?)",
-                (run_id, seq, fingerprint, json.dumps(response)),
+        with self.db.transaction() as tx:
+            tx.execute(
+                "INSERT INTO model_calls (run_id, seq, fingerprint, response, created_at)"
+                " VALUES (?, ?, ?, ?, ?) ON CONFLICT (run_id, seq, fingerprint) DO NOTHING",
+                (run_id, seq, fingerprint, json.dumps(response), now_text()),
             )
-            _upsert(conn, run_id, seq, message)
+            _upsert(tx, run_id, seq, message)
 
-    def model_calls(self, run_id: str) -> int:
-        with self.db.connect() as conn:
-            row = conn.execute(
-                "SELECT count(*) AS n FROM model_calls WHERE run_id=?", (run_id,)
-            ).fetchone()
-        return int(row["n"])
+    def stored_answers(self, run_id: str) -> dict[int, str]:
+        """When each answer of a run was stored, by sequence number (first store wins)."""
+        rows = self.db.query(
+            "SELECT seq, min(created_at) AS at FROM model_calls WHERE run_id=? GROUP BY seq",
+            (run_id,),
+        )
+        return {int(row["seq"]): str(row["at"]) for row in rows}
 
 
-def _upsert(conn: Any, run_id: str, seq: int, message: dict[str, Any]) -> None:
-    conn.execute(
-        "INSERT INTO transcript (run_id, seq, role, message) VALUES (?, ?, ?, ?)"
+def _upsert(tx: Tx, run_id: str, seq: int, message: dict[str, Any]) -> None:
+    tx.execute(
+        "INSERT INTO transcript (run_id, seq, role, message, created_at) VALUES (?, ?, ?, ?, ?)"
         " ON CONFLICT (run_id, seq) DO UPDATE SET role=excluded.role, message=excluded.message",
-        (run_id, seq, message["role"], json.dumps(message)),
+        (run_id, seq, message["role"], json.dumps(message), now_text()),
     )

@@ -14,6 +14,8 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
+from activities.providers import Providers
+from activities.sql import PostgresDatabase, SqlDatabase, SqliteDatabase
 from infra.binaries import temporal_cli, temporal_test_server
 from infra.offline_model.embedded import EmbeddedModelServer
 from infra.temporal_setup import register_search_attributes
@@ -108,10 +110,50 @@ async def ts_worker(time_env: WorkflowEnvironment, ts_settings: Settings) -> Asy
         yield running
 
 
-def count_rows(settings: Settings, table: str, run: str) -> int:
-    """Effects as the demo's tables recorded them: what really happened."""
-    import sqlite3
+def count_effects(settings: Settings, run: str, operation: str) -> int:
+    """Effects as the providers recorded them: what really happened, not what was logged."""
+    providers = Providers.open(settings.data_dir)
+    return sum(
+        1
+        for provider in (providers.payments, providers.email, providers.records)
+        for effect in provider.effects(run)
+        if effect["operation"] == operation
+    )
 
-    with sqlite3.connect(settings.database_path) as conn:
-        row = conn.execute(f"SELECT count(*) FROM {table} WHERE run_id=?", (run,)).fetchone()
-    return int(row[0])
+
+POSTGRES_URL = "postgresql://postgres@127.0.0.1:5432/test"
+
+
+def postgres_or_skip() -> str:
+    """The real PostgreSQL on this machine. In CI it must be there; elsewhere a missing
+    server skips the PostgreSQL tests with a clear message."""
+    import os
+
+    import psycopg
+
+    try:
+        with psycopg.connect(POSTGRES_URL, connect_timeout=3):
+            pass
+    except psycopg.OperationalError as err:
+        if os.environ.get("CI"):
+            pytest.fail(f"CI needs PostgreSQL at {POSTGRES_URL}: {err}")
+        pytest.skip(f"no PostgreSQL at {POSTGRES_URL} ({err}); CI runs these tests")
+    return POSTGRES_URL
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def sql_database(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[SqlDatabase]:
+    """Each store test runs on both backends; PostgreSQL gets a fresh schema per test."""
+    if request.param == "sqlite":
+        yield SqliteDatabase(tmp_path / "agent.sqlite3")
+        return
+    url, schema = postgres_or_skip(), f"t_{uuid.uuid4().hex[:12]}"
+    yield PostgresDatabase(url, schema=schema)
+    drop_schema(url, schema)
+
+
+def drop_schema(url: str, schema: str) -> None:
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')

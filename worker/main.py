@@ -16,6 +16,7 @@ from datetime import timedelta
 from temporalio.client import Client
 from temporalio.worker import Worker
 
+from activities.crash_points import CrashPoints
 from activities.model import ModelActivities
 from activities.stores import Stores
 from activities.tools import ToolActivities
@@ -27,15 +28,17 @@ log = logging.getLogger("durable_agents.worker")
 
 
 def build_worker(client: Client, settings: Settings) -> Worker:
-    stores = Stores.open(settings.database_path)
+    stores = Stores.open(settings)
     model = ModelActivities(settings, stores)
-    tools = ToolActivities(stores)
+    tools = ToolActivities(stores, CrashPoints(settings.crash_at, settings.data_dir))
     return Worker(
         client,
         task_queue=settings.task_queue,
         workflows=[AgentWorkflow],
         activities=[model.call_model, tools.run_tool],
         graceful_shutdown_timeout=timedelta(seconds=10),
+        # A dead worker's cached workflows move to another worker after this long.
+        sticky_queue_schedule_to_start_timeout=timedelta(seconds=3),
     )
 
 

@@ -32,6 +32,11 @@ class Settings(BaseSettings):
     model_name: str | None = Field(
         default=None, validation_alias=AliasChoices("AGENT_MODEL", "AGENT_MODEL_NAME")
     )
+    # PostgreSQL for our stores (transcript, ledger); unset: SQLite under the data dir.
+    database_url: str | None = None
+    database_schema: str | None = None
+    # Fault hook for crash tests: kill the worker at a named instant of a tool call.
+    crash_at: str | None = None
     price_input_per_mtok: float = Field(default=0.0, ge=0)
     price_output_per_mtok: float = Field(default=0.0, ge=0)
 

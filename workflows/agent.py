@@ -66,7 +66,9 @@ with workflow.unsafe.imports_passed_through():
 
 CALL_MODEL = "call_model"
 RUN_TOOL = "run_tool"
-HEARTBEAT_TIMEOUT = timedelta(seconds=10)
+# Activities heartbeat every second (activities/heartbeat.py): a dead worker's activity
+# is retried after a few seconds, not after its whole start-to-close timeout.
+HEARTBEAT_TIMEOUT = timedelta(seconds=5)
 DEADLINE_ACTOR = "deadline"
 
 

@@ -18,7 +18,7 @@ from workflows.contracts import ChatMessage, ModelCallInput
 @pytest.fixture
 def activities(model_server, tmp_path):
     settings = Settings(data_dir=tmp_path, offline_model_port=model_server.port)
-    return ModelActivities(settings, Stores.open(settings.database_path))
+    return ModelActivities(settings, Stores.open(settings))
 
 
 def completions(model_server, run):
@@ -89,7 +89,7 @@ async def test_401_is_not_retryable_and_says_why(activities):
 
 async def test_unreachable_endpoint_is_retryable(tmp_path):
     settings = Settings(data_dir=tmp_path, offline_model_port=1)
-    model = ModelActivities(settings, Stores.open(settings.database_path))
+    model = ModelActivities(settings, Stores.open(settings))
     with pytest.raises(ApplicationError) as raised:
         await ActivityEnvironment().run(model.call_model, plan_call("down-1"))
     assert raised.value.non_retryable is False and "unreachable" in raised.value.message

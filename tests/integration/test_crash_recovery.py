@@ -6,11 +6,12 @@ from __future__ import annotations
 import json
 import os
 import signal
-import sqlite3
 import subprocess
 import sys
 import urllib.request
+from collections import Counter
 
+from activities.providers import Providers
 from infra.stack import settings_env, worker_polling
 from starters import runs
 from tests.conftest import eventually, run_id
@@ -28,11 +29,9 @@ def start_worker(settings, log_path):
 
 
 def effects_per_step(settings, rid):
-    with sqlite3.connect(settings.database_path) as conn:
-        rows = conn.execute(
-            "SELECT step, count(*) FROM progress_notes WHERE run_id=? GROUP BY step", (rid,)
-        ).fetchall()
-    return dict(rows)
+    """Notes per step, as the records provider counted them."""
+    notes = Providers.open(settings.data_dir).records.effects(rid)
+    return dict(Counter(note["detail"]["step"] for note in notes))
 
 
 def completions(model_server, rid):

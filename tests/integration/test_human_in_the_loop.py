@@ -17,7 +17,7 @@ from temporalio.client import (
 
 from infra.binaries import temporal_cli
 from starters import runs
-from tests.conftest import count_rows, eventually, run_id
+from tests.conftest import count_effects, eventually, run_id
 from worker.main import build_worker
 from workflows import search_attributes as sa
 from workflows.contracts import Actor, Answer, DecideRequest, RunRequest, StatePatch
@@ -73,7 +73,7 @@ class TestDecisions:
         assert (decided.decided_by, decided.comment) == ("alice", "matches the PO")
         assert decided.decided_at is not None and decided.decided_at >= decided.requested_at
         assert any(e.action == "approved" and e.actor == "alice" for e in state.audit)
-        assert count_rows(settings, "payments", rid) == 1
+        assert count_effects(settings, rid, "charge") == 1
 
     async def test_refusals_leave_the_state_unchanged(self, dev_env, settings):
         client = dev_env.client
@@ -106,8 +106,8 @@ class TestDecisions:
         )
         await runs.decide(client, rid, DecideRequest(approve=False, by="cfo"))
         await runs.wait_result(client, rid)
-        assert count_rows(settings, "payments", rid) == 0
-        assert count_rows(settings, "email_drafts", rid) == 0
+        assert count_effects(settings, rid, "charge") == 0
+        assert count_effects(settings, rid, "draft") == 0
 
     async def test_two_approvers_race_and_exactly_one_wins(self, dev_env, settings):
         client = dev_env.client
@@ -154,7 +154,7 @@ class TestDecisions:
         await runs.wait_result(client, rid)
         state = await runs.get_state(client, rid)
         assert state.approvals[0].decided_by == "ops-script"
-        assert count_rows(settings, "payments", rid) == 1
+        assert count_effects(settings, rid, "charge") == 1
 
     async def test_payments_above_the_threshold_wait_and_below_do_not(self, dev_env, settings):
         client = dev_env.client
@@ -167,11 +167,11 @@ class TestDecisions:
             client, settings, "refund", "below", policy={"approve_payments_above": "100"}
         )
         assert (await runs.wait_result(client, free)).status == "completed"
-        assert count_rows(settings, "refunds", free) == 1
-        assert count_rows(settings, "refunds", gated) == 0
+        assert count_effects(settings, free, "refund") == 1
+        assert count_effects(settings, gated, "refund") == 0
         await runs.decide(client, gated, DecideRequest(approve=True, by="alice"))
         await runs.wait_result(client, gated)
-        assert count_rows(settings, "refunds", gated) == 1
+        assert count_effects(settings, gated, "refund") == 1
 
 
 @pytest.mark.usefixtures("worker")
@@ -282,7 +282,7 @@ class TestCancel:
         state = await runs.get_state(client, rid)
         assert state.status is RunStatus.CANCELLED and state.cancel_requested_by == "carol"
         assert state.approvals[0].status is ApprovalStatus.REJECTED
-        assert count_rows(settings, "payments", rid) == 0
+        assert count_effects(settings, rid, "charge") == 0
 
     async def test_cancel_from_temporal_itself_ends_canceled(self, dev_env, settings):
         client = dev_env.client
@@ -295,7 +295,7 @@ class TestCancel:
         description = await handle.describe()
         assert description.status == WorkflowExecutionStatus.CANCELED
         assert description.typed_search_attributes.get(sa.STATUS) == "cancelled"
-        assert count_rows(settings, "payments", rid) == 0
+        assert count_effects(settings, rid, "charge") == 0
 
     async def test_cancel_reaches_the_activity_in_flight_through_its_heartbeat(
         self, dev_env, settings
@@ -311,7 +311,7 @@ class TestCancel:
         kinds = {e.event_type for e in history.events}
         assert EventType.EVENT_TYPE_ACTIVITY_TASK_CANCEL_REQUESTED in kinds
         assert EventType.EVENT_TYPE_ACTIVITY_TASK_CANCELED in kinds
-        assert count_rows(settings, "progress_notes", rid) == 1  # step 1 only
+        assert count_effects(settings, rid, "note") == 1  # step 1 only
 
 
 async def test_a_decision_sent_while_no_worker_runs_is_kept(dev_env, settings):
@@ -325,4 +325,4 @@ async def test_a_decision_sent_while_no_worker_runs_is_kept(dev_env, settings):
         await runs.wait_result(client, rid)
         state = await runs.get_state(client, rid)
     assert state.approvals[0].decided_by == "night-shift"
-    assert count_rows(settings, "payments", rid) == 1
+    assert count_effects(settings, rid, "charge") == 1

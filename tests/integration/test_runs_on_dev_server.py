@@ -12,7 +12,7 @@ from temporalio.worker import Replayer
 
 from bench.harness import history_bytes
 from starters import runs
-from tests.conftest import count_rows, eventually, run_id
+from tests.conftest import count_effects, eventually, run_id
 from workflows import search_attributes as sa
 from workflows.agent import AgentWorkflow
 from workflows.contracts import Decision, RunRequest
@@ -54,7 +54,7 @@ async def test_429_twice_then_success(dev_env, settings):
     history = await client.get_workflow_handle(rid).fetch_history()
     # The plan call took three attempts; every other model call one.
     assert max(started_attempts(history, "call_model")) == 3
-    assert count_rows(settings, "payments", rid) == 1
+    assert count_effects(settings, rid, "charge") == 1
 
 
 async def test_401_fails_the_run_with_a_clear_error(dev_env, settings):
@@ -86,7 +86,7 @@ async def test_starting_a_running_id_attaches_instead_of_starting_a_second_run(d
 
     await approve_when_asked(client, rid)
     await runs.wait_result(client, rid)
-    assert count_rows(settings, "payments", rid) == 1
+    assert count_effects(settings, rid, "charge") == 1
     with pytest.raises(runs.RunError, match="already exists and is completed"):
         await runs.start_run(client, settings, request, rid)
 
@@ -133,7 +133,7 @@ async def test_history_per_step_stays_small_and_flat(dev_env, settings):
         await runs.wait_result(dev_env.client, rid)
         size, _ = await history_bytes(dev_env.client, rid)
         per_step[steps] = size / steps
-        assert count_rows(settings, "progress_notes", rid) == steps
+        assert count_effects(settings, rid, "note") == steps
     assert max(per_step.values()) <= 4096, per_step
     assert abs(per_step[40] - per_step[5]) / per_step[5] <= 0.25, per_step
 
@@ -166,4 +166,4 @@ async def test_a_model_call_slower_than_its_timeout_is_retried(dev_env, settings
     ]
     assert timeouts == []  # retried within the activity's retry policy, not surfaced
     assert max(started_attempts(history, "call_model")) == 2
-    assert count_rows(settings, "progress_notes", rid) == 2
+    assert count_effects(settings, rid, "note") == 2

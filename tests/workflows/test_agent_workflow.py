@@ -9,9 +9,8 @@ import pytest
 from temporalio.client import WorkflowFailureError
 
 from activities.stores import Stores
-from activities.transcript import TranscriptStore
 from starters import runs
-from tests.conftest import count_rows, eventually, run_id
+from tests.conftest import count_effects, eventually, run_id
 from worker.main import build_worker
 from workflows.contracts import Decision, RunRequest
 from workflows.state import ApprovalStatus, QuestionStatus, RunStatus, StepStatus
@@ -37,7 +36,7 @@ async def test_pay_invoice_waits_for_approval_then_pays_once(time_env, ts_settin
     assert request.arguments == {"invoice_id": "INV-1001", "amount": "1250.00", "currency": "EUR"}
     assert "1250.00 EUR" in request.reason
     # Nothing was paid while the run waited.
-    assert count_rows(ts_settings, "payments", rid) == 0
+    assert count_effects(ts_settings, rid, "charge") == 0
 
     await runs.approve(client, rid, Decision(by="alice", comment="ok"))
     result = await runs.wait_result(client, rid)
@@ -48,8 +47,8 @@ async def test_pay_invoice_waits_for_approval_then_pays_once(time_env, ts_settin
     assert [s.status for s in state.plan] == [StepStatus.DONE] * 4
     assert state.approvals[0].status is ApprovalStatus.APPROVED
     assert state.approvals[0].decided_by == "alice"
-    assert count_rows(ts_settings, "payments", rid) == 1
-    assert count_rows(ts_settings, "outbox", rid) == 1
+    assert count_effects(ts_settings, rid, "charge") == 1
+    assert count_effects(ts_settings, rid, "send") == 1
     assert state.usage.model_calls == 10 and state.usage.input_tokens > 0
 
 
@@ -61,9 +60,9 @@ async def test_rejection_goes_back_to_the_model_and_nothing_is_paid(time_env, ts
     result = await runs.wait_result(client, rid)
 
     assert "not paid" in (result.final_answer or "")
-    assert count_rows(ts_settings, "payments", rid) == 0
-    assert count_rows(ts_settings, "outbox", rid) == 0
-    messages = TranscriptStore(Stores.open(ts_settings.database_path).db).read(rid)
+    assert count_effects(ts_settings, rid, "charge") == 0
+    assert count_effects(ts_settings, rid, "send") == 0
+    messages = Stores.open(ts_settings).transcript.read(rid)
     tool_texts = [m["content"] for m in messages if m["role"] == "tool"]
     assert any(t.startswith("rejected by bob: not this month") for t in tool_texts)
 
@@ -97,7 +96,7 @@ async def test_bad_tool_calls_go_back_to_the_model(time_env, ts_settings, fault,
     result = await runs.wait_result(client, rid)
 
     assert result.status == "completed"
-    messages = TranscriptStore(Stores.open(ts_settings.database_path).db).read(rid)
+    messages = Stores.open(ts_settings).transcript.read(rid)
     errors = [m for m in messages if m["role"] == "tool" and m["content"].startswith(error_text)]
     assert len(errors) == 1
     # The bad call ran no tool; the corrected one ran exactly once.
@@ -156,7 +155,7 @@ async def test_an_approval_past_its_deadline_is_rejected(time_env, ts_settings):
     assert state.approvals[0].status is ApprovalStatus.REJECTED
     assert state.approvals[0].decided_by == "deadline"
     assert "not paid" in (result.final_answer or "")
-    assert count_rows(ts_settings, "payments", rid) == 0
+    assert count_effects(ts_settings, rid, "charge") == 0
 
 
 async def test_an_escalated_approval_is_decided_by_the_escalation_approvers(time_env, ts_settings):
@@ -180,7 +179,7 @@ async def test_an_escalated_approval_is_decided_by_the_escalation_approvers(time
     await runs.approve(client, rid, Decision(by="boss"))
     await runs.wait_result(client, rid)
     assert (await runs.get_state(client, rid)).approvals[0].decided_by == "boss"
-    assert count_rows(ts_settings, "payments", rid) == 1
+    assert count_effects(ts_settings, rid, "charge") == 1
 
 
 async def test_a_question_past_its_deadline_expires_and_the_model_decides(time_env, ts_settings):
@@ -226,4 +225,4 @@ async def test_every_tool_call_needs_approval_once_spend_passes_the_budget(time_
                 await runs.reject(client, rid, Decision(request_id=pending.request_id, by="al"))
         # send_email never comes: with the payment rejected, the model skips it.
         assert gated == {"lookup_invoice", "draft_email", "pay_invoice"}
-        assert count_rows(priced, "payments", rid) == 0
+        assert count_effects(priced, rid, "charge") == 0

@@ -1,0 +1,40 @@
+"""Simulated third-party providers (payments, email, records). Each keeps its own
+database, apart from ours, as a real provider would: so the crash windows between
+"the provider acted" and "we recorded it" are real, and effects are counted on the
+provider's side, not in our logs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from activities.providers.base import SimulatedProvider
+from activities.providers.email import EmailProvider
+from activities.providers.payments import PaymentsProvider
+from activities.providers.records import RecordsProvider
+
+
+@dataclass(frozen=True)
+class Providers:
+    payments: PaymentsProvider
+    email: EmailProvider
+    records: RecordsProvider
+
+    @classmethod
+    def open(cls, data_dir: Path) -> Providers:
+        root = data_dir / "providers"
+        return cls(PaymentsProvider(root), EmailProvider(root), RecordsProvider(root))
+
+    def by_name(self, name: str) -> SimulatedProvider:
+        provider: SimulatedProvider = getattr(self, name)
+        return provider
+
+    def effects(self, run_id: str) -> list[dict[str, Any]]:
+        """Every effect the providers really performed for a run, oldest first."""
+        rows = [
+            effect | {"provider": provider.name}
+            for provider in (self.payments, self.email, self.records)
+            for effect in provider.effects(run_id)
+        ]
+        return sorted(rows, key=lambda row: str(row["created_at"]))

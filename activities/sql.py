@@ -1,0 +1,134 @@
+"""Our own stores' database: SQLite under the data dir by default, PostgreSQL when
+AGENT_DATABASE_URL is set. The same SQL runs on both (`?` placeholders, ON CONFLICT)."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Protocol
+
+Row = dict[str, Any]
+
+
+class Tx(Protocol):
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> list[Row]: ...
+
+
+class SqlDatabase(Protocol):
+    """A place for our stores; each `transaction()` commits as a whole or not at all."""
+
+    @property
+    def where(self) -> str: ...
+
+    def transaction(self) -> Any: ...
+
+    def query(self, sql: str, params: Sequence[Any] = ()) -> list[Row]: ...
+
+
+class _SqliteTx:
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
+        cursor = self.conn.execute(sql, tuple(params))
+        return [dict(row) for row in cursor.fetchall()] if cursor.description else []
+
+
+class SqliteDatabase:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with self._connect() as conn:
+            conn.execute("PRAGMA journal_mode=WAL")
+
+    @property
+    def where(self) -> str:
+        return f"sqlite:{self.path}"
+
+    def _connect(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(self.path, timeout=30, isolation_level=None)
+        conn.row_factory = sqlite3.Row
+        conn.execute("PRAGMA busy_timeout=30000")
+        return conn
+
+    @contextmanager
+    def transaction(self) -> Iterator[Tx]:
+        conn = self._connect()
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield _SqliteTx(conn)
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+        finally:
+            conn.close()
+
+    def query(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
+        with self.transaction() as tx:
+            return tx.execute(sql, params)
+
+
+class _PostgresTx:
+    def __init__(self, conn: Any) -> None:
+        self.conn = conn
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
+        cursor = self.conn.execute(sql.replace("?", "%s"), tuple(params))
+        return list(cursor.fetchall()) if cursor.description else []
+
+
+class PostgresDatabase:
+    """One connection per thread: activities run their store calls on worker threads."""
+
+    def __init__(self, url: str, schema: str | None = None) -> None:
+        import psycopg  # imported here so SQLite users need no PostgreSQL driver loaded
+
+        self._psycopg = psycopg
+        self.url = url
+        self.schema = schema
+        self._local = threading.local()
+        if schema:
+            with psycopg.connect(url, autocommit=True) as conn:
+                conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{schema}"')
+
+    @property
+    def where(self) -> str:
+        return "postgresql:" + self.url.split("@")[-1]
+
+    def _connection(self) -> Any:
+        conn = getattr(self._local, "conn", None)
+        if conn is None or conn.closed:
+            from psycopg.rows import dict_row
+
+            options = f"-c search_path={self.schema}" if self.schema else ""
+            conn = self._psycopg.connect(
+                self.url, row_factory=dict_row, options=options, autocommit=True
+            )
+            self._local.conn = conn
+        return conn
+
+    @contextmanager
+    def transaction(self) -> Iterator[Tx]:
+        conn = self._connection()
+        try:
+            with conn.transaction():
+                yield _PostgresTx(conn)
+        except self._psycopg.OperationalError:
+            conn.close()  # a broken connection is replaced on the next call
+            raise
+
+    def query(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
+        with self.transaction() as tx:
+            return tx.execute(sql, params)
+
+
+def apply_schema(db: SqlDatabase, schema: str) -> None:
+    with db.transaction() as tx:
+        for statement in schema.split(";"):
+            if statement.strip():
+                tx.execute(statement)

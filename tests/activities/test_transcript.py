@@ -1,0 +1,34 @@
+"""The transcript store and the model-call memo, on SQLite and on PostgreSQL."""
+
+from __future__ import annotations
+
+from activities.transcript import TranscriptStore
+
+
+def test_messages_come_back_in_sequence_and_before_a_point(sql_database):
+    store = TranscriptStore(sql_database)
+    for seq in (2, 0, 1):
+        store.put("r", seq, {"role": "user", "content": f"m{seq}"})
+    store.put("other", 0, {"role": "user", "content": "elsewhere"})
+    assert [m["content"] for m in store.read("r")] == ["m0", "m1", "m2"]
+    assert [m["content"] for m in store.read("r", before_seq=2)] == ["m0", "m1"]
+
+
+def test_a_rewrite_at_a_sequence_replaces_the_message(sql_database):
+    store = TranscriptStore(sql_database)
+    store.put("r", 0, {"role": "user", "content": "old"})
+    store.put("r", 0, {"role": "user", "content": "new"})
+    assert store.read("r") == [{"role": "user", "content": "new"}]
+
+
+def test_an_answer_is_recalled_only_for_the_same_request(sql_database):
+    store = TranscriptStore(sql_database)
+    reply = {"role": "assistant", "content": "hi"}
+    store.remember("r", 3, "fp-a", {"choices": [{"message": reply}]}, reply)
+    assert store.recall("r", 3, "fp-a") == {"choices": [{"message": reply}]}
+    assert store.recall("r", 3, "fp-b") is None  # a changed request is a new call
+    assert store.recall("r", 4, "fp-a") is None
+    assert store.read("r") == [reply]
+    store.remember("r", 3, "fp-a", {"choices": []}, reply)  # a late duplicate changes nothing
+    assert store.recall("r", 3, "fp-a") == {"choices": [{"message": reply}]}
+    assert list(store.stored_answers("r")) == [3]
