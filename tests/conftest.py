@@ -4,6 +4,9 @@ real HTTP, one of each per test session; a fresh data dir and worker per test.""
 from __future__ import annotations
 
 import asyncio
+import os
+import subprocess
+import sys
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -157,3 +160,14 @@ def drop_schema(url: str, schema: str) -> None:
 
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
+def spawn_worker(settings: Settings, log_path: Path, **env: str) -> subprocess.Popen[bytes]:
+    """A worker in its own process, as `agentctl up` runs it, so a test can SIGKILL it."""
+    from infra.stack import settings_env
+
+    full_env = {**os.environ, **settings_env(settings), **env}
+    with open(log_path, "ab") as log:
+        return subprocess.Popen(
+            [sys.executable, "-m", "worker"], env=full_env, stdout=log, stderr=subprocess.STDOUT
+        )

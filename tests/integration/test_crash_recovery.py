@@ -4,28 +4,17 @@ completed step's effect happens twice (counted in the effect tables, not in logs
 from __future__ import annotations
 
 import json
-import os
 import signal
-import subprocess
-import sys
 import urllib.request
 from collections import Counter
 
 from activities.providers import Providers
-from infra.stack import settings_env, worker_polling
+from infra.stack import worker_polling
 from starters import runs
-from tests.conftest import eventually, run_id
+from tests.conftest import eventually, run_id, spawn_worker
 from workflows.contracts import RunRequest
 
 STEPS = 30
-
-
-def start_worker(settings, log_path):
-    env = {**os.environ, **settings_env(settings)}
-    with open(log_path, "ab") as log:
-        return subprocess.Popen(
-            [sys.executable, "-m", "worker"], env=env, stdout=log, stderr=subprocess.STDOUT
-        )
 
 
 def effects_per_step(settings, rid):
@@ -43,7 +32,7 @@ async def test_sigkill_mid_run_loses_nothing_and_repeats_nothing(
     dev_env, settings, model_server, tmp_path
 ):
     client, rid = dev_env.client, run_id("crash")
-    first = start_worker(settings, tmp_path / "worker1.log")
+    first = spawn_worker(settings, tmp_path / "worker1.log")
     try:
         await eventually(lambda: worker_polling(settings), within=30)
         request = RunRequest.model_validate(
@@ -65,7 +54,7 @@ async def test_sigkill_mid_run_loses_nothing_and_repeats_nothing(
     done_at_kill = effects_per_step(settings, rid)
     assert 8 <= len(done_at_kill) < STEPS, "the kill must land in the middle of the run"
 
-    second = start_worker(settings, tmp_path / "worker2.log")
+    second = spawn_worker(settings, tmp_path / "worker2.log")
     try:
         result = await runs.wait_result(client, rid)
         state = await runs.get_state(client, rid)

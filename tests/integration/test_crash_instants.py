@@ -1,0 +1,60 @@
+"""The worker dies at each instant of a payment, provoked by a fault hook rather than by
+luck, and another worker finishes the run: the provider counts exactly one charge."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+
+import pytest
+
+from activities.providers import Providers
+from activities.stores import Stores
+from infra.stack import worker_polling
+from starters import runs
+from tests.conftest import count_effects, eventually, run_id, spawn_worker
+from workflows.contracts import Decision, RunRequest
+
+
+@pytest.mark.parametrize(
+    ("instant", "provider_replays"),
+    [
+        ("before_provider", 0),  # the provider never heard of it: the retry pays
+        ("after_provider", 1),  # paid, not recorded: the provider replays its answer
+        ("after_ledger", 0),  # recorded, Temporal not told: the ledger answers
+    ],
+)
+async def test_a_crash_at_each_instant_ends_in_one_payment(
+    dev_env, settings, tmp_path, instant, provider_replays
+):
+    client, rid = dev_env.client, run_id(instant.replace("_", "-"))
+    doomed = spawn_worker(settings, tmp_path / "w1.log", AGENT_CRASH_AT=f"{instant}:pay_invoice")
+    try:
+        await eventually(lambda: worker_polling(settings), within=30)
+        await runs.start_run(client, settings, RunRequest(goal="pay", scenario="pay-invoice"), rid)
+
+        async def pending():
+            return (await runs.get_summary(client, rid)).pending_approvals
+
+        await eventually(pending)
+        await runs.approve(client, rid, Decision(by="alice"))
+        code = await asyncio.to_thread(doomed.wait, 60)
+    finally:
+        if doomed.poll() is None:
+            doomed.kill()
+    assert code == -signal.SIGKILL, "the fault hook must have killed the worker"
+
+    rescuer = spawn_worker(settings, tmp_path / "w2.log")
+    try:
+        result = await runs.wait_result(client, rid)
+    finally:
+        rescuer.terminate()
+        await asyncio.to_thread(rescuer.wait, 30)
+
+    assert result.status == "completed"
+    assert count_effects(settings, rid, "charge") == 1
+    key = f"{rid}/step-3/call_step3_t0_0"
+    assert Providers.open(settings.data_dir).payments.replays(key) == provider_replays
+    recorded = [e for e in Stores.open(settings).ledger.effects(rid) if e["tool"] == "pay_invoice"]
+    assert [e["idempotency_key"] for e in recorded] == [key]
+    assert count_effects(settings, rid, "send") == 1
