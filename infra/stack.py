@@ -109,15 +109,24 @@ async def up(settings: Settings, say: Callable[[str], None] = print) -> None:
         if files.running_pid() is not None:
             say(f"{spec.name}: already running (pid {files.running_pid()})")
             continue
-        if spec.port is not None and port_in_use(spec.port, settings.temporal_host):
-            raise StackError(
-                f"{spec.name}: port {spec.port} is already in use by another process; "
-                f"stop it or choose another port ({_port_setting(spec.name)})"
-            )
-        process = spawn(spec, files)
-        say(f"{spec.name}: starting (pid {process.pid}, log {files.log_file})")
-        await _wait_ready(spec.name, settings, process, files)
-        say(f"{spec.name}: ready")
+        await start_part(spec, settings, say)
+
+
+async def start_part(
+    spec: ProcessSpec, settings: Settings, say: Callable[[str], None] = print
+) -> subprocess.Popen[bytes]:
+    """Start one part in the background and wait until it is ready."""
+    files = files_for(settings, spec.name)
+    if spec.port is not None and port_in_use(spec.port, settings.temporal_host):
+        raise StackError(
+            f"{spec.name}: port {spec.port} is already in use by another process; "
+            f"stop it or choose another port ({_port_setting(spec.name)})"
+        )
+    process = spawn(spec, files)
+    say(f"{spec.name}: starting (pid {process.pid}, log {files.log_file})")
+    await _wait_ready(spec.name, settings, process, files)
+    say(f"{spec.name}: ready")
+    return process
 
 
 def _port_setting(name: str) -> str:
@@ -162,7 +171,7 @@ async def _check(name: str, settings: Settings) -> None:
             raise NotReady(f"temporal not answering: {err}") from err
     elif name == "model":
         _http_get_json(f"http://127.0.0.1:{settings.offline_model_port}/v1/models")
-    elif name == "worker" and not await worker_polling(settings):
+    elif name.startswith("worker") and not await worker_polling(settings):
         raise NotReady("no worker polling the task queue yet")
 
 

@@ -9,9 +9,11 @@ from typing import Annotated
 import typer
 from rich.console import Console
 from rich.live import Live
+from rich.table import Table
 
 from infra.offline_model.scenarios import Fault, ScenarioError, ScenarioSpec, load
 from starters import runs
+from starters.effects import run_effects
 from starters.errors import run_async
 from starters.render import print_state, runs_table, summary_panel
 from worker.client import connect
@@ -132,7 +134,34 @@ async def watch(
             live.update(summary_panel(summary))
 
 
+def effects(
+    run_id: str, as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False
+) -> None:
+    """List a run's effects as the providers recorded them."""
+    found = run_effects(load_settings(), run_id)
+    if as_json:
+        typer.echo(json.dumps(found))
+        return
+    if not found:
+        console.print(f"no effects recorded for {run_id}")
+        return
+    table = Table(title=f"effects of {run_id} (provider side)")
+    for column in ("when", "provider", "operation", "idempotency key", "detail"):
+        table.add_column(column)
+    for effect in found:
+        detail = json.dumps(effect["detail"], sort_keys=True)
+        table.add_row(
+            effect["created_at"],
+            effect["provider"],
+            effect["operation"],
+            effect["idempotency_key"],
+            detail,
+        )
+    console.print(table)
+
+
 def register(app: typer.Typer) -> None:
+    app.command()(effects)
     app.command()(run)
     app.command("list")(list_runs)
     app.command()(show)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import Counter
+from datetime import UTC, datetime
 from typing import Any
 
 from fastapi import FastAPI, Header, Request
@@ -26,6 +27,7 @@ def create_app() -> FastAPI:
     fired: Counter[tuple[str, str, int, str]] = Counter()
     stats: Counter[str] = Counter()
     by_run: Counter[str] = Counter()
+    served: list[dict[str, Any]] = []
 
     @app.get("/v1/models")
     async def models() -> dict[str, Any]:
@@ -38,14 +40,16 @@ def create_app() -> FastAPI:
 
     @app.get("/v1/scripted/stats")
     async def scripted_stats() -> dict[str, Any]:
-        """How many completions were served, per run: lets tests prove a call was not repeated."""
-        return {"totals": dict(stats), "completions_by_run": dict(by_run)}
+        """Completions served, per run and one by one (run, seq, when): lets tests and the
+        chaos run prove that no answer already stored was paid for again."""
+        return {"totals": dict(stats), "completions_by_run": dict(by_run), "served": served}
 
     @app.post("/v1/chat/completions", response_model=None)
     async def completions(
         request: Request,
         x_scenario: str | None = Header(default=None),
         x_agent_run: str | None = Header(default=None),
+        x_agent_seq: int | None = Header(default=None),
     ) -> dict[str, Any] | JSONResponse:
         stats["requests"] += 1
         try:
@@ -82,6 +86,7 @@ def create_app() -> FastAPI:
             content = reply.content
         stats["completions"] += 1
         by_run[run] += 1
+        served.append({"run": run, "seq": x_agent_seq, "at": datetime.now(UTC).isoformat()})
         return _completion(body, content, calls, messages)
 
     return app

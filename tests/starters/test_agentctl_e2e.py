@@ -83,6 +83,15 @@ def test_pay_invoice_through_approval_and_across_a_restart(stack):
     assert done["approvals"][0]["decided_by"] == "carol"
     assert all(step["status"] == "done" for step in done["plan"])
 
+    effects = json.loads(stack("effects", "e2e-1", "--json").stdout)
+    assert [(e["provider"], e["operation"]) for e in effects] == [
+        ("email", "draft"),
+        ("payments", "charge"),
+        ("email", "send"),
+    ]
+    assert all(e["idempotency_key"].startswith("e2e-1/step-") for e in effects)
+    assert "payments" in stack("effects", "e2e-1").stdout
+
     watched = stack("watch", "e2e-1")
     assert "completed" in watched.stdout and "is paid" in watched.stdout
 

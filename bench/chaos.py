@@ -1,0 +1,308 @@
+"""Chaos run: many pay-invoice runs while workers are SIGKILLed at random and the Temporal
+dev server is restarted once on the same SQLite file. Then it counts, from the providers'
+side and the model server's side, what was lost, done twice, or paid for twice.
+
+Usage: python -m bench.chaos [--runs 200] [--seed 7]   (make chaos)
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import random
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+
+from activities.providers import Providers
+from activities.stores import Stores
+from infra import stack
+from infra.offline_model.embedded import free_port
+from infra.processes import ProcessSpec, stop
+from starters import runs
+from worker.client import connect
+from worker.settings import Settings
+from workflows.contracts import Decision, RunRequest
+
+EFFECTS_PER_RUN = 3  # draft_email, pay_invoice, send_email
+
+
+@dataclass
+class ChaosConfig:
+    runs: int = 200
+    workers: int = 2
+    kill_every: tuple[float, float] = (0.5, 2.0)
+    restart_server_at: float = 0.4  # share of runs closed when the server restarts
+    drain_timeout: float = 900.0
+    seed: int = 7
+
+
+@dataclass
+class ChaosReport:
+    started: int = 0
+    completed: int = 0
+    failed: int = 0
+    lost: int = 0
+    kills: int = 0
+    kills_in_flight: int = 0
+    server_restarts: int = 0
+    effects: int = 0
+    duplicate_effects: int = 0
+    runs_missing_effects: int = 0
+    model_calls_paid_twice: int = 0
+    drain_seconds: float = 0.0
+    elapsed_seconds: float = 0.0
+    problems: list[str] = field(default_factory=list)
+
+    def judge(self, config: ChaosConfig, min_kills: int) -> None:
+        checks = {
+            "runs lost": self.lost,
+            "runs failed": self.failed,
+            "duplicate effects": self.duplicate_effects,
+            "runs missing effects": self.runs_missing_effects,
+            "model calls paid twice": self.model_calls_paid_twice,
+        }
+        self.problems = [f"{name}: {count}" for name, count in checks.items() if count]
+        if self.kills_in_flight < min_kills:
+            self.problems.append(
+                f"only {self.kills_in_flight} kills landed while runs were in flight "
+                f"(needs {min_kills}): the faults did not happen, so nothing is proven"
+            )
+        if self.server_restarts < 1:
+            self.problems.append("the dev server was not restarted")
+
+    def lines(self) -> list[str]:
+        return [
+            f"runs started              {self.started}",
+            f"runs completed            {self.completed}",
+            f"runs failed               {self.failed}",
+            f"runs lost                 {self.lost}",
+            f"worker kills (SIGKILL)    {self.kills} ({self.kills_in_flight} with runs in flight)",
+            f"dev server restarts       {self.server_restarts}",
+            f"effects at the providers  {self.effects} "
+            f"(duplicates per key: {self.duplicate_effects}, "
+            f"runs missing effects: {self.runs_missing_effects})",
+            f"model calls paid twice    {self.model_calls_paid_twice}",
+            f"drain after last fault    {self.drain_seconds:.1f} s",
+            f"total time                {self.elapsed_seconds:.1f} s",
+            "verdict                   "
+            + ("PASS" if not self.problems else "FAIL: " + "; ".join(self.problems)),
+        ]
+
+
+class Chaos:
+    def __init__(self, config: ChaosConfig, settings: Settings, say=print) -> None:  # type: ignore[no-untyped-def]
+        self.config = config
+        self.settings = settings
+        self.say = say
+        self.random = random.Random(config.seed)
+        self.report = ChaosReport()
+        self.closed: set[str] = set()
+        self.run_ids: list[str] = []
+        self.workers: dict[str, subprocess.Popen[bytes]] = {}
+        self.last_fault = time.monotonic()
+        self.drained_at = 0.0
+        self.halfway = asyncio.Event()
+        self.done = asyncio.Event()
+
+    async def run(self) -> ChaosReport:
+        began = time.monotonic()
+        specs = {spec.name: spec for spec in stack.part_specs(self.settings)}
+        await stack.start_part(specs["temporal"], self.settings, self.say)
+        await stack.start_part(specs["model"], self.settings, self.say)
+        try:
+            for i in range(self.config.workers):
+                await self._start_worker(f"worker-{i + 1}")
+            client = await connect(self.settings)
+            await self._start_runs(client)
+            loops = [self._approve(), self._kill(), self._restart_server_once(), self._watch()]
+            tasks = [asyncio.create_task(loop) for loop in loops]
+            try:
+                await asyncio.wait_for(self.done.wait(), self.config.drain_timeout)
+            except TimeoutError:
+                self.say("drain timeout: counting what is still open as lost")
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            drained = self.drained_at or time.monotonic()
+            self.report.drain_seconds = max(0.0, drained - self.last_fault)
+            await self._count(await connect(self.settings))
+        finally:
+            for name in list(self.workers):
+                stop(stack.files_for(self.settings, name))
+            stop(stack.files_for(self.settings, "model"))
+            stop(stack.files_for(self.settings, "temporal"))
+        self.report.elapsed_seconds = time.monotonic() - began
+        return self.report
+
+    async def _start_worker(self, name: str) -> None:
+        spec = ProcessSpec(
+            name=name,
+            argv=[sys.executable, "-m", "worker"],
+            port=None,
+            env=stack.settings_env(self.settings),
+        )
+        self.workers[name] = await stack.start_part(spec, self.settings, lambda _: None)
+
+    async def _start_runs(self, client) -> None:  # type: ignore[no-untyped-def]
+        request = RunRequest.model_validate(
+            {
+                "goal": "Pay invoice INV-1001 and confirm by email.",
+                "scenario": "pay-invoice",
+                "limits": {"model_timeout_seconds": 15, "tool_timeout_seconds": 15},
+            }
+        )
+        for i in range(self.config.runs):
+            run_id = f"chaos-{i:04d}"
+            await runs.start_run(client, self.settings, request, run_id)
+            self.run_ids.append(run_id)
+        self.report.started = len(self.run_ids)
+        self.say(f"started {self.report.started} runs")
+
+    async def _approve(self) -> None:
+        """A person who approves whatever waits, whether or not a worker is up."""
+        approver = Decision(by="chaos-approver", comment="approved during chaos")
+        while True:
+            with contextlib.suppress(Exception):
+                client = await connect(self.settings)
+                for run_id in await _waiting_for_approval(client):
+                    with contextlib.suppress(runs.RunError):
+                        await runs.approve(client, run_id, approver)
+            await asyncio.sleep(0.5)
+
+    async def _kill(self) -> None:
+        low, high = self.config.kill_every
+        while True:
+            await asyncio.sleep(self.random.uniform(low, high))
+            name = self.random.choice(sorted(self.workers))
+            process = self.workers[name]
+            if process.poll() is not None:
+                continue
+            in_flight = len(self.closed) < len(self.run_ids)
+            process.send_signal(signal.SIGKILL)
+            process.wait()
+            self.report.kills += 1
+            self.report.kills_in_flight += int(in_flight)
+            self.last_fault = time.monotonic()
+            await asyncio.sleep(self.random.uniform(0.2, 1.0))
+            with contextlib.suppress(Exception):
+                await self._start_worker(name)
+
+    async def _restart_server_once(self) -> None:
+        await self.halfway.wait()
+        self.say(f"restarting the dev server ({len(self.closed)} runs closed)")
+        stop(stack.files_for(self.settings, "temporal"))
+        spec = next(s for s in stack.part_specs(self.settings) if s.name == "temporal")
+        await stack.start_part(spec, self.settings, lambda _: None)
+        self.report.server_restarts += 1
+        self.last_fault = time.monotonic()
+
+    async def _watch(self) -> None:
+        """Follow the runs to their end and show progress."""
+        shown = -1
+        while len(self.closed) < len(self.run_ids):
+            with contextlib.suppress(Exception):
+                client = await connect(self.settings)
+                async for execution in client.list_workflows(
+                    "WorkflowType = 'AgentWorkflow' AND ExecutionStatus != 'Running'"
+                ):
+                    self.closed.add(execution.id)
+            if len(self.closed) >= self.config.restart_server_at * len(self.run_ids):
+                self.halfway.set()
+            if len(self.closed) != shown:
+                shown = len(self.closed)
+                self.say(
+                    f"  {shown}/{len(self.run_ids)} runs closed, {self.report.kills} kills, "
+                    f"{self.report.server_restarts} server restarts"
+                )
+            await asyncio.sleep(1.0)
+        self.drained_at = time.monotonic()
+        self.done.set()
+
+    async def _count(self, client) -> None:  # type: ignore[no-untyped-def]
+        for run_id in self.run_ids:
+            outcome = await runs.wait_for_outcome(client, run_id) if run_id in self.closed else {}
+            status = outcome.get("status")
+            if status == "completed":
+                self.report.completed += 1
+            elif status is not None:
+                self.report.failed += 1
+                self.say(f"  {run_id} {status}: {outcome.get('error')}")
+            else:
+                self.report.lost += 1
+        providers = Providers.open(self.settings.data_dir)
+        effects = [
+            e for p in (providers.payments, providers.email) for e in p.effects() if e["run_id"]
+        ]
+        per_key = Counter(e["idempotency_key"] for e in effects)
+        per_run = Counter(e["run_id"] for e in effects)
+        self.report.effects = len(effects)
+        self.report.duplicate_effects = sum(n - 1 for n in per_key.values() if n > 1)
+        self.report.runs_missing_effects = sum(
+            1 for run_id in self.run_ids if per_run[run_id] != EFFECTS_PER_RUN
+        )
+        self.report.model_calls_paid_twice = self._paid_twice()
+
+    def _paid_twice(self) -> int:
+        """Completions the model served for a (run, seq) after an answer for it was stored."""
+        url = f"http://127.0.0.1:{self.settings.offline_model_port}/v1/scripted/stats"
+        with urllib.request.urlopen(url, timeout=10) as response:
+            served = json.loads(response.read())["served"]
+        transcript = Stores.open(self.settings).transcript
+        stored = {run_id: transcript.stored_answers(run_id) for run_id in self.run_ids}
+        twice = 0
+        for entry in served:
+            at = stored.get(entry["run"], {}).get(entry["seq"])
+            if at is not None and datetime.fromisoformat(entry["at"]) > datetime.fromisoformat(at):
+                twice += 1
+        return twice
+
+
+async def _waiting_for_approval(client) -> list[str]:  # type: ignore[no-untyped-def]
+    query = (
+        "WorkflowType = 'AgentWorkflow' AND ExecutionStatus = 'Running' "
+        "AND AgentWaitingFor = 'approval'"
+    )
+    return [execution.id async for execution in client.list_workflows(query)]
+
+
+def chaos_settings(data_dir: Path) -> Settings:
+    return Settings(
+        data_dir=data_dir,
+        temporal_port=free_port(),
+        temporal_ui_port=free_port(),
+        offline_model_port=free_port(),
+        task_queue="chaos",
+    )
+
+
+async def run_chaos(config: ChaosConfig, data_dir: Path, say=print) -> ChaosReport:  # type: ignore[no-untyped-def]
+    report = await Chaos(config, chaos_settings(data_dir), say).run()
+    report.judge(config, min_kills=max(1, config.runs // 10))
+    return report
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--runs", type=int, default=200)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--seed", type=int, default=7)
+    args = parser.parse_args()
+    config = ChaosConfig(runs=args.runs, workers=args.workers, seed=args.seed)
+    with tempfile.TemporaryDirectory(prefix="chaos-") as data_dir:
+        report = asyncio.run(run_chaos(config, Path(data_dir)))
+    print("\n".join(report.lines()))
+    sys.exit(1 if report.problems else 0)
+
+
+if __name__ == "__main__":
+    main()
