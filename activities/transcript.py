@@ -5,11 +5,15 @@ The workflow only ever holds sequence numbers and previews; whole messages live 
 
 from __future__ import annotations
 
+import asyncio
 import json
 from datetime import UTC, datetime
 from typing import Any
 
+from temporalio import activity
+
 from activities.sql import SqlDatabase, Tx, apply_schema
+from workflows.contracts import TranscriptCopy
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS transcript (
@@ -80,6 +84,13 @@ class TranscriptStore:
             )
             _upsert(tx, run_id, seq, message)
 
+    def copy(self, from_run_id: str, to_run_id: str, before_seq: int) -> int:
+        messages = self.read(from_run_id, before_seq)
+        with self.db.transaction() as tx:
+            for seq, message in enumerate(messages):
+                _upsert(tx, to_run_id, seq, message)
+        return len(messages)
+
     def stored_answers(self, run_id: str) -> dict[int, str]:
         """When each answer of a run was stored, by sequence number (first store wins)."""
         rows = self.db.query(
@@ -95,3 +106,15 @@ def _upsert(tx: Tx, run_id: str, seq: int, message: dict[str, Any]) -> None:
         " ON CONFLICT (run_id, seq) DO UPDATE SET role=excluded.role, message=excluded.message",
         (run_id, seq, message["role"], json.dumps(message), now_text()),
     )
+
+
+class TranscriptActivities:
+    def __init__(self, store: TranscriptStore) -> None:
+        self.store = store
+
+    @activity.defn(name="copy_transcript")
+    async def copy_transcript(self, copy: TranscriptCopy) -> int:
+        """Give a fork its parent's conversation up to where it restarts. Idempotent."""
+        return await asyncio.to_thread(
+            self.store.copy, copy.from_run_id, copy.to_run_id, copy.before_seq
+        )

@@ -59,7 +59,11 @@ def new_run_id() -> str:
 
 
 async def start_run(
-    client: Client, settings: Settings, request: RunRequest, run_id: str | None = None
+    client: Client,
+    settings: Settings,
+    request: RunRequest,
+    run_id: str | None = None,
+    memo: dict[str, Any] | None = None,
 ) -> StartedRun:
     """Start a run, or attach to the one already running under that id (never a second)."""
     run_id = run_id or new_run_id()
@@ -74,6 +78,7 @@ async def start_run(
             id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
             id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
             static_summary=preview(request.goal, 120),
+            memo=memo,
             search_attributes=_initial_attributes(),
         )
         return StartedRun(run_id=run_id, attached=False)

@@ -20,6 +20,7 @@ from activities.crash_points import CrashPoints
 from activities.model import ModelActivities
 from activities.stores import Stores
 from activities.tools import ToolActivities
+from activities.transcript import TranscriptActivities
 from worker.client import connect
 from worker.settings import Settings, load_settings
 from workflows.agent import AgentWorkflow
@@ -35,7 +36,11 @@ def build_worker(client: Client, settings: Settings) -> Worker:
         client,
         task_queue=settings.task_queue,
         workflows=[AgentWorkflow],
-        activities=[model.call_model, tools.run_tool],
+        activities=[
+            model.call_model,
+            tools.run_tool,
+            TranscriptActivities(stores.transcript).copy_transcript,
+        ],
         graceful_shutdown_timeout=timedelta(seconds=10),
         # A dead worker's cached workflows move to another worker after this long.
         sticky_queue_schedule_to_start_timeout=timedelta(seconds=3),

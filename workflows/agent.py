@@ -21,7 +21,7 @@ from temporalio.exceptions import ActivityError, ApplicationError, CancelledErro
 with workflow.unsafe.imports_passed_through():
     from pydantic import ValidationError
 
-    from workflows import prompts
+    from workflows import prompts, timeline
     from workflows import search_attributes as sa
     from workflows.catalog import (
         PLAN_TOOLS,
@@ -41,6 +41,7 @@ with workflow.unsafe.imports_passed_through():
         Answer,
         DecideRequest,
         Decision,
+        ForkSpec,
         ModelCallInput,
         ModelTurn,
         RunRequest,
@@ -49,6 +50,7 @@ with workflow.unsafe.imports_passed_through():
         ToolCall,
         ToolCallInput,
         ToolOutcome,
+        TranscriptCopy,
         preview,
     )
     from workflows.policy import approval_rule, idempotency_key
@@ -66,6 +68,7 @@ with workflow.unsafe.imports_passed_through():
 
 CALL_MODEL = "call_model"
 RUN_TOOL = "run_tool"
+COPY_TRANSCRIPT = "copy_transcript"
 # Activities heartbeat every second (activities/heartbeat.py): a dead worker's activity
 # is retried after a few seconds, not after its whole start-to-close timeout.
 HEARTBEAT_TIMEOUT = timedelta(seconds=5)
@@ -80,13 +83,33 @@ class RunFailed(Exception):
 class AgentWorkflow:
     @workflow.init
     def __init__(self, request: RunRequest) -> None:
-        self.state = RunState.start(workflow.info().workflow_id, request, workflow.now())
+        run_id, now = workflow.info().workflow_id, workflow.now()
+        self.state = RunState.start(run_id, request, now)
+        self._fork_error: str | None = None
+        if request.fork is not None:
+            self._start_as_fork(request.fork)
         self._published: tuple[str, int, str] | None = None
         self._story: asyncio.Task[str] | None = None
+
+    def _start_as_fork(self, fork: ForkSpec) -> None:
+        try:
+            parent_state = RunState.model_validate(fork.state)
+        except ValidationError as err:
+            self._fork_error = f"the fork's starting state is invalid: {_describe(err)}"
+            return
+        now = workflow.now()
+        self.state = parent_state.forked(self.state.run_id, fork.parent_run_id, now)
+        if fork.edit is not None and self.state.patch_error(fork.edit) is None:
+            self.state.apply_patch(fork.edit, now)
 
     @workflow.run
     async def run(self, request: RunRequest) -> RunResult:
         self._publish()
+        if self._fork_error is not None:
+            self._fail(RunFailed(self._fork_error))
+        if request.fork is not None and self.state.parent is not None:
+            self._moment("forked", f"from {self.state.parent.run_id} at {self.state.parent.moment}")
+            await self._copy_parent_transcript(self.state.parent.run_id)
         self._story = asyncio.create_task(self._tell())
         try:
             answer = await self._story
@@ -95,6 +118,7 @@ class AgentWorkflow:
                 self._fail(err)
             self.state.cancel(workflow.now())
             self._publish()
+            self._moment("cancelled", self.state.cancel_requested_by or "temporal")
             if self.state.cancel_requested_by is None:
                 # Cancelled through Temporal itself (Web UI, `temporal workflow cancel`):
                 # end as Canceled there too.
@@ -104,22 +128,26 @@ class AgentWorkflow:
             self._fail(err)
         self.state.complete(answer, workflow.now())
         self._publish()
+        self._moment("completed", preview(answer, 80))
         return RunResult(run_id=self.state.run_id, status=self.state.status, final_answer=answer)
 
     def _fail(self, err: BaseException) -> NoReturn:
         reason = _failure_reason(err)
         self.state.fail(reason, workflow.now())
         self._publish()
+        self._moment("failed", reason)
         raise ApplicationError(reason, type="AgentRunFailed", non_retryable=True) from err
 
     async def _tell(self) -> str:
-        await self._plan()
+        if not self.state.plan:  # a fork made after planning keeps its plan
+            await self._plan()
         while (step := self.state.next_step()) is not None:
             await self._run_step(step)
         return await self._final_answer()
 
     # -- the story's chapters ---------------------------------------------------------
     async def _plan(self) -> None:
+        self.state.phase_start_seq = self.state.next_seq
         self.state.queue_message("user", prompts.goal_message(self.state.goal))
         for _ in range(self.state.limits.max_plan_attempts):
             turn = await self._model_turn("plan", PLAN_TOOLS, force_tool=SUBMIT_PLAN)
@@ -143,6 +171,8 @@ class AgentWorkflow:
     async def _run_step(self, step: PlanStep) -> None:
         self.state.start_step(step, workflow.now())
         self._publish()
+        step.start_seq = self.state.phase_start_seq = self.state.next_seq
+        self.state.flush_notes()
         self.state.queue_message(
             "user", prompts.step_message(step.index, len(self.state.plan), step.title)
         )
@@ -202,6 +232,7 @@ class AgentWorkflow:
         )
         self.state.request_approval(request)
         self._publish()
+        self._moment("approval requested", f"{spec.name} ({rule})")
 
         def decided() -> bool:
             return request.status is not ApprovalStatus.PENDING
@@ -209,12 +240,14 @@ class AgentWorkflow:
         if not await self._wait(decided) and self.state.policy.on_timeout == "escalate":
             self.state.escalate(request, workflow.now() + self._decision_timeout, workflow.now())
             self._publish()
+            self._moment("approval escalated", spec.name)
             await self._wait(decided)
         if not decided():
             late = Decision(
                 request_id=request.request_id, by=DEADLINE_ACTOR, comment="no decision in time"
             )
             self.state.decide(late, False, workflow.now())
+            self._moment("deadline passed", f"{spec.name} rejected")
         self._publish()
         return request
 
@@ -229,8 +262,10 @@ class AgentWorkflow:
         )
         self.state.ask(question)
         self._publish()
+        self._moment("question asked", preview(args.question, 80))
         if not await self._wait(lambda: question.status is not QuestionStatus.PENDING):
             self.state.expire(question, workflow.now())
+            self._moment("deadline passed", "question expired")
         self._publish()
         if question.status is QuestionStatus.ANSWERED:
             text = f"answer from {question.answered_by}: {question.answer}"
@@ -253,6 +288,7 @@ class AgentWorkflow:
             result_seq=self.state.take_seq(),
             idempotency_key=key,
         )
+        self._moment("tool", f"{spec.name} (seq {tool_input.result_seq})")
         outcome: ToolOutcome = await workflow.execute_activity(
             RUN_TOOL,
             tool_input,
@@ -274,6 +310,8 @@ class AgentWorkflow:
         self.state.record_tool_result(record, workflow.now())
 
     async def _final_answer(self) -> str:
+        self.state.phase_start_seq = self.state.next_seq
+        self.state.flush_notes()
         self.state.queue_message("user", prompts.FINAL_MESSAGE)
         turn = await self._model_turn("final answer", (), preview_chars=FINAL_ANSWER_CHARS)
         return turn.content_preview
@@ -299,6 +337,7 @@ class AgentWorkflow:
             preview_chars=preview_chars,
         )
         limits = self.state.limits
+        self._moment("model", f"{label} (seq {call.reply_seq})")
         turn: ModelTurn = await workflow.execute_activity(
             CALL_MODEL,
             call,
@@ -322,8 +361,25 @@ class AgentWorkflow:
             return
         self.state.enter_pause()
         self._publish()
+        self._moment("paused")
         await workflow.wait_condition(lambda: not self.state.pause_requested)
         self._publish()
+
+    def _moment(self, kind: str, detail: str = "") -> None:
+        """A point of the run's timeline: numbered in the state, offered for time travel."""
+        self.state.moment += 1
+        timeline.offer(self.state, kind, detail)
+
+    async def _copy_parent_transcript(self, parent_run_id: str) -> None:
+        copy = TranscriptCopy(
+            from_run_id=parent_run_id, to_run_id=self.state.run_id, before_seq=self.state.next_seq
+        )
+        await workflow.execute_activity(
+            COPY_TRANSCRIPT,
+            copy,
+            start_to_close_timeout=timedelta(minutes=5),
+            summary=f"fork: copy transcript of {parent_run_id}",
+        )
 
     @property
     def _decision_timeout(self) -> timedelta:
@@ -385,23 +441,27 @@ class AgentWorkflow:
             return
         self.state.answer(answer, workflow.now())
         self._publish()
+        self._moment("answered", answer.by)
 
     @workflow.signal
     def pause(self, actor: Actor) -> None:
         if not self.state.status.is_closed and not self.state.pause_requested:
             self.state.request_pause(actor, workflow.now())
+            self._moment("pause requested", actor.by)
 
     @workflow.signal
     def resume(self, actor: Actor) -> None:
         if self.state.pause_requested:
             self.state.resume(actor, workflow.now())
             self._publish()
+            self._moment("resumed", actor.by)
 
     @workflow.signal
     def cancel(self, actor: Actor) -> None:
         if self.state.status.is_closed or self.state.cancel_requested_by is not None:
             return
         self.state.request_cancel(actor, workflow.now())
+        self._moment("cancel requested", actor.by)
         if self._story is not None:
             self._story.cancel()
 
@@ -409,8 +469,9 @@ class AgentWorkflow:
         if (error := self.state.decision_error(decision)) is not None:
             workflow.logger.warning("decision ignored: %s", error)
             return
-        self.state.decide(decision, approved, workflow.now())
+        decided = self.state.decide(decision, approved, workflow.now())
         self._publish()
+        self._moment(decided.status.value, f"{decided.tool} by {decision.by}")
 
     # -- people: updates (answered, validated before they reach the history) -------------
     @workflow.update
@@ -419,6 +480,7 @@ class AgentWorkflow:
         _refuse_if(self.state.decision_error(request.as_decision()))
         decided = self.state.decide(request.as_decision(), request.approve, workflow.now())
         self._publish()
+        self._moment(decided.status.value, f"{decided.tool} by {request.by}")
         return decided
 
     @decide.validator
@@ -430,6 +492,7 @@ class AgentWorkflow:
         _refuse_if(self.state.answer_error(answer))
         question = self.state.answer(answer, workflow.now())
         self._publish()
+        self._moment("answered", answer.by)
         return question
 
     @submit_answer.validator
@@ -441,6 +504,7 @@ class AgentWorkflow:
         _refuse_if(self.state.patch_error(patch))
         self.state.apply_patch(patch, workflow.now())
         self._publish()
+        self._moment("edited", patch.by)
         return self.state
 
     @edit.validator

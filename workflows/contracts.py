@@ -73,6 +73,16 @@ class RunRequest(StrictModel):
     scenario: str | None = Field(default=None, max_length=500)
     policy: RunPolicy = Field(default_factory=RunPolicy)
     limits: RunLimits = Field(default_factory=RunLimits)
+    fork: ForkSpec | None = None
+
+
+class ForkSpec(StrictModel):
+    """A run forked from another: the parent and its state at the chosen moment (a RunState
+    as JSON, checked again by the workflow), and an optional edit."""
+
+    parent_run_id: str = Field(min_length=1, max_length=200)
+    state: dict[str, Any]
+    edit: StatePatch | None = None
 
 
 class ChatMessage(StrictModel):
@@ -127,6 +137,14 @@ class ToolCallInput(StrictModel):
     arguments: dict[str, Any]
     result_seq: int
     idempotency_key: str | None = None
+
+
+class TranscriptCopy(StrictModel):
+    """A fork starts with its parent's conversation up to where it restarts."""
+
+    from_run_id: str
+    to_run_id: str
+    before_seq: int = Field(ge=0)
 
 
 class ToolOutcome(StrictModel):

@@ -55,6 +55,7 @@ class PlanStep(BaseModel):
     index: int
     title: str
     status: StepStatus = StepStatus.PENDING
+    start_seq: int | None = None  # where the step's conversation begins (fork restarts here)
     result: str | None = None
     turns: int = 0
     started_at: datetime | None = None
@@ -134,6 +135,11 @@ class Usage(BaseModel):
         self.cost_usd = round(self.cost_usd + usage.cost_usd, 6)
 
 
+class ForkOrigin(BaseModel):
+    run_id: str
+    moment: int
+
+
 class RunState(BaseModel):
     run_id: str
     goal: str
@@ -158,6 +164,11 @@ class RunState(BaseModel):
     outbox: list[ChatMessage] = Field(default_factory=list)
     # Things people did (edits) that the model must hear about on its next turn.
     notes_for_model: list[str] = Field(default_factory=list)
+    # Numbered points of the run's timeline (workflows/timeline.py); the last one reached.
+    moment: int = 0
+    # Where the current phase (plan, a step, the final answer) began in the transcript.
+    phase_start_seq: int = 0
+    parent: ForkOrigin | None = None
     created_at: datetime
     updated_at: datetime
 
@@ -188,12 +199,17 @@ class RunState(BaseModel):
         self.next_seq += 1
         return seq
 
-    def drain_outbox(self) -> list[ChatMessage]:
-        """Messages for the next model call. Notes go last, after every tool result, so
-        tool messages stay right behind the assistant message that called them."""
+    def flush_notes(self) -> None:
+        """Queue what people did for the model. Called before a new instruction, and before a
+        model call, after every tool result: tool messages stay right behind the assistant
+        message that called them."""
         for note in self.notes_for_model:
             self.queue_message("user", note)
         self.notes_for_model = []
+
+    def drain_outbox(self) -> list[ChatMessage]:
+        """Messages for the next model call."""
+        self.flush_notes()
         messages, self.outbox = self.outbox, []
         return messages
 
@@ -425,6 +441,43 @@ class RunState(BaseModel):
     def log(self, now: datetime, actor: str, action: str, detail: str = "") -> None:
         self.audit.append(AuditEntry(at=now, actor=actor, action=action, detail=detail))
         self.updated_at = now
+
+    # -- forks ----------------------------------------------------------------------
+    def forked(self, run_id: str, parent_run_id: str, now: datetime) -> RunState:
+        """This state as the start of a new run: the phase in progress at this moment (the
+        plan, a step, or the final answer) starts over; everything before it is kept, so
+        effects before it are not repeated, and from it on the new run has its own keys."""
+        fork = self.model_copy(deep=True)
+        fork.run_id = run_id
+        fork.parent = ForkOrigin(run_id=parent_run_id, moment=self.moment)
+        fork.next_seq = self.phase_start_seq
+        restarting = {s.index for s in fork.plan if s.status is StepStatus.RUNNING}
+        for step in fork.plan:
+            if step.index in restarting:
+                step.status, step.turns, step.started_at, step.start_seq = (
+                    StepStatus.PENDING,
+                    0,
+                    None,
+                    None,
+                )
+        fork.results = [r for r in fork.results if r.step not in restarting]
+        fork.approvals = [
+            a
+            for a in fork.approvals
+            if a.step not in restarting and a.status is not ApprovalStatus.PENDING
+        ]
+        fork.questions = [
+            q
+            for q in fork.questions
+            if q.step not in restarting and q.status is not QuestionStatus.PENDING
+        ]
+        fork.outbox, fork.notes_for_model, fork.errors = [], [], []
+        fork.current_step, fork.final_answer = None, None
+        fork.pause_requested, fork.cancel_requested_by = False, None
+        fork.status = RunStatus.RUNNING if fork.plan else RunStatus.PLANNING
+        fork.created_at = now
+        fork.log(now, "system", "forked", f"from {parent_run_id} at moment {self.moment}")
+        return fork
 
     # -- views ----------------------------------------------------------------------
     @property

@@ -27,20 +27,22 @@ class Position:
 
 
 def position(messages: list[dict[str, Any]]) -> Position:
-    last_user = max((i for i, m in enumerate(messages) if m.get("role") == "user"), default=-1)
-    phase = "plan"
-    if last_user >= 0:
-        text = str(messages[last_user].get("content") or "")
+    """The phase is set by the last step or final instruction (notes a person added since,
+    like an edit, do not move it); before any, the run is planning."""
+    phase, start = "plan", -1
+    for i, message in enumerate(messages):
+        if message.get("role") != "user":
+            continue
+        text = str(message.get("content") or "")
         step = re.match(STEP_PATTERN, text)
         if step:
-            phase = f"step{step.group(1)}"
+            phase, start = f"step{step.group(1)}", i
         elif text.startswith(FINAL_MESSAGE):
-            phase = "final"
-    if phase == "plan":
-        # Planning may span several user nudges: count from the first user message.
-        last_user = next((i for i, m in enumerate(messages) if m.get("role") == "user"), -1)
+            phase, start = "final", i
+        elif start < 0 and phase == "plan":
+            start = i  # planning counts from the goal
     turn = faults = 0
-    for message in messages[last_user + 1 :]:
+    for message in messages[start + 1 :]:
         if message.get("role") != "assistant":
             continue
         ids = [c.get("id", "") for c in message.get("tool_calls") or []]

@@ -1,0 +1,201 @@
+"""Time travel on the client: rebuild every moment of a run by replaying its history
+through the workflow code, export and replay histories, fork and rewind."""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from temporalio.api.common.v1 import WorkflowExecution
+from temporalio.api.enums.v1 import EventType
+from temporalio.api.workflowservice.v1 import ResetWorkflowExecutionRequest
+from temporalio.client import Client, WorkflowHistory
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.service import RPCError
+from temporalio.worker import Replayer
+from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
+
+from starters.runs import RunError, StartedRun, start_run
+from worker.settings import Settings
+from workflows import timeline
+from workflows.agent import AgentWorkflow
+from workflows.contracts import ForkSpec, RunRequest, StatePatch
+from workflows.timeline import Moment
+
+
+def replayer() -> Replayer:
+    """The workflow code, replaying; workflows.timeline is shared with the sandbox so the
+    recording made here hears what the workflow offers in there."""
+    restrictions = SandboxRestrictions.default.with_passthrough_modules("workflows.timeline")
+    return Replayer(
+        workflows=[AgentWorkflow],
+        data_converter=pydantic_data_converter,
+        workflow_runner=SandboxedWorkflowRunner(restrictions=restrictions),
+    )
+
+
+@dataclass(frozen=True)
+class Timeline:
+    run_id: str
+    history: WorkflowHistory
+    moments: list[Moment]
+
+    def at(self, index: int) -> Moment:
+        if not self.moments:
+            raise RunError(f"run {self.run_id} has no moments yet")
+        last = self.moments[-1].index
+        for moment in self.moments:
+            if moment.index == index:
+                return moment
+        raise RunError(f"run {self.run_id} has moments 1 to {last}; there is no step {index}")
+
+
+async def fetch_history(client: Client, run_id: str) -> WorkflowHistory:
+    try:
+        return await client.get_workflow_handle(run_id).fetch_history()
+    except RPCError as err:
+        raise RunError(f"cannot read the history of {run_id}: {err.message}") from None
+
+
+async def rebuild(client: Client, run_id: str) -> Timeline:
+    """Every moment of the run, replayed from its history through the current code."""
+    history = await fetch_history(client, run_id)
+    with timeline.recording(history.workflow_id) as recorded:
+        result = await replayer().replay_workflow(history, raise_on_replay_failure=False)
+    if result.replay_failure is not None:
+        raise RunError(f"cannot replay {run_id}: {result.replay_failure}")
+    return Timeline(run_id, history, [recorded[i] for i in sorted(recorded)])
+
+
+def flatten(value: Any, path: str = "") -> dict[str, Any]:
+    if isinstance(value, dict):
+        out: dict[str, Any] = {}
+        for key, item in value.items():
+            out.update(flatten(item, f"{path}.{key}" if path else str(key)))
+        return out
+    if isinstance(value, list):
+        out = {}
+        for i, item in enumerate(value):
+            out.update(flatten(item, f"{path}[{i}]"))
+        return out or {path: []}
+    return {path: value}
+
+
+def diff(before: dict[str, Any], after: dict[str, Any]) -> list[tuple[str, Any, Any]]:
+    """(path, old, new) for every leaf that changed; a missing side is None."""
+    flat_before, flat_after = flatten(before), flatten(after)
+    paths = sorted(set(flat_before) | set(flat_after))
+    missing = object()
+    changes = []
+    for path in paths:
+        old, new = flat_before.get(path, missing), flat_after.get(path, missing)
+        if old != new:
+            changes.append((path, None if old is missing else old, None if new is missing else new))
+    return changes
+
+
+async def fork(
+    client: Client,
+    settings: Settings,
+    run_id: str,
+    moment_index: int,
+    edit: StatePatch | None = None,
+    new_id: str | None = None,
+) -> StartedRun:
+    """A new run from the state at a moment: the phase in progress there starts over."""
+    moment = (await rebuild(client, run_id)).at(moment_index)
+    state = moment.state
+    if edit is not None:
+        error = state.forked("check", run_id, moment.at).patch_error(edit)
+        if error is not None:
+            raise RunError(f"the edit is refused: {error}")
+    request = RunRequest(
+        goal=state.goal,
+        scenario=state.scenario,
+        policy=state.policy,
+        limits=state.limits,
+        fork=ForkSpec(parent_run_id=run_id, state=state.model_dump(mode="json"), edit=edit),
+    )
+    memo = {"parent_run_id": run_id, "parent_moment": moment_index}
+    return await start_run(client, settings, request, new_id, memo=memo)
+
+
+ACTIVITY_MOMENTS = ("model", "tool")
+
+
+def reset_point(found: Timeline, moment: Moment) -> int:
+    """The workflow-task completion to reset to so the run resumes at this moment.
+
+    Temporal's reset redoes the workflow task whose completion it names. A moment that
+    waits on an activity is resumed by redoing its own task (the activity is scheduled
+    afresh); any other moment by keeping its task and redoing the next one, in which
+    whatever came next (a decision, say) is applied again.
+    """
+    completions = [
+        event.event_id
+        for event in found.history.events
+        if event.event_id > moment.history_length
+        and event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED
+    ]
+    wanted = 0 if moment.kind in ACTIVITY_MOMENTS else 1
+    if len(completions) <= wanted:
+        raise RunError(f"nothing to rewind: step {moment.index} is where {found.run_id} is now")
+    return completions[wanted]
+
+
+async def rewind(client: Client, run_id: str, moment_index: int, by: str) -> str:
+    """Go back to a moment in the same run (Temporal's reset); returns the new execution's
+    id. Tool calls after it run again under the same keys, so the ledger answers them."""
+    found = await rebuild(client, run_id)
+    finish = reset_point(found, found.at(moment_index))
+    try:
+        response = await client.workflow_service.reset_workflow_execution(
+            ResetWorkflowExecutionRequest(
+                namespace=client.namespace,
+                workflow_execution=WorkflowExecution(workflow_id=run_id),
+                reason=f"agentctl rewind to step {moment_index} by {by}",
+                workflow_task_finish_event_id=finish,
+                request_id=str(uuid.uuid4()),
+            )
+        )
+    except RPCError as err:
+        raise RunError(f"Temporal refused the rewind: {err.message}") from None
+    return str(response.run_id)
+
+
+def export_history(history: WorkflowHistory, path: Path) -> None:
+    """The format of the Web UI's download and `temporal workflow show -o json`."""
+    path.write_text(history.to_json())
+
+
+@dataclass(frozen=True)
+class ReplayOutcome:
+    path: Path
+    ok: bool
+    event_id: int | None
+    message: str
+
+
+async def replay_files(paths: list[Path]) -> list[ReplayOutcome]:
+    outcomes = []
+    for path in paths:
+        try:
+            history = WorkflowHistory.from_json(path.stem, json.loads(path.read_text()))
+        except (OSError, ValueError) as err:
+            outcomes.append(ReplayOutcome(path, False, None, f"not a history file: {err}"))
+            continue
+        result = await replayer().replay_workflow(history, raise_on_replay_failure=False)
+        failure = result.replay_failure
+        if failure is None:
+            outcomes.append(ReplayOutcome(path, True, None, "replays cleanly"))
+            continue
+        found = re.search(r"event[ _]?id[ =:]*(\d+)|\[(\d+)\]", str(failure), re.IGNORECASE)
+        event_id = int(next(g for g in found.groups() if g)) if found else None
+        outcomes.append(
+            ReplayOutcome(path, False, event_id, f"{type(failure).__name__}: {failure}")
+        )
+    return outcomes

@@ -1,0 +1,173 @@
+"""Time travel: rebuild every moment of a run from its history, fork, rewind, export and
+replay, on the dev server with a real worker."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from activities.providers import Providers
+from starters import runs, timeline
+from tests.conftest import count_effects, eventually, run_id
+from workflows.contracts import Decision, RunRequest, StatePatch
+from workflows.state import RunStatus
+
+pytestmark = pytest.mark.usefixtures("worker")
+
+
+async def approve_when_asked(client, rid, by="alice"):
+    async def pending():
+        return (await runs.get_summary(client, rid)).pending_approvals
+
+    await eventually(pending)
+    await runs.approve(client, rid, Decision(by=by))
+
+
+async def paid_run(client, settings, prefix):
+    rid = run_id(prefix)
+    await runs.start_run(client, settings, RunRequest(goal="pay", scenario="pay-invoice"), rid)
+    await approve_when_asked(client, rid)
+    await runs.wait_result(client, rid)
+    return rid
+
+
+def moment_of(found, kind):
+    return next(m for m in found.moments if m.kind == kind)
+
+
+async def test_every_moment_rebuilt_from_history_equals_the_live_state(dev_env, settings):
+    client, rid = dev_env.client, run_id("tt")
+    await runs.start_run(client, settings, RunRequest(goal="pay", scenario="pay-invoice"), rid)
+    seen: dict[int, dict[str, object]] = {}
+    approved = False
+    while True:
+        state = await runs.get_state(client, rid)
+        seen[state.moment] = state.model_dump(mode="json")
+        if state.pending_approvals and not approved:
+            await asyncio.sleep(0.2)  # let the waiting moment be seen more than once
+            await runs.approve(client, rid, Decision(by="alice"))
+            approved = True
+        if state.status.is_closed:
+            break
+        await asyncio.sleep(0.005)
+
+    found = await timeline.rebuild(client, rid)
+    assert [m.index for m in found.moments] == list(range(1, len(found.moments) + 1))
+    assert len(seen) >= 3, "the poll must have caught several moments"
+    for index, live in seen.items():
+        assert found.at(index).state.model_dump(mode="json") == live, f"moment {index}"
+    kinds = [m.kind for m in found.moments]
+    assert kinds[0] == "model" and kinds[-1] == "completed"
+    assert "approval requested" in kinds and "approved" in kinds and "tool" in kinds
+
+
+async def test_diff_says_what_a_moment_changed(dev_env, settings):
+    client = dev_env.client
+    rid = await paid_run(client, settings, "diff")
+    found = await timeline.rebuild(client, rid)
+    approved = moment_of(found, "approved")
+    before = found.at(approved.index - 1).state.model_dump(mode="json")
+    changes = dict(
+        (path, new)
+        for path, _, new in timeline.diff(before, approved.state.model_dump(mode="json"))
+    )
+    assert changes["approvals[0].status"] == "approved"
+    assert changes["approvals[0].decided_by"] == "alice"
+    assert changes["moment"] == approved.index
+
+
+async def test_fork_before_the_payment_pays_once_under_its_own_key(dev_env, settings):
+    client = dev_env.client
+    parent = await paid_run(client, settings, "parent")
+    found = await timeline.rebuild(client, parent)
+    asked = moment_of(found, "approval requested")
+
+    child = await timeline.fork(client, settings, parent, asked.index, new_id=f"{parent}-fork")
+    await approve_when_asked(client, child.run_id, by="bob")
+    result = await runs.wait_result(client, child.run_id)
+    state = await runs.get_state(client, child.run_id)
+
+    assert result.status == "completed"
+    assert state.parent is not None and state.parent.run_id == parent
+    assert state.parent.moment == asked.index
+    description = await client.get_workflow_handle(child.run_id).describe()
+    assert (await description.memo_value("parent_run_id")) == parent
+    # The parent's payment is not repeated; the fork pays once, under its own key.
+    assert count_effects(settings, parent, "charge") == 1
+    charges = [e for e in Providers.open(settings.data_dir).payments.effects(child.run_id)]
+    assert [e["idempotency_key"] for e in charges] == [f"{child.run_id}/step-3/call_step3_t0_0"]
+    # Steps before the fork point are not redone: no new draft, one email sent by the fork.
+    assert count_effects(settings, child.run_id, "draft") == 0
+    assert count_effects(settings, child.run_id, "send") == 1
+    assert [s.status.value for s in state.plan] == ["done"] * 4
+
+
+async def test_fork_with_an_edit_and_a_refused_edit(dev_env, settings):
+    client = dev_env.client
+    parent = await paid_run(client, settings, "parent-e")
+    found = await timeline.rebuild(client, parent)
+    asked = moment_of(found, "approval requested")
+    with pytest.raises(runs.RunError, match="the edit is refused"):
+        await timeline.fork(client, settings, parent, asked.index, edit=StatePatch(by="ed"))
+    edit = StatePatch(by="ed", pending_steps=["Pay the invoice"])
+    child = await timeline.fork(client, settings, parent, asked.index, edit=edit)
+    await approve_when_asked(client, child.run_id)
+    await runs.wait_result(client, child.run_id)
+    state = await runs.get_state(client, child.run_id)
+    assert [s.title for s in state.plan] == [
+        "Look up invoice INV-1001",
+        "Draft the payment confirmation email",
+        "Pay the invoice",
+    ]
+
+
+async def test_rewind_past_the_payment_still_pays_once(dev_env, settings):
+    client = dev_env.client
+    rid = await paid_run(client, settings, "rewind")
+    found = await timeline.rebuild(client, rid)
+    asked = moment_of(found, "approval requested")
+    key = f"{rid}/step-3/call_step3_t0_0"
+
+    new_run = await timeline.rewind(client, rid, asked.index, by="ops")
+    handle = client.get_workflow_handle(rid)
+    assert (await handle.describe()).run_id == new_run
+    await runs.wait_result(client, rid)  # the approval after that point is applied again
+    state = await runs.get_state(client, rid)
+    assert state.status is RunStatus.COMPLETED
+    assert count_effects(settings, rid, "charge") == 1
+    assert Providers.open(settings.data_dir).payments.replays(key) == 0  # the ledger answered
+
+
+async def test_a_failed_run_is_inspected_and_continued_from_its_last_good_step(dev_env, settings):
+    client, rid = dev_env.client, run_id("failed")
+    # The model endpoint refuses one call at step 2 (a revoked key, say): the run fails.
+    request = RunRequest(goal="pay", scenario="pay-invoice?fault=step2:401*1")
+    await runs.start_run(client, settings, request, rid)
+    assert (await runs.wait_for_outcome(client, rid))["status"] == "failed"
+
+    found = await timeline.rebuild(client, rid)
+    last = found.moments[-1]
+    assert last.kind == "failed" and "HTTP 401" in last.state.errors[0]
+    last_good = found.moments[-2]
+    assert last_good.kind == "model" and last_good.state.current_step == 2
+    assert [s.status.value for s in last_good.state.plan][:1] == ["done"]
+
+    # The cause is fixed (the fault fired once); rewind to the last good step.
+    await timeline.rewind(client, rid, last_good.index, by="ops")
+    await approve_when_asked(client, rid)
+    assert (await runs.wait_result(client, rid)).status == "completed"
+    assert count_effects(settings, rid, "charge") == 1
+
+
+async def test_export_then_replay(dev_env, settings, tmp_path):
+    client = dev_env.client
+    rid = await paid_run(client, settings, "export")
+    path = tmp_path / f"{rid}.json"
+    timeline.export_history(await timeline.fetch_history(client, rid), path)
+    [outcome] = await timeline.replay_files([path])
+    assert outcome.ok, outcome.message
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    [refused] = await timeline.replay_files([bad])
+    assert not refused.ok and refused.message.startswith("not a history file")

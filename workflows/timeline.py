@@ -1,0 +1,60 @@
+"""Moments: the points where a run blocks (a model call, a tool call, a wait for a person)
+or where a person changed it. At each one the workflow numbers the state and offers it
+here. Normally nobody listens; when `agentctl history` replays a run's history through
+the real workflow code, a recording listens and keeps every state: time travel rebuilt
+from the history itself, not from snapshots kept on the side.
+
+This module is passed through the workflow sandbox, so a recording made outside it sees
+what the workflow offers inside. Offering changes nothing the workflow does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from temporalio import workflow
+
+if TYPE_CHECKING:
+    from workflows.state import RunState
+
+
+@dataclass(frozen=True)
+class Moment:
+    index: int
+    at: datetime
+    kind: str
+    detail: str
+    history_length: int  # events in the history when the moment's workflow task began
+    state: RunState
+
+
+_recordings: dict[str, dict[int, Moment]] = {}
+
+
+def offer(state: RunState, kind: str, detail: str) -> None:
+    recording = _recordings.get(workflow.info().workflow_id)
+    if recording is None or state.moment in recording:
+        return
+    recording[state.moment] = Moment(
+        index=state.moment,
+        at=workflow.now(),
+        kind=kind,
+        detail=detail,
+        history_length=workflow.info().get_current_history_length(),
+        state=state.model_copy(deep=True),
+    )
+
+
+@contextmanager
+def recording(workflow_id: str) -> Iterator[dict[int, Moment]]:
+    """Keep every moment the workflow offers while its history is replayed here."""
+    moments: dict[int, Moment] = {}
+    _recordings[workflow_id] = moments
+    try:
+        yield moments
+    finally:
+        _recordings.pop(workflow_id, None)
