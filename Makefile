@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test bench chaos lint fmt typecheck down clean
+.PHONY: demo test bench chaos histories lint fmt typecheck down clean
 
 $(STAMP): pyproject.toml constraints.txt
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "durable-agents needs Python 3.11+ (set PYTHON=python3.11)")'
@@ -25,6 +25,9 @@ test: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python -m bench.history_per_step
+
+histories: $(STAMP)
+	$(BIN)/python -m tests.histories.record
 
 chaos: $(STAMP)
 	$(BIN)/python -m bench.chaos --runs 200

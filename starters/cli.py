@@ -7,7 +7,7 @@ import sys
 
 import typer
 
-from starters import cli_people, cli_runs, cli_stack
+from starters import cli_history, cli_people, cli_runs, cli_stack
 from starters.demo import demo
 
 app = typer.Typer(
@@ -19,6 +19,7 @@ app = typer.Typer(
 cli_stack.register(app)
 cli_runs.register(app)
 cli_people.register(app)
+cli_history.register(app)
 app.command()(demo)
 
 

@@ -39,6 +39,8 @@ def summary_panel(summary: RunSummary) -> Panel:
             f"${summary.usage.cost_usd:.4f}"
         ),
     ]
+    if summary.parent is not None:
+        lines.append(Text(f"forked  from {summary.parent.run_id} at step {summary.parent.moment}"))
     for request in summary.pending_approvals:
         lines.append(
             Text(

@@ -193,9 +193,47 @@ async def replay_files(paths: list[Path]) -> list[ReplayOutcome]:
         if failure is None:
             outcomes.append(ReplayOutcome(path, True, None, "replays cleanly"))
             continue
-        found = re.search(r"event[ _]?id[ =:]*(\d+)|\[(\d+)\]", str(failure), re.IGNORECASE)
-        event_id = int(next(g for g in found.groups() if g)) if found else None
+        found = re.search(r"event\W{0,2}id\W{0,2}(\d+)", str(failure), re.IGNORECASE)
+        event_id = int(found.group(1)) if found else await divergence_event(history)
         outcomes.append(
             ReplayOutcome(path, False, event_id, f"{type(failure).__name__}: {failure}")
         )
     return outcomes
+
+
+async def divergence_event(history: WorkflowHistory) -> int | None:
+    """The first event whose recorded command the current code no longer issues.
+
+    Replays prefixes of the history, cut after each workflow task's commands, and finds by
+    bisection the first task that fails; its first command event is where it diverged.
+    """
+    events = list(history.events)
+    completed = [
+        i
+        for i, e in enumerate(events)
+        if e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED
+    ]
+
+    def cut_after(task: int) -> int:
+        start = completed[task] + 1
+        for i in range(start, len(events)):
+            if events[i].event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_SCHEDULED:
+                return i
+        return len(events)
+
+    async def fails(task: int) -> bool:
+        prefix = WorkflowHistory(history.workflow_id, events[: cut_after(task)])
+        result = await replayer().replay_workflow(prefix, raise_on_replay_failure=False)
+        return result.replay_failure is not None
+
+    low, high = 0, len(completed) - 1
+    if high < 0 or not await fails(high):
+        return None
+    while low < high:
+        middle = (low + high) // 2
+        if await fails(middle):
+            high = middle
+        else:
+            low = middle + 1
+    first_command = completed[low] + 1
+    return events[first_command].event_id if first_command < len(events) else None

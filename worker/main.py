@@ -11,6 +11,7 @@ import logging
 import os
 import signal
 import sys
+from collections.abc import Sequence
 from datetime import timedelta
 
 from temporalio.client import Client
@@ -28,14 +29,16 @@ from workflows.agent import AgentWorkflow
 log = logging.getLogger("durable_agents.worker")
 
 
-def build_worker(client: Client, settings: Settings) -> Worker:
+def build_worker(
+    client: Client, settings: Settings, workflows: Sequence[type] = (AgentWorkflow,)
+) -> Worker:
     stores = Stores.open(settings)
     model = ModelActivities(settings, stores)
     tools = ToolActivities(stores, CrashPoints(settings.crash_at, settings.data_dir))
     return Worker(
         client,
         task_queue=settings.task_queue,
-        workflows=[AgentWorkflow],
+        workflows=list(workflows),
         activities=[
             model.call_model,
             tools.run_tool,

@@ -521,6 +521,7 @@ class RunSummary(BaseModel):
     usage: Usage
     final_answer: str | None
     errors: list[str]
+    parent: ForkOrigin | None = None
 
     @classmethod
     def of(cls, state: RunState) -> RunSummary:
@@ -538,4 +539,5 @@ class RunSummary(BaseModel):
             usage=state.usage,
             final_answer=state.final_answer,
             errors=state.errors,
+            parent=state.parent,
         )

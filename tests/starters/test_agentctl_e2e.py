@@ -173,3 +173,42 @@ def test_people_verbs_from_the_command_line(stack):
     stack("cancel", "c-1", "--as", "fay", "--reason", "disputed")
     cancelled = stack.wait_status("c-1", "cancelled")
     assert cancelled["cancel_requested_by"] == "fay"
+
+
+def test_time_travel_from_the_command_line(stack, tmp_path):
+    stack("up")
+    stack("run", "pay", "--scenario", "pay-invoice", "--id", "tt-1")
+    stack.wait_status("tt-1", "awaiting_approval")
+    stack("approve", "tt-1", "--as", "alice")
+    final = stack.wait_status("tt-1", "completed")
+
+    moments = json.loads(stack("history", "tt-1", "--json").stdout)
+    assert [m["step"] for m in moments] == list(range(1, len(moments) + 1))
+    assert moments[-1]["kind"] == "completed"
+    assert any(m["kind"] == "tool" and "pay_invoice" in m["detail"] for m in moments)
+    assert any("submit_plan" in m["outcome"] for m in moments)  # texts from the transcript
+    last = json.loads(stack("history", "tt-1", "--step", str(len(moments)), "--json").stdout)
+    assert last == final
+    asked = next(m["step"] for m in moments if m["kind"] == "approval requested")
+    approved = next(m["step"] for m in moments if m["kind"] == "approved")
+    changes = json.loads(stack("history", "tt-1", "--diff", str(approved), "--json").stdout)
+    assert {"path": "approvals[0].decided_by", "old": None, "new": "alice"} in changes
+
+    exported = tmp_path / "tt-1.json"
+    stack("export", "tt-1", "-o", str(exported))
+    assert "replays cleanly" in stack("replay", str(exported)).stdout
+
+    stack("fork", "tt-1", "--from-step", str(asked), "--id", "tt-1-fork")
+    stack.wait_status("tt-1-fork", "awaiting_approval")
+    stack("approve", "tt-1-fork", "--as", "bob")
+    forked = stack.wait_status("tt-1-fork", "completed")
+    assert forked["parent"] == {"run_id": "tt-1", "moment": asked}
+    charges = [e for e in json.loads(stack("effects", "tt-1-fork", "--json").stdout)]
+    assert [e["operation"] for e in charges] == ["charge", "send"]
+
+    beyond = stack("rewind", "tt-1", "--to-step", "999", check=False)
+    assert beyond.returncode == 1
+    assert (
+        beyond.stderr.strip()
+        == f"error: run tt-1 has moments 1 to {len(moments)}; there is no step 999"
+    )

@@ -1,0 +1,173 @@
+"""agentctl history, fork, rewind, export, replay: time travel through a run."""
+
+from __future__ import annotations
+
+import getpass
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from activities.stores import Stores
+from starters import timeline
+from starters.errors import fail, run_async
+from starters.render import print_state
+from worker.client import connect
+from worker.settings import Settings, load_settings
+from workflows.contracts import StatePatch, preview
+from workflows.timeline import Moment
+
+console = Console()
+JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON.")]
+
+
+def outcomes(settings: Settings, run_id: str, moments: list[Moment]) -> dict[int, str]:
+    """What each model or tool moment produced, read from the transcript store."""
+    try:
+        messages = Stores.open(settings).transcript.read(run_id)
+    except Exception:  # the store is optional for a timeline: say nothing rather than fail
+        return {}
+    found = {}
+    for moment in moments:
+        if moment.kind not in timeline.ACTIVITY_MOMENTS:
+            continue
+        seq = moment.state.next_seq - 1
+        if seq >= len(messages):
+            continue
+        message = messages[seq]
+        text = preview(message.get("content") or "", 120)
+        calls = [c["function"]["name"] for c in message.get("tool_calls") or []]
+        found[moment.index] = (f"{text} " if text else "") + (
+            f"→ {', '.join(calls)}" if calls else ""
+        )
+    return found
+
+
+@run_async
+async def history(
+    run_id: str,
+    step: Annotated[int | None, typer.Option(help="The whole state as of step K.")] = None,
+    diff: Annotated[int | None, typer.Option(help="What changed from step K-1 to K.")] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """A run's timeline, rebuilt by replaying its history through the workflow code."""
+    if step is not None and diff is not None:
+        raise fail("give --step or --diff, not both")
+    settings = load_settings()
+    found = await timeline.rebuild(await connect(settings), run_id)
+    if step is not None:
+        state = found.at(step).state
+        if as_json:
+            typer.echo(state.model_dump_json(indent=2))
+        else:
+            print_state(console, state)
+        return
+    if diff is not None:
+        _print_diff(found, diff, as_json)
+        return
+    said = outcomes(settings, run_id, found.moments)
+    rows = [
+        {
+            "step": m.index,
+            "at": m.at.isoformat(timespec="seconds"),
+            "kind": m.kind,
+            "detail": m.detail,
+            "outcome": said.get(m.index, ""),
+        }
+        for m in found.moments
+    ]
+    if as_json:
+        typer.echo(json.dumps(rows))
+        return
+    table = Table(title=f"timeline of {run_id}")
+    for column in ("step", "at", "kind", "detail", "outcome"):
+        table.add_column(column)
+    for row in rows:
+        table.add_row(*(str(row[c]) for c in ("step", "at", "kind", "detail", "outcome")))
+    console.print(table)
+
+
+def _print_diff(found: timeline.Timeline, index: int, as_json: bool) -> None:
+    after = found.at(index).state.model_dump(mode="json")
+    before: dict[str, Any] = found.at(index - 1).state.model_dump(mode="json") if index > 1 else {}
+    changes = timeline.diff(before, after)
+    if as_json:
+        typer.echo(json.dumps([{"path": p, "old": o, "new": n} for p, o, n in changes]))
+        return
+    table = Table(title=f"step {index - 1} → {index}: {found.at(index).kind}")
+    for column in ("path", "before", "after"):
+        table.add_column(column)
+    for path, old, new in changes:
+        table.add_row(path, json.dumps(old), json.dumps(new))
+    console.print(table)
+
+
+@run_async
+async def fork(
+    run_id: str,
+    from_step: Annotated[int, typer.Option(help="The step (moment) to start from.", min=1)],
+    edit: Annotated[
+        Path | None, typer.Option(help="A JSON patch applied to the fork.", exists=True)
+    ] = None,
+    new_id: Annotated[str | None, typer.Option("--id", help="The new run's id.")] = None,
+    by: Annotated[str | None, typer.Option("--as", help="Who forks (default: you).")] = None,
+) -> None:
+    """Start a new run from a run's state at a step; the step's phase starts over."""
+    settings = load_settings()
+    patch = None
+    if edit is not None:
+        try:
+            fields = json.loads(edit.read_text())
+        except json.JSONDecodeError as err:
+            raise fail(f"{edit} is not JSON: {err}") from None
+        patch = StatePatch.model_validate({**fields, "by": by or getpass.getuser()})
+    started = await timeline.fork(
+        await connect(settings), settings, run_id, from_step, patch, new_id
+    )
+    console.print(
+        f"forked {run_id} at step {from_step} into {started.run_id} "
+        f"({settings.web_ui_url(started.run_id)})"
+    )
+
+
+@run_async
+async def rewind(
+    run_id: str,
+    to_step: Annotated[int, typer.Option(help="The step (moment) to go back to.", min=1)],
+    by: Annotated[str | None, typer.Option("--as", help="Who rewinds (default: you).")] = None,
+) -> None:
+    """Go back to a step in the same run (Temporal's reset); effects are not repeated."""
+    client = await connect(load_settings())
+    new_run = await timeline.rewind(client, run_id, to_step, by or getpass.getuser())
+    console.print(f"rewound {run_id} to step {to_step}; new execution {new_run}")
+
+
+@run_async
+async def export(
+    run_id: str,
+    output: Annotated[Path, typer.Option("-o", "--output", help="Where to write the JSON.")],
+) -> None:
+    """Write a run's history as JSON (the Web UI's and `temporal workflow show` format)."""
+    history = await timeline.fetch_history(await connect(load_settings()), run_id)
+    timeline.export_history(history, output)
+    console.print(f"wrote {len(history.events)} events to {output}")
+
+
+@run_async
+async def replay(files: Annotated[list[Path], typer.Argument(help="History JSON files.")]) -> None:
+    """Replay histories against the current workflow code; report any nondeterminism."""
+    results = await timeline.replay_files(files)
+    for result in results:
+        where = f" (event {result.event_id})" if result.event_id else ""
+        mark = "[green]ok[/]" if result.ok else "[red]FAILED[/]"
+        console.print(f"{mark} {result.path}{where}: {result.message}")
+    if not all(r.ok for r in results):
+        raise typer.Exit(1)
+
+
+def register(app: typer.Typer) -> None:
+    for command in (history, fork, rewind, export, replay):
+        app.command()(command)

@@ -1,0 +1,136 @@
+"""Re-record the replay fixtures: real runs of every behaviour, exported as history JSON.
+
+Run with `make histories` after a deliberate change to the workflow; commit the files
+together with the change. tests/workflows/test_replay_fixtures.py replays every file here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+from bench.harness import Bench, bench_stack
+from starters import runs, timeline
+from workflows.contracts import Actor, Answer, Decision, RunRequest, StatePatch
+
+HERE = Path(__file__).parent
+
+
+async def until(bench: Bench, run_id: str, check: Callable[[object], bool]) -> None:
+    for _ in range(600):
+        if check(await runs.get_summary(bench.client, run_id)):
+            return
+        await asyncio.sleep(0.05)
+    raise RuntimeError(f"{run_id}: condition not met")
+
+
+def waiting(summary: object) -> bool:
+    return bool(getattr(summary, "pending_approvals", None))
+
+
+async def happy_path(bench: Bench, rid: str) -> None:
+    await runs.start_run(
+        bench.client, bench.settings, RunRequest(goal="pay", scenario="pay-invoice"), rid
+    )
+    await until(bench, rid, waiting)
+    await runs.approve(bench.client, rid, Decision(by="alice", comment="ok"))
+
+
+async def rejected_approval(bench: Bench, rid: str) -> None:
+    await runs.start_run(
+        bench.client, bench.settings, RunRequest(goal="pay", scenario="pay-invoice"), rid
+    )
+    await until(bench, rid, waiting)
+    await runs.reject(bench.client, rid, Decision(by="bob", comment="not this month"))
+
+
+async def question_answered(bench: Bench, rid: str) -> None:
+    await runs.start_run(
+        bench.client, bench.settings, RunRequest(goal="ask", scenario="ask-human"), rid
+    )
+    await until(bench, rid, lambda s: bool(getattr(s, "pending_questions", None)))
+    await runs.answer(bench.client, rid, Answer(answer="INV-1002", by="dan"))
+
+
+async def edited(bench: Bench, rid: str) -> None:
+    request = RunRequest(goal="long", scenario="long?steps=30&reply_bytes=64")
+    await runs.start_run(bench.client, bench.settings, request, rid)
+    await until(bench, rid, lambda s: getattr(s, "steps_done", 0) >= 2)
+    await runs.pause(bench.client, rid, Actor(by="eve"))
+    await until(bench, rid, lambda s: getattr(s, "waiting_for", "") == "resume")
+    await runs.edit(bench.client, rid, StatePatch(by="eve", pending_steps=["Wrap up"]))
+    await runs.resume(bench.client, rid, Actor(by="eve"))
+
+
+async def paused_and_resumed(bench: Bench, rid: str) -> None:
+    request = RunRequest(goal="long", scenario="long?steps=10&reply_bytes=64")
+    await runs.start_run(bench.client, bench.settings, request, rid)
+    await until(bench, rid, lambda s: getattr(s, "steps_done", 0) >= 1)
+    await runs.pause(bench.client, rid, Actor(by="eve"))
+    await until(bench, rid, lambda s: getattr(s, "waiting_for", "") == "resume")
+    await runs.resume(bench.client, rid, Actor(by="eve"))
+
+
+async def retried_model_errors(bench: Bench, rid: str) -> None:
+    scenario = "pay-invoice?fault=plan:429*2&fault=step1:500*1"
+    await runs.start_run(
+        bench.client, bench.settings, RunRequest(goal="pay", scenario=scenario), rid
+    )
+    await until(bench, rid, waiting)
+    await runs.approve(bench.client, rid, Decision(by="alice"))
+
+
+async def cancelled(bench: Bench, rid: str) -> None:
+    await runs.start_run(
+        bench.client, bench.settings, RunRequest(goal="pay", scenario="pay-invoice"), rid
+    )
+    await until(bench, rid, waiting)
+    await runs.cancel(bench.client, rid, Actor(by="carol", reason="disputed"))
+
+
+async def failed(bench: Bench, rid: str) -> None:
+    request = RunRequest(goal="pay", scenario="pay-invoice?fault=step2:401")
+    await runs.start_run(bench.client, bench.settings, request, rid)
+
+
+async def forked(bench: Bench, rid: str) -> None:
+    parent = f"{rid}-parent"
+    await happy_path(bench, parent)
+    await runs.wait_for_outcome(bench.client, parent)
+    found = await timeline.rebuild(bench.client, parent)
+    asked = next(m.index for m in found.moments if m.kind == "approval requested")
+    await timeline.fork(bench.client, bench.settings, parent, asked, new_id=rid)
+    await until(bench, rid, waiting)
+    await runs.approve(bench.client, rid, Decision(by="bob"))
+
+
+BEHAVIOURS: dict[str, Callable[[Bench, str], Awaitable[None]]] = {
+    "happy-path": happy_path,
+    "rejected-approval": rejected_approval,
+    "question-answered": question_answered,
+    "edited": edited,
+    "paused-and-resumed": paused_and_resumed,
+    "retried-model-errors": retried_model_errors,
+    "cancelled": cancelled,
+    "failed": failed,
+    "forked": forked,
+}
+
+
+async def record() -> None:
+    manifest = {}
+    async with bench_stack() as bench:
+        for name, behaviour in BEHAVIOURS.items():
+            await behaviour(bench, name)
+            outcome = await runs.wait_for_outcome(bench.client, name)
+            history = await timeline.fetch_history(bench.client, name)
+            timeline.export_history(history, HERE / f"{name}.json")
+            manifest[name] = outcome["status"]
+            print(f"  {name}: {outcome['status']}, {len(history.events)} events")
+    (HERE / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+
+
+if __name__ == "__main__":
+    asyncio.run(record())
