@@ -10,7 +10,7 @@ import pytest
 from activities.providers import Providers
 from starters import runs, timeline
 from tests.conftest import count_effects, eventually, run_id
-from workflows.contracts import Decision, RunRequest, StatePatch
+from workflows.contracts import Actor, Decision, RunRequest, StatePatch
 from workflows.state import RunStatus
 
 pytestmark = pytest.mark.usefixtures("worker")
@@ -171,3 +171,18 @@ async def test_export_then_replay(dev_env, settings, tmp_path):
     bad.write_text("{not json")
     [refused] = await timeline.replay_files([bad])
     assert not refused.ok and refused.message.startswith("not a history file")
+
+
+async def test_the_timeline_of_a_run_still_running(dev_env, settings):
+    client, rid = dev_env.client, run_id("live")
+    await runs.start_run(client, settings, RunRequest(goal="pay", scenario="pay-invoice"), rid)
+
+    async def pending():
+        return (await runs.get_summary(client, rid)).pending_approvals
+
+    await eventually(pending)
+    found = await timeline.rebuild(client, rid)
+    assert found.moments[-1].kind == "approval requested"
+    live = await runs.get_state(client, rid)
+    assert found.moments[-1].state.model_dump(mode="json") == live.model_dump(mode="json")
+    await runs.cancel(client, rid, Actor(by="t"))
