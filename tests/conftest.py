@@ -22,9 +22,12 @@ from activities.sql import PostgresDatabase, SqlDatabase, SqliteDatabase
 from infra.binaries import temporal_cli, temporal_test_server
 from infra.offline_model.embedded import EmbeddedModelServer
 from infra.temporal_setup import register_search_attributes
+from starters import runs
 from worker.main import build_worker
 from worker.settings import Settings
 from workflows import search_attributes as sa
+from workflows.contracts import Decision
+from workflows.state import RunSummary
 
 
 @pytest.fixture(scope="session")
@@ -111,6 +114,22 @@ def ts_settings(
 async def ts_worker(time_env: WorkflowEnvironment, ts_settings: Settings) -> AsyncIterator[Worker]:
     async with build_worker(time_env.client, ts_settings) as running:
         yield running
+
+
+async def wait_for_approval(client: Client, rid: str, within: float = 20.0) -> RunSummary:
+    """The run's summary once an approval waits."""
+
+    async def pending() -> RunSummary | None:
+        summary = await runs.get_summary(client, rid)
+        return summary if summary.pending_approvals else None
+
+    summary: RunSummary = await eventually(pending, within=within)
+    return summary
+
+
+async def approve_when_asked(client: Client, rid: str, by: str = "alice") -> None:
+    await wait_for_approval(client, rid)
+    await runs.approve(client, rid, Decision(by=by))
 
 
 def count_effects(settings: Settings, run: str, operation: str) -> int:

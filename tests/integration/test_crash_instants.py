@@ -12,7 +12,7 @@ from activities.providers import Providers
 from activities.stores import Stores
 from infra.stack import worker_polling
 from starters import runs
-from tests.conftest import count_effects, eventually, run_id, spawn_worker
+from tests.conftest import count_effects, eventually, run_id, spawn_worker, wait_for_approval
 from workflows.contracts import Decision, RunRequest
 
 
@@ -33,10 +33,7 @@ async def test_a_crash_at_each_instant_ends_in_one_payment(
         await eventually(lambda: worker_polling(settings), within=30)
         await runs.start_run(client, settings, RunRequest(goal="pay", scenario="pay-invoice"), rid)
 
-        async def pending():
-            return (await runs.get_summary(client, rid)).pending_approvals
-
-        await eventually(pending)
+        await wait_for_approval(client, rid)
         await runs.approve(client, rid, Decision(by="alice"))
         code = await asyncio.to_thread(doomed.wait, 60)
     finally:

@@ -8,7 +8,13 @@ import pytest
 
 from activities.stores import Stores
 from starters import runs
-from tests.conftest import count_effects, drop_schema, eventually, postgres_or_skip, run_id
+from tests.conftest import (
+    count_effects,
+    drop_schema,
+    postgres_or_skip,
+    run_id,
+    wait_for_approval,
+)
 from worker.main import build_worker
 from workflows.contracts import Decision, RunRequest
 
@@ -27,10 +33,7 @@ async def test_pay_invoice_with_stores_on_postgres(dev_env, pg_settings):
             client, pg_settings, RunRequest(goal="pay", scenario="pay-invoice"), rid
         )
 
-        async def pending():
-            return (await runs.get_summary(client, rid)).pending_approvals
-
-        await eventually(pending)
+        await wait_for_approval(client, rid)
         await runs.approve(client, rid, Decision(by="alice"))
         assert (await runs.wait_result(client, rid)).status == "completed"
 

@@ -12,21 +12,13 @@ from temporalio.worker import Replayer
 
 from bench.harness import history_bytes
 from starters import runs
-from tests.conftest import count_effects, eventually, run_id
+from tests.conftest import approve_when_asked, count_effects, eventually, run_id
 from workflows import search_attributes as sa
 from workflows.agent import AgentWorkflow
 from workflows.contracts import Decision, RunRequest
 from workflows.state import RunStatus
 
 pytestmark = pytest.mark.usefixtures("worker")
-
-
-async def approve_when_asked(client, rid, by="alice"):
-    async def pending():
-        return (await runs.get_summary(client, rid)).pending_approvals
-
-    await eventually(pending)
-    await runs.approve(client, rid, Decision(by=by))
 
 
 def started_attempts(history, activity_type):

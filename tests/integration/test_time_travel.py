@@ -9,19 +9,11 @@ import pytest
 
 from activities.providers import Providers
 from starters import runs, timeline
-from tests.conftest import count_effects, eventually, run_id
+from tests.conftest import approve_when_asked, count_effects, run_id, wait_for_approval
 from workflows.contracts import Actor, Decision, RunRequest, StatePatch
 from workflows.state import RunStatus
 
 pytestmark = pytest.mark.usefixtures("worker")
-
-
-async def approve_when_asked(client, rid, by="alice"):
-    async def pending():
-        return (await runs.get_summary(client, rid)).pending_approvals
-
-    await eventually(pending)
-    await runs.approve(client, rid, Decision(by=by))
 
 
 async def paid_run(client, settings, prefix):
@@ -177,10 +169,7 @@ async def test_the_timeline_of_a_run_still_running(dev_env, settings):
     client, rid = dev_env.client, run_id("live")
     await runs.start_run(client, settings, RunRequest(goal="pay", scenario="pay-invoice"), rid)
 
-    async def pending():
-        return (await runs.get_summary(client, rid)).pending_approvals
-
-    await eventually(pending)
+    await wait_for_approval(client, rid)
     found = await timeline.rebuild(client, rid)
     assert found.moments[-1].kind == "approval requested"
     live = await runs.get_state(client, rid)

@@ -15,7 +15,7 @@ from temporalio.worker import Replayer
 
 from starters import runs
 from starters.timeline import replay_files
-from tests.conftest import eventually, run_id
+from tests.conftest import run_id, wait_for_approval
 from worker.main import build_worker
 from workflows.agent import AgentWorkflow
 from workflows.contracts import Decision, RunRequest, RunResult
@@ -74,10 +74,7 @@ async def test_new_runs_take_the_patched_path(time_env, ts_settings):
     async with build_worker(client, settings, workflows=[PatchedChange]):
         await runs.start_run(client, settings, RunRequest(goal="pay", scenario="pay-invoice"), rid)
 
-        async def pending():
-            return (await runs.get_summary(client, rid)).pending_approvals
-
-        await eventually(pending)
+        await wait_for_approval(client, rid)
         await runs.approve(client, rid, Decision(by="alice"))
         await runs.wait_result(client, rid)
     history = await client.get_workflow_handle(rid).fetch_history()
