@@ -41,8 +41,16 @@ def replayer() -> Replayer:
 @dataclass(frozen=True)
 class Timeline:
     run_id: str
-    history: WorkflowHistory
+    chain: list[tuple[str, WorkflowHistory]]  # (Temporal run id, its history), oldest first
     moments: list[Moment]
+
+    @property
+    def history(self) -> WorkflowHistory:
+        """The history of the run now current (the last of a continue-as-new chain)."""
+        return self.chain[-1][1]
+
+    def history_of(self, moment: Moment) -> WorkflowHistory:
+        return next(history for run, history in self.chain if run == moment.run_id)
 
     def at(self, index: int) -> Moment:
         if not self.moments:
@@ -61,14 +69,32 @@ async def fetch_history(client: Client, run_id: str) -> WorkflowHistory:
         raise RunError(f"cannot read the history of {run_id}: {err.message}") from None
 
 
+async def fetch_chain(client: Client, run_id: str) -> list[tuple[str, WorkflowHistory]]:
+    """Every run of a continue-as-new chain, oldest first, each with its history. Walked
+    back from the current run, so a chain whose current run came from a reset holds."""
+    try:
+        current: str | None = (await client.get_workflow_handle(run_id).describe()).run_id
+    except RPCError as err:
+        raise RunError(f"cannot read the history of {run_id}: {err.message}") from None
+    chain: list[tuple[str, WorkflowHistory]] = []
+    while current:
+        history = await client.get_workflow_handle(run_id, run_id=current).fetch_history()
+        chain.insert(0, (current, history))
+        started = history.events[0].workflow_execution_started_event_attributes
+        current = started.continued_execution_run_id or None
+    return chain
+
+
 async def rebuild(client: Client, run_id: str) -> Timeline:
-    """Every moment of the run, replayed from its history through the current code."""
-    history = await fetch_history(client, run_id)
-    with timeline.recording(history.workflow_id) as recorded:
-        result = await replayer().replay_workflow(history, raise_on_replay_failure=False)
-    if result.replay_failure is not None:
-        raise RunError(f"cannot replay {run_id}: {result.replay_failure}")
-    return Timeline(run_id, history, [recorded[i] for i in sorted(recorded)])
+    """Every moment of the run, across its continue-as-new chain, replayed from the
+    histories through the current code."""
+    chain = await fetch_chain(client, run_id)
+    with timeline.recording(run_id) as recorded:
+        for temporal_run, history in chain:
+            result = await replayer().replay_workflow(history, raise_on_replay_failure=False)
+            if result.replay_failure is not None:
+                raise RunError(f"cannot replay {run_id} ({temporal_run}): {result.replay_failure}")
+    return Timeline(run_id, chain, [recorded[i] for i in sorted(recorded)])
 
 
 def flatten(value: Any, path: str = "") -> dict[str, Any]:
@@ -135,6 +161,11 @@ def reset_point(found: Timeline, moment: Moment) -> int:
     afresh); any other moment by keeping its task and redoing the next one, in which
     whatever came next (a decision, say) is applied again.
     """
+    if moment.run_id != found.chain[-1][0]:
+        raise RunError(
+            f"step {moment.index} is in an earlier run of {found.run_id}'s continue-as-new "
+            "chain; Temporal resets only the current one: fork from that step instead"
+        )
     completions = [
         event.event_id
         for event in found.history.events

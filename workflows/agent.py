@@ -86,7 +86,11 @@ class AgentWorkflow:
         run_id, now = workflow.info().workflow_id, workflow.now()
         self.state = RunState.start(run_id, request, now)
         self._fork_error: str | None = None
-        if request.fork is not None:
+        if request.resume_state is not None:
+            # Our own state, carried over a continue-as-new: the chain goes on.
+            self.state = RunState.model_validate(request.resume_state)
+            self.state.chain += 1
+        elif request.fork is not None:
             self._start_as_fork(request.fork)
         self._published: tuple[str, int, str] | None = None
         self._story: asyncio.Task[str] | None = None
@@ -107,7 +111,7 @@ class AgentWorkflow:
         self._publish()
         if self._fork_error is not None:
             self._fail(RunFailed(self._fork_error))
-        if request.fork is not None and self.state.parent is not None:
+        if request.fork is not None and request.resume_state is None and self.state.parent:
             self._moment("forked", f"from {self.state.parent.run_id} at {self.state.parent.moment}")
             await self._copy_parent_transcript(self.state.parent.run_id)
         self._story = asyncio.create_task(self._tell())
@@ -142,8 +146,31 @@ class AgentWorkflow:
         if not self.state.plan:  # a fork made after planning keeps its plan
             await self._plan()
         while (step := self.state.next_step()) is not None:
+            await self._continue_as_new_if_due()
             await self._run_step(step)
         return await self._final_answer()
+
+    async def _continue_as_new_if_due(self) -> None:
+        """Between steps, when the history has grown long, go on in a fresh run with the same
+        id, carrying the state: a run of any length stays under Temporal's history limits."""
+        info = workflow.info()
+        limit = self.state.limits.continue_as_new_after_events
+        length = info.get_current_history_length()
+        if not (info.is_continue_as_new_suggested() or (limit and length >= limit)):
+            return
+        await workflow.wait_condition(workflow.all_handlers_finished)
+        self.state.log(workflow.now(), "system", "continued_as_new", f"after {length} events")
+        self._moment("continued as new", f"run {self.state.chain} ended after {length} events")
+        carried = self.state.model_dump(mode="json")
+        workflow.continue_as_new(
+            RunRequest(
+                goal=self.state.goal,
+                scenario=self.state.scenario,
+                policy=self.state.policy,
+                limits=self.state.limits,
+                resume_state=carried,
+            )
+        )
 
     # -- the story's chapters ---------------------------------------------------------
     async def _plan(self) -> None:

@@ -36,6 +36,8 @@ class RunLimits(StrictModel):
     model_timeout_seconds: float = Field(default=120.0, gt=0, le=3600)
     model_max_attempts: int = Field(default=10, ge=1, le=100)
     tool_timeout_seconds: float = Field(default=60.0, gt=0, le=3600)
+    # Continue as new once the history has this many events (None: when Temporal suggests).
+    continue_as_new_after_events: int | None = Field(default=None, ge=50)
 
 
 DAY_SECONDS = 24 * 3600.0
@@ -74,6 +76,8 @@ class RunRequest(StrictModel):
     policy: RunPolicy = Field(default_factory=RunPolicy)
     limits: RunLimits = Field(default_factory=RunLimits)
     fork: ForkSpec | None = None
+    # Set only by the workflow itself when it continues as new: the state it carries.
+    resume_state: dict[str, Any] | None = None
 
 
 class ForkSpec(StrictModel):

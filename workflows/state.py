@@ -169,6 +169,7 @@ class RunState(BaseModel):
     # Where the current phase (plan, a step, the final answer) began in the transcript.
     phase_start_seq: int = 0
     parent: ForkOrigin | None = None
+    chain: int = 1  # runs in the continue-as-new chain so far, this one included
     created_at: datetime
     updated_at: datetime
 

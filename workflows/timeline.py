@@ -29,6 +29,7 @@ class Moment:
     kind: str
     detail: str
     history_length: int  # events in the history when the moment's workflow task began
+    run_id: str  # the Temporal run (of a continue-as-new chain) the moment belongs to
     state: RunState
 
 
@@ -45,6 +46,7 @@ def offer(state: RunState, kind: str, detail: str) -> None:
         kind=kind,
         detail=detail,
         history_length=workflow.info().get_current_history_length(),
+        run_id=workflow.info().run_id,
         state=state.model_copy(deep=True),
     )
 

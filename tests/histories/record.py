@@ -13,6 +13,7 @@ from pathlib import Path
 
 from bench.harness import Bench, bench_stack
 from starters import runs, timeline
+from workflows import timeline as timeline_hook
 from workflows.contracts import Actor, Answer, Decision, RunRequest, StatePatch
 
 HERE = Path(__file__).parent
@@ -106,6 +107,17 @@ async def forked(bench: Bench, rid: str) -> None:
     await runs.approve(bench.client, rid, Decision(by="bob"))
 
 
+async def continued_as_new(bench: Bench, rid: str) -> None:
+    request = RunRequest.model_validate(
+        {
+            "goal": "long",
+            "scenario": "long?steps=8&reply_bytes=64",
+            "limits": {"continue_as_new_after_events": 60},
+        }
+    )
+    await runs.start_run(bench.client, bench.settings, request, rid)
+
+
 BEHAVIOURS: dict[str, Callable[[Bench, str], Awaitable[None]]] = {
     "happy-path": happy_path,
     "rejected-approval": rejected_approval,
@@ -116,6 +128,7 @@ BEHAVIOURS: dict[str, Callable[[Bench, str], Awaitable[None]]] = {
     "cancelled": cancelled,
     "failed": failed,
     "forked": forked,
+    "continued-as-new": continued_as_new,  # the first run of the chain, ending in CAN
 }
 
 
@@ -124,11 +137,14 @@ async def record() -> None:
     async with bench_stack() as bench:
         for name, behaviour in BEHAVIOURS.items():
             await behaviour(bench, name)
-            outcome = await runs.wait_for_outcome(bench.client, name)
-            history = await timeline.fetch_history(bench.client, name)
-            timeline.export_history(history, HERE / f"{name}.json")
-            manifest[name] = outcome["status"]
-            print(f"  {name}: {outcome['status']}, {len(history.events)} events")
+            await runs.wait_for_outcome(bench.client, name)
+            _, history = (await timeline.fetch_chain(bench.client, name))[0]
+            path = HERE / f"{name}.json"
+            timeline.export_history(history, path)
+            with timeline_hook.recording(name) as moments:
+                await timeline.replayer().replay_workflow(history)
+            manifest[name] = moments[max(moments)].state.status.value
+            print(f"  {name}: {manifest[name]}, {len(history.events)} events")
     (HERE / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
 
 

@@ -175,3 +175,32 @@ async def test_the_timeline_of_a_run_still_running(dev_env, settings):
     live = await runs.get_state(client, rid)
     assert found.moments[-1].state.model_dump(mode="json") == live.model_dump(mode="json")
     await runs.cancel(client, rid, Actor(by="t"))
+
+
+async def test_a_long_run_continues_as_new_and_its_timeline_spans_the_chain(dev_env, settings):
+    client, rid = dev_env.client, run_id("chain")
+    request = RunRequest.model_validate(
+        {
+            "goal": "long",
+            "scenario": "long?steps=25&reply_bytes=64",
+            "limits": {"continue_as_new_after_events": 60},
+        }
+    )
+    await runs.start_run(client, settings, request, rid)
+    result = await runs.wait_result(client, rid)  # follows the chain to its end
+    state = await runs.get_state(client, rid)
+
+    assert result.status == "completed"
+    assert state.chain >= 3 and len(state.completed_steps) == 25
+    assert count_effects(settings, rid, "note") == 25  # each step's effect once
+    found = await timeline.rebuild(client, rid)
+    assert len(found.chain) == state.chain
+    assert [m.index for m in found.moments] == list(range(1, state.moment + 1))
+    assert found.moments[-1].state.model_dump(mode="json") == state.model_dump(mode="json")
+    assert sum(m.kind == "continued as new" for m in found.moments) == state.chain - 1
+    # Fork from a step in the first run of the chain.
+    early = next(m for m in found.moments if m.kind == "tool" and m.run_id == found.chain[0][0])
+    with pytest.raises(runs.RunError, match="earlier run"):
+        await timeline.rewind(client, rid, early.index, by="ops")
+    child = await timeline.fork(client, settings, rid, early.index)
+    assert (await runs.wait_result(client, child.run_id)).status == "completed"

@@ -19,6 +19,7 @@ MANIFEST = json.loads((HISTORIES / "manifest.json").read_text())
 def test_every_behaviour_has_a_fixture():
     behaviours = {"happy-path", "rejected-approval", "question-answered", "edited"}
     behaviours |= {"paused-and-resumed", "retried-model-errors", "cancelled", "failed", "forked"}
+    behaviours |= {"continued-as-new"}
     assert set(MANIFEST) == behaviours
     assert {p.stem for p in HISTORIES.glob("*.json")} - {"manifest"} == behaviours
 
