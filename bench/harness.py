@@ -15,6 +15,7 @@ from temporalio.testing import WorkflowEnvironment
 
 from infra.binaries import temporal_cli
 from infra.offline_model.embedded import EmbeddedModelServer
+from starters.timeline import fetch_chain
 from worker.main import build_worker
 from worker.settings import Settings
 from workflows import search_attributes as sa
@@ -53,8 +54,10 @@ async def bench_stack() -> AsyncIterator[Bench]:
             model.stop()
 
 
-async def history_bytes(client: Client, workflow_id: str) -> tuple[int, int]:
-    """(bytes, events) of a workflow's history, as the server stores and limits it."""
-    history = await client.get_workflow_handle(workflow_id).fetch_history()
-    proto = History(events=history.events)
-    return proto.ByteSize(), len(history.events)
+async def history_bytes(client: Client, workflow_id: str) -> tuple[int, int, int]:
+    """(bytes, events, runs) of a run's history over its whole continue-as-new chain, as
+    the server stores and limits it (each run's history on its own)."""
+    chain = await fetch_chain(client, workflow_id)
+    size = sum(History(events=history.events).ByteSize() for _, history in chain)
+    events = sum(len(history.events) for _, history in chain)
+    return size, events, len(chain)

@@ -32,12 +32,13 @@ async def measure(step_counts: list[int], reply_bytes: int) -> list[dict[str, fl
             elapsed = time.perf_counter() - started
             if outcome["status"] != "completed":
                 raise SystemExit(f"run of {steps} steps ended {outcome}")
-            size, events = await history_bytes(bench.client, run.run_id)
+            size, events, chain = await history_bytes(bench.client, run.run_id)
             rows.append(
                 {
                     "steps": steps,
                     "history_bytes": size,
                     "events": events,
+                    "runs": chain,
                     "bytes_per_step": size / steps,
                     "steps_per_second": steps / elapsed,
                 }
@@ -54,10 +55,11 @@ def main() -> None:
     counts = [int(n) for n in args.steps.split(",")]
     print(f"history per step, long scenario, {args.reply_bytes}-byte replies, one tool per step")
     rows = asyncio.run(measure(counts, args.reply_bytes))
-    print(f"{'steps':>6} {'history bytes':>14} {'events':>7} {'bytes/step':>11} {'steps/s':>8}")
+    header = f"{'steps':>6} {'history bytes':>14} {'events':>7} {'runs':>5}"
+    print(f"{header} {'bytes/step':>11} {'steps/s':>8}")
     for r in rows:
         print(
-            f"{r['steps']:>6} {r['history_bytes']:>14,} {r['events']:>7} "
+            f"{r['steps']:>6} {r['history_bytes']:>14,} {r['events']:>7} {r['runs']:>5} "
             f"{r['bytes_per_step']:>11,.0f} {r['steps_per_second']:>8.1f}"
         )
     per_step = [r["bytes_per_step"] for r in rows]

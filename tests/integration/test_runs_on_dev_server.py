@@ -123,7 +123,7 @@ async def test_history_per_step_stays_small_and_flat(dev_env, settings):
         request = RunRequest(goal="bench", scenario=f"long?steps={steps}&reply_bytes=1024")
         await runs.start_run(dev_env.client, settings, request, rid)
         await runs.wait_result(dev_env.client, rid)
-        size, _ = await history_bytes(dev_env.client, rid)
+        size, _, _ = await history_bytes(dev_env.client, rid)
         per_step[steps] = size / steps
         assert count_effects(settings, rid, "note") == steps
     assert max(per_step.values()) <= 4096, per_step
