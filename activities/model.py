@@ -65,9 +65,10 @@ class ModelActivities:
         return _turn(call, response, memoized=False, settings=self.settings)
 
     def _request(self, call: ModelCallInput, history: list[dict[str, Any]]) -> dict[str, Any]:
+        messages = [clip_for_model(seq, message) for seq, message in enumerate(history)]
         request: dict[str, Any] = {
             "model": self.settings.effective_model_name,
-            "messages": [{"role": "system", "content": SYSTEM_PROMPT}, *history],
+            "messages": [{"role": "system", "content": SYSTEM_PROMPT}, *messages],
         }
         specs = [spec for name in call.tools if (spec := tool_spec(name)) is not None]
         if specs:
@@ -137,6 +138,24 @@ def _fingerprint(request: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(request, sort_keys=True).encode()).hexdigest()
 
 
+# A message longer than this goes to the model clipped, with a note; the transcript keeps
+# it whole. A 10 MB tool result is stored, not sent: no model takes it, no payload nears it.
+MODEL_MESSAGE_CHARS = 100_000
+# Tool-call arguments longer than this are not carried into the workflow's history.
+INLINE_ARGUMENT_CHARS = 32_000
+
+
+def clip_for_model(seq: int, message: dict[str, Any]) -> dict[str, Any]:
+    content = message.get("content")
+    if not isinstance(content, str) or len(content) <= MODEL_MESSAGE_CHARS:
+        return message
+    note = (
+        f"\n[clipped: {len(content):,} characters in all; the whole text is kept in the "
+        f"transcript at seq {seq}]"
+    )
+    return message | {"content": content[:MODEL_MESSAGE_CHARS] + note}
+
+
 def _as_openai_message(message: dict[str, Any]) -> dict[str, Any]:
     out = {"role": message["role"], "content": message["content"]}
     if message.get("tool_call_id"):
@@ -150,6 +169,16 @@ def _assistant(message: dict[str, Any]) -> dict[str, Any]:
     if message.get("tool_calls"):
         out["tool_calls"] = message["tool_calls"]
     return out
+
+
+def _tool_call(raw: dict[str, Any]) -> ToolCall:
+    arguments = raw["function"].get("arguments") or ""
+    if len(arguments) > INLINE_ARGUMENT_CHARS:
+        # Kept whole in the transcript; the workflow only hears that it was too large.
+        return ToolCall(
+            id=raw["id"], name=raw["function"]["name"], arguments="", oversized=len(arguments)
+        )
+    return ToolCall(id=raw["id"], name=raw["function"]["name"], arguments=arguments)
 
 
 def _turn(

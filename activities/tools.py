@@ -63,6 +63,8 @@ class ToolActivities:
     def _read(self, name: str, args: Any) -> dict[str, Any]:
         if name == "lookup_invoice":
             return self.stores.providers.payments.lookup(args.invoice_id)
+        if name == "fetch_report":
+            return {"ok": True, "report_id": args.report_id, "text": report_text(args.size_bytes)}
         raise ApplicationError(f"no reader for tool {name!r}", non_retryable=True)
 
     def _effect_once(self, call: ToolCallInput) -> tuple[dict[str, Any], bool]:
@@ -106,3 +108,9 @@ def _validated(call: ToolCallInput) -> tuple[ToolSpec, ToolArgs]:
 def render(result: dict[str, Any]) -> str:
     """The text the model reads as the tool's result."""
     return json.dumps(result, sort_keys=True, default=str)
+
+
+def report_text(size: int) -> str:
+    """A deterministic report of exactly `size` characters (the demo's large document)."""
+    line = "quarterly figures: revenue, costs, margins, forecasts and risks.\n"
+    return (line * (size // len(line) + 1))[:size]

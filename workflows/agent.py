@@ -427,6 +427,10 @@ class AgentWorkflow:
             text = prompts.unknown_tool(call.name, list(allowed))
             self.state.queue_message("tool", text, call.id)
             return None
+        if call.oversized is not None:
+            text = prompts.argument_error(spec.name, f"{call.oversized:,} characters is too long")
+            self.state.queue_message("tool", text, call.id)
+            return None
         try:
             raw = json.loads(call.arguments or "{}")
             if not isinstance(raw, dict):

@@ -64,6 +64,11 @@ class RefundArgs(ToolArgs):
     reason: str = Field(min_length=1, max_length=500)
 
 
+class FetchReportArgs(ToolArgs):
+    report_id: str = Field(pattern=r"^[A-Za-z0-9-]{1,64}$")
+    size_bytes: int = Field(ge=1, le=50_000_000)
+
+
 class RecordProgressArgs(ToolArgs):
     step: int = Field(ge=1)
     note: str = Field(min_length=1, max_length=2000)
@@ -153,6 +158,12 @@ TOOLS: dict[str, ToolSpec] = {
             description="Send an email through the outbox.",
             risk=ToolRisk.SIDE_EFFECT,
             args_model=EmailArgs,
+        ),
+        ToolSpec(
+            name="fetch_report",
+            description="Fetch a report by id; reports can be very large.",
+            risk=ToolRisk.READ_ONLY,
+            args_model=FetchReportArgs,
         ),
         ToolSpec(
             name="record_progress",

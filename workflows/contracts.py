@@ -20,8 +20,11 @@ def preview(text: str | None, limit: int = PREVIEW_CHARS, *, single_line: bool =
     """A bounded preview that is safe to put in history (one line unless asked)."""
     if not text:
         return ""
-    flat = " ".join(text.split()) if single_line else text.strip()
-    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+    chunk = text[: limit * 4]  # a preview never needs more; a 10 MB text stays cheap
+    flat = " ".join(chunk.split()) if single_line else chunk.strip()
+    if len(flat) <= limit and len(chunk) == len(text):
+        return flat
+    return flat[: limit - 1] + "…"
 
 
 class StrictModel(BaseModel):
@@ -115,6 +118,7 @@ class ToolCall(StrictModel):
     id: str
     name: str
     arguments: str  # raw JSON text as the model wrote it; the workflow validates it
+    oversized: int | None = None  # set (to their length) when arguments were too large to carry
 
 
 class TokenUsage(StrictModel):

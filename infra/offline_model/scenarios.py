@@ -172,8 +172,8 @@ def _long_params(params: dict[str, str]) -> dict[str, int]:
         reply_bytes = int(params.get("reply_bytes", "1024"))
     except ValueError as err:
         raise ScenarioError(f"long: steps and reply_bytes must be whole numbers ({err})") from err
-    if not (1 <= steps <= 100_000 and 0 <= reply_bytes <= 1_000_000):
-        raise ScenarioError("long: steps must be 1..100000 and reply_bytes 0..1000000")
+    if not (1 <= steps <= 100_000 and 0 <= reply_bytes <= 10_000_000):
+        raise ScenarioError("long: steps must be 1..100000 and reply_bytes 0..10000000")
     return {"steps": steps, "reply_bytes": reply_bytes}
 
 

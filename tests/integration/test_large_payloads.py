@@ -1,0 +1,61 @@
+"""Results and answers far above Temporal's 2 MB payload limit: kept whole in the
+transcript store; the workflow and its history see references and previews."""
+
+from __future__ import annotations
+
+import pytest
+
+from activities.model import INLINE_ARGUMENT_CHARS, MODEL_MESSAGE_CHARS, _tool_call, clip_for_model
+from activities.stores import Stores
+from starters import runs
+from tests.conftest import run_id
+from workflows.contracts import RunRequest
+
+pytestmark = pytest.mark.usefixtures("worker")
+LARGEST_EVENT_BYTES = 64 * 1024
+
+
+async def largest_event(client, rid):
+    history = await client.get_workflow_handle(rid).fetch_history()
+    return max(event.ByteSize() for event in history.events)
+
+
+async def test_a_10_mb_tool_result(dev_env, settings):
+    client, rid = dev_env.client, run_id("big")
+    await runs.start_run(client, settings, RunRequest(goal="report", scenario="large-result"), rid)
+    assert (await runs.wait_result(client, rid)).status == "completed"
+
+    messages = Stores.open(settings).transcript.read(rid)
+    [report] = [m for m in messages if m["role"] == "tool" and "Q3-2026" in m["content"]]
+    assert len(report["content"]) > 10_000_000  # the whole result, in the store
+    state = await runs.get_state(client, rid)
+    [record] = [r for r in state.results if r.tool == "fetch_report"]
+    assert len(record.summary) <= 200 and record.seq == messages.index(report)
+    assert await largest_event(client, rid) < LARGEST_EVENT_BYTES
+
+
+async def test_a_3_mb_model_answer(dev_env, settings):
+    client, rid = dev_env.client, run_id("long-answer")
+    request = RunRequest(goal="talk", scenario="long?steps=2&reply_bytes=3000000")
+    await runs.start_run(client, settings, request, rid)
+    assert (await runs.wait_result(client, rid)).status == "completed"
+    answers = [m for m in Stores.open(settings).transcript.read(rid) if m["role"] == "assistant"]
+    assert max(len(m["content"] or "") for m in answers) == 3_000_000
+    assert await largest_event(client, rid) < LARGEST_EVENT_BYTES
+
+
+def test_the_model_gets_a_clipped_copy_with_a_note():
+    message = {"role": "tool", "tool_call_id": "c", "content": "x" * (MODEL_MESSAGE_CHARS + 5)}
+    clipped = clip_for_model(7, message)
+    assert clipped["content"].startswith("x" * MODEL_MESSAGE_CHARS)
+    assert "kept in the transcript at seq 7" in clipped["content"]
+    assert message["content"] == "x" * (MODEL_MESSAGE_CHARS + 5)  # the original is untouched
+
+
+def test_oversized_tool_arguments_are_not_carried_into_history():
+    raw = {
+        "id": "c1",
+        "function": {"name": "send_email", "arguments": "x" * (INLINE_ARGUMENT_CHARS + 1)},
+    }
+    call = _tool_call(raw)
+    assert call.arguments == "" and call.oversized == INLINE_ARGUMENT_CHARS + 1
