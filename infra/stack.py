@@ -20,6 +20,7 @@ from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_delay, w
 
 from infra.binaries import temporal_cli
 from infra.processes import ProcessFiles, ProcessSpec, StackError, port_in_use, spawn, stop
+from infra.temporal_setup import set_up_namespace
 from worker.client import connect
 from worker.settings import Settings
 from workflows import search_attributes as sa
@@ -108,8 +109,14 @@ async def up(settings: Settings, say: Callable[[str], None] = print) -> None:
         files = files_for(settings, spec.name)
         if files.running_pid() is not None:
             say(f"{spec.name}: already running (pid {files.running_pid()})")
-            continue
-        await start_part(spec, settings, say)
+        else:
+            await start_part(spec, settings, say)
+        if spec.name == "temporal":
+            await set_up_namespace(await connect(settings), settings)
+            say(
+                f"namespace {settings.namespace}: retention {settings.retention_days:g} days, "
+                f"daily prune schedule {settings.prune_schedule_id!r}"
+            )
 
 
 async def start_part(

@@ -1,14 +1,30 @@
-"""Namespace set-up a real cluster (or the time-skipping test server) needs before runs:
-our search attributes. The dev server registers them itself from start-dev flags."""
+"""Namespace set-up before runs: our search attributes (the dev server registers them
+itself from start-dev flags), the retention of closed runs, and the daily prune Schedule.
+`agentctl up` does it for the local stack, `agentctl setup` for a real cluster."""
 
 from __future__ import annotations
 
+import contextlib
+from datetime import timedelta
+
+from google.protobuf.duration_pb2 import Duration
 from temporalio.api.enums.v1 import IndexedValueType
+from temporalio.api.namespace.v1 import NamespaceConfig
 from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest
-from temporalio.client import Client
+from temporalio.api.workflowservice.v1 import UpdateNamespaceRequest
+from temporalio.client import (
+    Client,
+    Schedule,
+    ScheduleActionStartWorkflow,
+    ScheduleAlreadyRunningError,
+    ScheduleIntervalSpec,
+    ScheduleSpec,
+)
 from temporalio.service import RPCError, RPCStatusCode
 
+from worker.settings import Settings
 from workflows import search_attributes as sa
+from workflows.contracts import PruneRequest
 
 _TYPES = {
     "Keyword": IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD,
@@ -25,3 +41,38 @@ async def register_search_attributes(client: Client) -> None:
     except RPCError as err:
         if err.status != RPCStatusCode.ALREADY_EXISTS:
             raise
+
+
+async def set_retention(client: Client, days: float) -> None:
+    """How long Temporal keeps a closed run's history in this namespace."""
+    await client.workflow_service.update_namespace(
+        UpdateNamespaceRequest(
+            namespace=client.namespace,
+            config=NamespaceConfig(
+                workflow_execution_retention_ttl=Duration(seconds=int(days * 86400))
+            ),
+        )
+    )
+
+
+async def ensure_prune_schedule(client: Client, settings: Settings) -> None:
+    """A daily Schedule that prunes our own data of runs closed longer than the retention."""
+    request = PruneRequest(older_than_seconds=settings.retention_days * 86400)
+    schedule = Schedule(
+        action=ScheduleActionStartWorkflow(
+            "PruneWorkflow",
+            request,
+            id=f"{settings.prune_schedule_id}-run",
+            task_queue=settings.task_queue,
+        ),
+        spec=ScheduleSpec(intervals=[ScheduleIntervalSpec(every=timedelta(days=1))]),
+    )
+    with contextlib.suppress(ScheduleAlreadyRunningError):  # `up` and `setup` run many times
+        await client.create_schedule(settings.prune_schedule_id, schedule)
+
+
+async def set_up_namespace(client: Client, settings: Settings) -> None:
+    """Everything a namespace needs before runs: search attributes, retention, pruning."""
+    await register_search_attributes(client)
+    await set_retention(client, settings.retention_days)
+    await ensure_prune_schedule(client, settings)

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import typer
 from rich.console import Console
 from rich.table import Table
 
 from infra import stack
+from infra.temporal_setup import set_up_namespace
+from starters import pruning
 from starters.errors import run_async
+from worker.client import connect
 from worker.main import main as worker_main
 from worker.settings import load_settings
 
@@ -40,6 +45,34 @@ def show_stack() -> None:
     console.print(table)
 
 
+@run_async
+async def setup() -> None:
+    """Prepare a namespace of a real cluster: search attributes, retention, prune schedule."""
+    settings = load_settings()
+    await set_up_namespace(await connect(settings), settings)
+    console.print(
+        f"namespace {settings.namespace} at {settings.temporal_address}: search attributes, "
+        f"retention {settings.retention_days:g} days, schedule {settings.prune_schedule_id!r}"
+    )
+
+
+@run_async
+async def prune(
+    older_than: Annotated[str, typer.Option(help="Age of closed runs to prune: 30d, 12h, 0s.")],
+    dry_run: Annotated[bool, typer.Option(help="Say what would go; delete nothing.")] = False,
+) -> None:
+    """Remove our stored data of runs closed longer ago than --older-than (never open runs)."""
+    settings = load_settings()
+    report = await pruning.prune(await connect(settings), settings, older_than, dry_run)
+    verb = "would prune" if report.dry_run else "pruned"
+    console.print(
+        f"{verb} {len(report.pruned)} runs ({report.rows_deleted} rows); kept "
+        f"{report.kept_open} open and {report.kept_recent} recently closed"
+    )
+    for run_id in report.pruned:
+        console.print(f"  {run_id}")
+
+
 def worker() -> None:
     """Run a worker in the foreground (Ctrl-C stops it cleanly)."""
     worker_main()
@@ -50,3 +83,5 @@ def register(app: typer.Typer) -> None:
     app.command()(down)
     app.command("stack")(show_stack)
     app.command()(worker)
+    app.command()(setup)
+    app.command()(prune)

@@ -19,18 +19,22 @@ from temporalio.worker import Worker
 
 from activities.crash_points import CrashPoints
 from activities.model import ModelActivities
+from activities.pruning import PruneActivities
 from activities.stores import Stores
 from activities.tools import ToolActivities
 from activities.transcript import TranscriptActivities
 from worker.client import connect
 from worker.settings import Settings, load_settings
 from workflows.agent import AgentWorkflow
+from workflows.prune import PruneWorkflow
 
 log = logging.getLogger("durable_agents.worker")
 
 
 def build_worker(
-    client: Client, settings: Settings, workflows: Sequence[type] = (AgentWorkflow,)
+    client: Client,
+    settings: Settings,
+    workflows: Sequence[type] = (AgentWorkflow, PruneWorkflow),
 ) -> Worker:
     stores = Stores.open(settings)
     model = ModelActivities(settings, stores)
@@ -43,6 +47,7 @@ def build_worker(
             model.call_model,
             tools.run_tool,
             TranscriptActivities(stores.transcript).copy_transcript,
+            PruneActivities(client, stores.db).prune_stored_runs,
         ],
         graceful_shutdown_timeout=timedelta(seconds=10),
         # A dead worker's cached workflows move to another worker after this long.

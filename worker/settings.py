@@ -32,6 +32,9 @@ class Settings(BaseSettings):
     model_name: str | None = Field(
         default=None, validation_alias=AliasChoices("AGENT_MODEL", "AGENT_MODEL_NAME")
     )
+    # How long Temporal keeps closed runs, and how old our own data of closed runs may get.
+    retention_days: float = Field(default=7.0, gt=0, le=3650)
+    prune_schedule_id: str = "durable-agents-prune"
     # PostgreSQL for our stores (transcript, ledger); unset: SQLite under the data dir.
     database_url: str | None = None
     database_schema: str | None = None

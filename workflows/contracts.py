@@ -219,3 +219,19 @@ class RunResult(StrictModel):
     status: str
     final_answer: str | None = None
     error: str | None = None
+
+
+class PruneRequest(StrictModel):
+    """Remove our stored data (transcripts, model memo, ledger rows) of runs closed longer
+    ago than `older_than_seconds`. Open runs are never touched."""
+
+    older_than_seconds: float = Field(ge=0)
+    dry_run: bool = False
+
+
+class PruneReport(StrictModel):
+    pruned: list[str] = Field(default_factory=list)
+    kept_open: int = 0
+    kept_recent: int = 0
+    rows_deleted: int = 0
+    dry_run: bool = False

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from infra.binaries import temporal_cli
 from infra.offline_model.embedded import free_port
 
 AGENTCTL = str(Path(sys.executable).parent / "agentctl")
@@ -67,8 +68,26 @@ def stack(tmp_path):
 
 
 def test_pay_invoice_through_approval_and_across_a_restart(stack):
-    stack("up")
+    up = stack("up")
+    assert "retention 7 days, daily prune schedule 'durable-agents-prune'" in up.stdout
     assert stack("stack").stdout.count("running") == 3
+    schedule = subprocess.run(
+        [
+            str(temporal_cli()),
+            "schedule",
+            "describe",
+            "--schedule-id",
+            "durable-agents-prune",
+            "--address",
+            f"127.0.0.1:{stack.env['AGENT_TEMPORAL_PORT']}",
+            "-o",
+            "json",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert "PruneWorkflow" in schedule.stdout
 
     started = json.loads(
         stack("run", "Pay INV-1001", "--scenario", "pay-invoice", "--id", "e2e-1", "--json").stdout
@@ -100,6 +119,9 @@ def test_pay_invoice_through_approval_and_across_a_restart(stack):
     assert (
         again.stderr.strip() == "error: run e2e-1 is closed (completed); it takes no more actions"
     )
+
+    kept = stack("prune", "--older-than", "30d", "--dry-run").stdout
+    assert kept.startswith("would prune 0 runs")
 
     listed = stack("list", "--status", "completed", "--json").stdout
     assert [r["run_id"] for r in json.loads(listed)] == ["e2e-1"]

@@ -1,0 +1,75 @@
+"""The `prune_stored_runs` activity: our stores must not grow for ever.
+
+A run's data goes once Temporal says the run is closed and closed long enough ago, or
+once Temporal no longer knows the run (its retention removed it) and our last write
+for it is old enough. A run Temporal reports as running is never touched.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime, timedelta
+
+from temporalio import activity
+from temporalio.client import Client, WorkflowExecutionStatus
+from temporalio.service import RPCError, RPCStatusCode
+
+from activities.sql import SqlDatabase
+from workflows.contracts import PruneReport, PruneRequest
+
+TABLES = ("transcript", "model_calls", "effects")
+
+
+class PruneActivities:
+    def __init__(self, client: Client, db: SqlDatabase) -> None:
+        self.client = client
+        self.db = db
+
+    @activity.defn(name="prune_stored_runs")
+    async def prune_stored_runs(self, request: PruneRequest) -> PruneReport:
+        cutoff = datetime.now(UTC) - timedelta(seconds=request.older_than_seconds)
+        report = PruneReport(dry_run=request.dry_run)
+        last_writes = await asyncio.to_thread(self._last_writes)
+        for run_id, last_write in sorted(last_writes.items()):
+            activity.heartbeat(run_id)
+            verdict = await self._verdict(run_id, last_write, cutoff)
+            if verdict == "open":
+                report.kept_open += 1
+            elif verdict == "recent":
+                report.kept_recent += 1
+            else:
+                report.pruned.append(run_id)
+                if not request.dry_run:
+                    report.rows_deleted += await asyncio.to_thread(self._delete, run_id)
+        activity.logger.info("prune: %s", report)
+        return report
+
+    def _last_writes(self) -> dict[str, datetime]:
+        found: dict[str, datetime] = {}
+        for table in TABLES:
+            for row in self.db.query(
+                f"SELECT run_id, max(created_at) AS at FROM {table} GROUP BY run_id"
+            ):
+                at = datetime.fromisoformat(str(row["at"]))
+                found[row["run_id"]] = max(at, found.get(row["run_id"], at))
+        return found
+
+    async def _verdict(self, run_id: str, last_write: datetime, cutoff: datetime) -> str:
+        try:
+            description = await self.client.get_workflow_handle(run_id).describe()
+        except RPCError as err:
+            if err.status != RPCStatusCode.NOT_FOUND:
+                raise
+            return "old" if last_write < cutoff else "recent"
+        if description.status == WorkflowExecutionStatus.RUNNING or description.close_time is None:
+            return "open"
+        return "old" if description.close_time < cutoff else "recent"
+
+    def _delete(self, run_id: str) -> int:
+        deleted = 0
+        with self.db.transaction() as tx:
+            for table in TABLES:
+                before = tx.execute(f"SELECT count(*) AS n FROM {table} WHERE run_id=?", (run_id,))
+                tx.execute(f"DELETE FROM {table} WHERE run_id=?", (run_id,))
+                deleted += int(before[0]["n"])
+        return deleted

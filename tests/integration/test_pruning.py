@@ -1,0 +1,67 @@
+"""Pruning our stores: closed-and-old runs' data goes, open runs' data stays, whatever age."""
+
+from __future__ import annotations
+
+import pytest
+
+from activities.stores import Stores
+from infra.temporal_setup import set_up_namespace
+from starters import pruning, runs
+from tests.conftest import approve_when_asked, run_id, wait_for_approval
+from workflows.contracts import Actor, RunRequest
+
+pytestmark = pytest.mark.usefixtures("worker")
+
+
+def stored(settings, rid):
+    stores = Stores.open(settings)
+    return len(stores.transcript.read(rid)), len(stores.ledger.effects(rid))
+
+
+async def test_prune_removes_closed_runs_and_never_open_ones(dev_env, settings):
+    client = dev_env.client
+    closed, still_open = run_id("closed"), run_id("open")
+    request = RunRequest(goal="pay", scenario="pay-invoice")
+    await runs.start_run(client, settings, request, closed)
+    await approve_when_asked(client, closed)
+    await runs.wait_result(client, closed)
+    await runs.start_run(client, settings, request, still_open)
+    await wait_for_approval(client, still_open)
+    before_open = stored(settings, still_open)
+    assert stored(settings, closed)[0] > 0 and stored(settings, closed)[1] == 3
+
+    recent = await pruning.prune(client, settings, "30d", dry_run=False)
+    assert closed not in recent.pruned and recent.kept_recent >= 1
+
+    dry = await pruning.prune(client, settings, "0s", dry_run=True)
+    assert closed in dry.pruned and still_open not in dry.pruned
+    assert dry.rows_deleted == 0 and stored(settings, closed)[0] > 0
+
+    done = await pruning.prune(client, settings, "0s", dry_run=False)
+    assert closed in done.pruned and done.rows_deleted > 0 and done.kept_open >= 1
+    assert stored(settings, closed) == (0, 0)
+    assert stored(settings, still_open) == before_open  # an open run, whatever its age
+    await runs.cancel(client, still_open, Actor(by="t"))
+
+
+def test_ages_are_parsed_or_refused():
+    assert pruning.parse_age("30d") == 30 * 86400
+    assert pruning.parse_age("1.5h") == 5400
+    with pytest.raises(runs.RunError, match="bad age"):
+        pruning.parse_age("30 days")
+
+
+async def test_namespace_set_up_sets_retention_and_the_daily_schedule(dev_env, settings):
+    from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest
+
+    client = dev_env.client
+    await set_up_namespace(client, settings)
+    await set_up_namespace(client, settings)  # twice is fine
+    namespace = await client.workflow_service.describe_namespace(
+        DescribeNamespaceRequest(namespace=client.namespace)
+    )
+    assert namespace.config.workflow_execution_retention_ttl.seconds == 7 * 86400
+    schedule = await client.get_schedule_handle(settings.prune_schedule_id).describe()
+    action = schedule.schedule.action
+    assert action.workflow == "PruneWorkflow"
+    assert schedule.schedule.spec.intervals[0].every.days == 1
