@@ -51,7 +51,12 @@ class ModelActivities:
             await asyncio.to_thread(
                 transcript.put, call.run_id, message.seq, _as_openai_message(message.model_dump())
             )
-        history = await asyncio.to_thread(transcript.read, call.run_id, call.reply_seq)
+        if call.context_from_seq is None:
+            history = await asyncio.to_thread(transcript.read, call.run_id, call.reply_seq)
+        else:
+            history = await asyncio.to_thread(
+                transcript.read_window, call.run_id, call.context_from_seq, call.reply_seq
+            )
         request = self._request(call, history)
         digest = _fingerprint(request)
         stored = await asyncio.to_thread(transcript.recall, call.run_id, call.reply_seq, digest)
@@ -65,7 +70,7 @@ class ModelActivities:
         return _turn(call, response, memoized=False, settings=self.settings)
 
     def _request(self, call: ModelCallInput, history: list[dict[str, Any]]) -> dict[str, Any]:
-        messages = [clip_for_model(seq, message) for seq, message in enumerate(history)]
+        messages = [clip_for_model(message) for message in history]
         request: dict[str, Any] = {
             "model": self.settings.effective_model_name,
             "messages": [{"role": "system", "content": SYSTEM_PROMPT}, *messages],
@@ -145,13 +150,13 @@ MODEL_MESSAGE_CHARS = 100_000
 INLINE_ARGUMENT_CHARS = 32_000
 
 
-def clip_for_model(seq: int, message: dict[str, Any]) -> dict[str, Any]:
+def clip_for_model(message: dict[str, Any]) -> dict[str, Any]:
     content = message.get("content")
     if not isinstance(content, str) or len(content) <= MODEL_MESSAGE_CHARS:
         return message
     note = (
         f"\n[clipped: {len(content):,} characters in all; the whole text is kept in the "
-        f"transcript at seq {seq}]"
+        "run's transcript store]"
     )
     return message | {"content": content[:MODEL_MESSAGE_CHARS] + note}
 

@@ -59,6 +59,16 @@ class TranscriptStore:
         rows = self.db.query(sql + " ORDER BY seq", params)
         return [json.loads(row["message"]) for row in rows]
 
+    def read_window(self, run_id: str, from_seq: int, before_seq: int) -> list[dict[str, Any]]:
+        """The goal (seq 0) and the messages from `from_seq`: what a step-scoped model sees.
+        Reads only those rows, so a call costs the same at step 10 and at step 2,000."""
+        rows = self.db.query(
+            "SELECT message FROM transcript WHERE run_id = ? AND (seq = 0 OR seq >= ?)"
+            " AND seq < ? ORDER BY seq",
+            (run_id, from_seq, before_seq),
+        )
+        return [json.loads(row["message"]) for row in rows]
+
     def recall(self, run_id: str, seq: int, fingerprint: str) -> dict[str, Any] | None:
         """The stored answer to exactly this request at this point of the run, if any."""
         rows = self.db.query(

@@ -18,13 +18,18 @@ from workflows.contracts import RunRequest
 TARGET_BYTES_PER_STEP = 4096
 
 
-async def measure(step_counts: list[int], reply_bytes: int) -> list[dict[str, float]]:
+async def measure(
+    step_counts: list[int], reply_bytes: int, context: str = "full"
+) -> list[dict[str, float]]:
     rows = []
     async with bench_stack() as bench:
         for steps in step_counts:
-            request = RunRequest(
-                goal=f"bench {steps} steps",
-                scenario=f"long?steps={steps}&reply_bytes={reply_bytes}",
+            request = RunRequest.model_validate(
+                {
+                    "goal": f"bench {steps} steps",
+                    "scenario": f"long?steps={steps}&reply_bytes={reply_bytes}",
+                    "limits": {"context": context},
+                }
             )
             started = time.perf_counter()
             run = await runs.start_run(bench.client, bench.settings, request)
@@ -51,10 +56,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--steps", default="10,100,500")
     parser.add_argument("--reply-bytes", type=int, default=1024)
+    parser.add_argument(
+        "--context", choices=("full", "step"), default="full", help="what the model is sent"
+    )
     args = parser.parse_args()
     counts = [int(n) for n in args.steps.split(",")]
-    print(f"history per step, long scenario, {args.reply_bytes}-byte replies, one tool per step")
-    rows = asyncio.run(measure(counts, args.reply_bytes))
+    print(
+        f"history per step, long scenario, {args.reply_bytes}-byte replies, one tool per step, "
+        f"{args.context} context"
+    )
+    rows = asyncio.run(measure(counts, args.reply_bytes, args.context))
     header = f"{'steps':>6} {'history bytes':>14} {'events':>7} {'runs':>5}"
     print(f"{header} {'bytes/step':>11} {'steps/s':>8}")
     for r in rows:

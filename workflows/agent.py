@@ -339,7 +339,8 @@ class AgentWorkflow:
     async def _final_answer(self) -> str:
         self.state.phase_start_seq = self.state.next_seq
         self.state.flush_notes()
-        self.state.queue_message("user", prompts.FINAL_MESSAGE)
+        recap = self.state.context if self.state.limits.context == "step" else []
+        self.state.queue_message("user", prompts.final_message(recap))
         turn = await self._model_turn("final answer", (), preview_chars=FINAL_ANSWER_CHARS)
         return turn.content_preview
 
@@ -362,6 +363,9 @@ class AgentWorkflow:
             scenario=self.state.scenario,
             label=label,
             preview_chars=preview_chars,
+            context_from_seq=(
+                self.state.phase_start_seq if self.state.limits.context == "step" else None
+            ),
         )
         limits = self.state.limits
         self._moment("model", f"{label} (seq {call.reply_seq})")

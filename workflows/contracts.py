@@ -41,6 +41,9 @@ class RunLimits(StrictModel):
     tool_timeout_seconds: float = Field(default=60.0, gt=0, le=3600)
     # Continue as new once the history has this many events (None: when Temporal suggests).
     continue_as_new_after_events: int | None = Field(default=None, ge=50)
+    # What the model sees: the whole conversation, or the goal, a recap and the current
+    # step's messages ("step": each call costs the same however long the run is).
+    context: Literal["full", "step"] = "full"
 
 
 DAY_SECONDS = 24 * 3600.0
@@ -112,6 +115,8 @@ class ModelCallInput(StrictModel):
     scenario: str | None = None
     label: str = "model"
     preview_chars: int = Field(default=PREVIEW_CHARS, ge=1, le=8000)
+    # With a "step" context: the model sees the goal (seq 0) and messages from here on.
+    context_from_seq: int | None = None
 
 
 class ToolCall(StrictModel):

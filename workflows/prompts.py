@@ -28,6 +28,15 @@ def step_message(index: int, total: int, title: str) -> str:
 
 
 FINAL_MESSAGE = "All steps are done. Write the final answer for the user."
+
+
+def final_message(recap: list[str]) -> str:
+    """The final instruction; with a step-scoped context it recalls what the steps found."""
+    if not recap:
+        return FINAL_MESSAGE
+    return FINAL_MESSAGE + "\nWhat the steps found:\n" + "\n".join(recap)
+
+
 PLAN_ACCEPTED = "Plan accepted."
 STEP_MARKED_DONE = "Step marked as done."
 

@@ -46,9 +46,9 @@ async def test_a_3_mb_model_answer(dev_env, settings):
 
 def test_the_model_gets_a_clipped_copy_with_a_note():
     message = {"role": "tool", "tool_call_id": "c", "content": "x" * (MODEL_MESSAGE_CHARS + 5)}
-    clipped = clip_for_model(7, message)
+    clipped = clip_for_model(message)
     assert clipped["content"].startswith("x" * MODEL_MESSAGE_CHARS)
-    assert "kept in the transcript at seq 7" in clipped["content"]
+    assert "kept in the run's transcript store" in clipped["content"]
     assert message["content"] == "x" * (MODEL_MESSAGE_CHARS + 5)  # the original is untouched
 
 

@@ -159,3 +159,24 @@ async def test_a_model_call_slower_than_its_timeout_is_retried(dev_env, settings
     assert timeouts == []  # retried within the activity's retry policy, not surfaced
     assert max(started_attempts(history, "call_model")) == 2
     assert count_effects(settings, rid, "note") == 2
+
+
+async def test_a_step_scoped_context_sends_the_model_the_same_amount_at_any_length(
+    dev_env, settings, model_server
+):
+    client, rid = dev_env.client, run_id("scoped")
+    request = RunRequest.model_validate(
+        {
+            "goal": "long",
+            "scenario": "long?steps=30&reply_bytes=512",
+            "limits": {"context": "step"},
+        }
+    )
+    await runs.start_run(client, settings, request, rid)
+    result = await runs.wait_result(client, rid)
+    assert result.status == "completed" and count_effects(settings, rid, "note") == 30
+    state = await runs.get_state(client, rid)
+    # Input tokens grow with the conversation under a full context; here each step's
+    # call sees the goal and its own step, so the total stays linear in the steps.
+    per_call = state.usage.input_tokens / state.usage.model_calls
+    assert per_call < 200, per_call
