@@ -25,6 +25,7 @@ test: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python -m bench.history_per_step
+	$(BIN)/python -m bench.throughput
 
 histories: $(STAMP)
 	$(BIN)/python -m tests.histories.record
