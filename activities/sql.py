@@ -52,6 +52,10 @@ class SqliteDatabase:
         conn = sqlite3.connect(self.path, timeout=30, isolation_level=None)
         conn.row_factory = sqlite3.Row
         conn.execute("PRAGMA busy_timeout=30000")
+        # WAL with synchronous=NORMAL: a commit survives any process crash (worker, server),
+        # without an fsync per commit; only an OS crash or power loss may drop the last
+        # commits. Production stores belong on PostgreSQL (AGENT_DATABASE_URL).
+        conn.execute("PRAGMA synchronous=NORMAL")
         return conn
 
     @contextmanager

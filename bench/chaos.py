@@ -23,6 +23,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
+from temporalio.client import Client
+from tenacity import AsyncRetrying, stop_after_attempt, wait_fixed
+
 from activities.providers import Providers
 from activities.stores import Stores
 from infra import stack
@@ -117,12 +120,12 @@ class Chaos:
     async def run(self) -> ChaosReport:
         began = time.monotonic()
         specs = {spec.name: spec for spec in stack.part_specs(self.settings)}
-        await stack.start_part(specs["temporal"], self.settings, self.say)
-        await stack.start_part(specs["model"], self.settings, self.say)
+        await self._start(specs["temporal"], self.say)
+        await self._start(specs["model"], self.say)
         try:
             for i in range(self.config.workers):
                 await self._start_worker(f"worker-{i + 1}")
-            client = await connect(self.settings)
+            client = await self._connect()
             await self._start_runs(client)
             loops = [self._approve(), self._kill(), self._restart_server_once(), self._watch()]
             tasks = [asyncio.create_task(loop) for loop in loops]
@@ -135,7 +138,7 @@ class Chaos:
             await asyncio.gather(*tasks, return_exceptions=True)
             drained = self.drained_at or time.monotonic()
             self.report.drain_seconds = max(0.0, drained - self.last_fault)
-            await self._count(await connect(self.settings))
+            await self._count(await self._connect())
         finally:
             for name in list(self.workers):
                 stop(stack.files_for(self.settings, name))
@@ -144,6 +147,23 @@ class Chaos:
         self.report.elapsed_seconds = time.monotonic() - began
         return self.report
 
+    async def _start(self, spec: ProcessSpec, say=lambda _: None) -> subprocess.Popen[bytes]:  # type: ignore[no-untyped-def]
+        """Start a part; a port still held by the process just killed gets a few retries."""
+        async for attempt in AsyncRetrying(
+            stop=stop_after_attempt(5), wait=wait_fixed(1.0), reraise=True
+        ):
+            with attempt:
+                return await stack.start_part(spec, self.settings, say)
+        raise AssertionError("unreachable")
+
+    async def _connect(self) -> Client:
+        async for attempt in AsyncRetrying(
+            stop=stop_after_attempt(10), wait=wait_fixed(1.0), reraise=True
+        ):
+            with attempt:
+                return await connect(self.settings)
+        raise AssertionError("unreachable")
+
     async def _start_worker(self, name: str) -> None:
         spec = ProcessSpec(
             name=name,
@@ -151,7 +171,7 @@ class Chaos:
             port=None,
             env=stack.settings_env(self.settings),
         )
-        self.workers[name] = await stack.start_part(spec, self.settings, lambda _: None)
+        self.workers[name] = await self._start(spec)
 
     async def _start_runs(self, client) -> None:  # type: ignore[no-untyped-def]
         request = RunRequest.model_validate(
@@ -202,7 +222,7 @@ class Chaos:
         self.say(f"restarting the dev server ({len(self.closed)} runs closed)")
         stop(stack.files_for(self.settings, "temporal"))
         spec = next(s for s in stack.part_specs(self.settings) if s.name == "temporal")
-        await stack.start_part(spec, self.settings, lambda _: None)
+        await self._start(spec)
         self.report.server_restarts += 1
         self.last_fault = time.monotonic()
 

@@ -14,7 +14,9 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
 from infra.binaries import temporal_cli
-from infra.offline_model.embedded import EmbeddedModelServer
+from infra.offline_model.embedded import free_port
+from infra.processes import stop
+from infra.stack import files_for, part_specs, start_part
 from starters.timeline import fetch_chain
 from worker.main import build_worker
 from worker.settings import Settings
@@ -29,8 +31,21 @@ class Bench:
 
 @asynccontextmanager
 async def bench_stack() -> AsyncIterator[Bench]:
-    model = EmbeddedModelServer()
-    model.start()
+    """The offline model runs in its own process, as it does in the local stack: it plays
+    the model provider, whose cost is not ours to measure."""
+    with tempfile.TemporaryDirectory() as model_dir:
+        model_settings = Settings(data_dir=Path(model_dir), offline_model_port=free_port())
+        spec = next(s for s in part_specs(model_settings) if s.name == "model")
+        await start_part(spec, model_settings, lambda _: None)
+        try:
+            async with _with_model(model_settings.offline_model_port) as bench:
+                yield bench
+        finally:
+            stop(files_for(model_settings, "model"))
+
+
+@asynccontextmanager
+async def _with_model(model_port: int) -> AsyncIterator[Bench]:
     env = await WorkflowEnvironment.start_local(
         dev_server_existing_path=str(temporal_cli()),
         search_attributes=sa.ALL,
@@ -44,14 +59,13 @@ async def bench_stack() -> AsyncIterator[Bench]:
             temporal_host=host,
             temporal_port=int(grpc_port),
             task_queue="bench",
-            offline_model_port=model.port,
+            offline_model_port=model_port,
         )
         try:
             async with build_worker(env.client, settings):
                 yield Bench(client=env.client, settings=settings)
         finally:
             await env.shutdown()
-            model.stop()
 
 
 async def history_bytes(client: Client, workflow_id: str) -> tuple[int, int, int]:
