@@ -47,10 +47,8 @@ class ModelActivities:
 
     async def _call_model(self, call: ModelCallInput) -> ModelTurn:
         transcript = self.stores.transcript
-        for message in call.append:
-            await asyncio.to_thread(
-                transcript.put, call.run_id, message.seq, _as_openai_message(message.model_dump())
-            )
+        appended = [(m.seq, _as_openai_message(m.model_dump())) for m in call.append]
+        await asyncio.to_thread(transcript.put_many, call.run_id, appended)
         if call.context_from_seq is None:
             history = await asyncio.to_thread(transcript.read, call.run_id, call.reply_seq)
         else:

@@ -50,6 +50,14 @@ class TranscriptStore:
         with self.db.transaction() as tx:
             _upsert(tx, run_id, seq, message)
 
+    def put_many(self, run_id: str, messages: list[tuple[int, dict[str, Any]]]) -> None:
+        """Several messages in one transaction (a model call's appended instructions)."""
+        if not messages:
+            return
+        with self.db.transaction() as tx:
+            for seq, message in messages:
+                _upsert(tx, run_id, seq, message)
+
     def read(self, run_id: str, before_seq: int | None = None) -> list[dict[str, Any]]:
         sql = "SELECT message FROM transcript WHERE run_id = ?"
         params: list[Any] = [run_id]
