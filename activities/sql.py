@@ -40,9 +40,11 @@ class _SqliteTx:
 class SqliteDatabase:
     def __init__(self, path: Path) -> None:
         self.path = path
+        self._local = threading.local()
         path.parent.mkdir(parents=True, exist_ok=True)
-        with self._connect() as conn:
-            conn.execute("PRAGMA journal_mode=WAL")
+        conn = self._connect()
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.close()
 
     @property
     def where(self) -> str:
@@ -58,19 +60,24 @@ class SqliteDatabase:
         conn.execute("PRAGMA synchronous=NORMAL")
         return conn
 
+    def _connection(self) -> sqlite3.Connection:
+        """One connection per thread, kept: opening one per call costs more than the call."""
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = self._connect()
+            self._local.conn = conn
+        return conn
+
     @contextmanager
     def transaction(self) -> Iterator[Tx]:
-        conn = self._connect()
+        conn = self._connection()
+        conn.execute("BEGIN IMMEDIATE")
         try:
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                yield _SqliteTx(conn)
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
-            conn.execute("COMMIT")
-        finally:
-            conn.close()
+            yield _SqliteTx(conn)
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
 
     def query(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
         with self.transaction() as tx:
