@@ -30,7 +30,7 @@ from activities.providers import Providers
 from activities.stores import Stores
 from infra import stack
 from infra.offline_model.embedded import free_port
-from infra.processes import ProcessSpec, stop
+from infra.processes import ProcessSpec, stop, stop_strays
 from starters import runs
 from worker.client import connect
 from worker.settings import Settings
@@ -144,6 +144,9 @@ class Chaos:
                 stop(stack.files_for(self.settings, name))
             stop(stack.files_for(self.settings, "model"))
             stop(stack.files_for(self.settings, "temporal"))
+            stray = stop_strays(self.settings.data_dir.resolve())
+            if stray:
+                self.say(f"killed {len(stray)} stray processes: {stray}")
         self.report.elapsed_seconds = time.monotonic() - began
         return self.report
 

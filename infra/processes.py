@@ -113,3 +113,22 @@ def stop(files: ProcessFiles, timeout: float = 15.0) -> bool:
             os.kill(pid, signal.SIGKILL)
     files.pid_file.unlink(missing_ok=True)
     return True
+
+
+def stop_strays(root: Path) -> list[int]:
+    """SIGKILL every process of ours whose data dir is `root`, pid file or not: the last
+    sweep after a chaos run, where a part may be killed while another is starting."""
+    wanted = f"AGENT_DATA_DIR={root}".encode()
+    killed = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit() or int(proc.name) == os.getpid():
+            continue
+        try:
+            environ = (proc / "environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if wanted in environ and any(item.startswith(MARKER.encode()) for item in environ):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(proc.name), signal.SIGKILL)
+                killed.append(int(proc.name))
+    return killed
