@@ -8,12 +8,12 @@ a crash between the provider acting and the ledger recording still ends in one e
 
 from __future__ import annotations
 
-import hashlib
 import json
 from typing import Any
 
+from activities import fingerprints
+from activities.fingerprints import now_text
 from activities.sql import SqlDatabase, apply_schema
-from activities.transcript import now_text
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS effects (
@@ -33,8 +33,7 @@ class IdempotencyConflict(Exception):
 
 
 def fingerprint(tool: str, arguments: dict[str, Any]) -> str:
-    canonical = json.dumps({"tool": tool, "arguments": arguments}, sort_keys=True)
-    return hashlib.sha256(canonical.encode()).hexdigest()
+    return fingerprints.fingerprint({"tool": tool, "arguments": arguments})
 
 
 class EffectLedger:

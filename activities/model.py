@@ -8,8 +8,6 @@ Retry-After header becomes the next retry's delay.
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import json
 from datetime import timedelta
 from typing import Any
 
@@ -17,6 +15,7 @@ import openai
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from activities.fingerprints import fingerprint
 from activities.heartbeat import heartbeating
 from activities.stores import Stores
 from worker.settings import Settings
@@ -24,7 +23,7 @@ from workflows.catalog import tool_spec
 from workflows.contracts import ModelCallInput, ModelTurn, TokenUsage, ToolCall, preview
 from workflows.prompts import SYSTEM_PROMPT
 
-NON_RETRYABLE_STATUS = {400, 401, 403, 404, 422}
+# Every other 4xx is the endpoint refusing the request: retrying would not change it.
 RETRYABLE_STATUS = {408, 409, 429}
 
 
@@ -46,26 +45,27 @@ class ModelActivities:
             return await self._call_model(call)
 
     async def _call_model(self, call: ModelCallInput) -> ModelTurn:
-        transcript = self.stores.transcript
-        appended = [(m.seq, _as_openai_message(m.model_dump())) for m in call.append]
-        await asyncio.to_thread(transcript.put_many, call.run_id, appended)
-        if call.context_from_seq is None:
-            history = await asyncio.to_thread(transcript.read, call.run_id, call.reply_seq)
-        else:
-            history = await asyncio.to_thread(
-                transcript.read_window, call.run_id, call.context_from_seq, call.reply_seq
-            )
-        request = self._request(call, history)
-        digest = _fingerprint(request)
-        stored = await asyncio.to_thread(transcript.recall, call.run_id, call.reply_seq, digest)
+        request, digest, stored = await asyncio.to_thread(self._prepare, call)
         if stored is not None:
             return _turn(call, stored, memoized=True)
+        transcript = self.stores.transcript
         response = await self._complete(call, request)
         message = response["choices"][0]["message"]
         await asyncio.to_thread(
             transcript.remember, call.run_id, call.reply_seq, digest, response, _assistant(message)
         )
         return _turn(call, response, memoized=False, settings=self.settings)
+
+    def _prepare(self, call: ModelCallInput) -> tuple[dict[str, Any], str, dict[str, Any] | None]:
+        """Store the appended messages, build the request from the store, and look for an
+        answer already given to it: (request, fingerprint, stored answer or None)."""
+        transcript = self.stores.transcript
+        appended = [(m.seq, _as_openai_message(m.model_dump())) for m in call.append]
+        transcript.put_many(call.run_id, appended)
+        history = transcript.read(call.run_id, call.reply_seq, window_from=call.context_from_seq)
+        request = self._request(call, history)
+        digest = fingerprint(request)
+        return request, digest, transcript.recall(call.run_id, call.reply_seq, digest)
 
     def _request(self, call: ModelCallInput, history: list[dict[str, Any]]) -> dict[str, Any]:
         messages = [clip_for_model(message) for message in history]
@@ -110,7 +110,7 @@ class ModelActivities:
 def _classify(err: openai.APIStatusError) -> ApplicationError:
     status = err.status_code
     detail = preview(str(err.message), 300)
-    if status in NON_RETRYABLE_STATUS or (400 <= status < 500 and status not in RETRYABLE_STATUS):
+    if 400 <= status < 500 and status not in RETRYABLE_STATUS:
         return ApplicationError(
             f"model endpoint refused the request (HTTP {status}): {detail}",
             type="ModelRequestRejected",
@@ -135,10 +135,6 @@ def _retry_after(value: str | None) -> float | None:
         return max(0.0, float(value)) if value is not None else None
     except ValueError:
         return None
-
-
-def _fingerprint(request: dict[str, Any]) -> str:
-    return hashlib.sha256(json.dumps(request, sort_keys=True).encode()).hexdigest()
 
 
 # A message longer than this goes to the model clipped, with a note; the transcript keeps

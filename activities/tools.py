@@ -69,7 +69,9 @@ class ToolActivities:
 
     def _effect_once(self, call: ToolCallInput) -> tuple[dict[str, Any], bool]:
         key = call.idempotency_key
-        if not key or call.name not in EFFECTS:
+        if call.name not in EFFECTS:
+            raise ApplicationError(f"no provider acts for {call.name!r}", non_retryable=True)
+        if not key:
             raise ApplicationError(
                 f"{call.name} has side effects and needs an idempotency key", non_retryable=True
             )

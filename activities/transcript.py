@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import asyncio
 import json
-from datetime import UTC, datetime
 from typing import Any
 
 from temporalio import activity
 
+from activities.fingerprints import now_text
 from activities.sql import SqlDatabase, Tx, apply_schema
 from workflows.contracts import TranscriptCopy
 
@@ -35,46 +35,38 @@ CREATE TABLE IF NOT EXISTS model_calls (
 """
 
 
-def now_text() -> str:
-    return datetime.now(UTC).isoformat()
-
-
 class TranscriptStore:
     def __init__(self, db: SqlDatabase) -> None:
         self.db = db
         apply_schema(db, SCHEMA)
 
     def put(self, run_id: str, seq: int, message: dict[str, Any]) -> None:
-        """Write the message at its sequence number. The workflow decides what goes at each
-        seq, so a rewrite (a retry, or a reset's new branch) replaces the old row."""
-        with self.db.transaction() as tx:
-            _upsert(tx, run_id, seq, message)
+        self.put_many(run_id, [(seq, message)])
 
     def put_many(self, run_id: str, messages: list[tuple[int, dict[str, Any]]]) -> None:
-        """Several messages in one transaction (a model call's appended instructions)."""
+        """Write messages at their sequence numbers, in one transaction. The workflow decides
+        what goes at each seq, so a rewrite (a retry, a reset's new branch) replaces a row."""
         if not messages:
             return
         with self.db.transaction() as tx:
             for seq, message in messages:
                 _upsert(tx, run_id, seq, message)
 
-    def read(self, run_id: str, before_seq: int | None = None) -> list[dict[str, Any]]:
+    def read(
+        self, run_id: str, before_seq: int | None = None, *, window_from: int | None = None
+    ) -> list[dict[str, Any]]:
+        """The conversation in order. With `window_from`: only the goal (seq 0) and the
+        messages from there on, what a step-scoped model sees; only those rows are read,
+        so a call costs the same at step 10 and at step 2,000."""
         sql = "SELECT message FROM transcript WHERE run_id = ?"
         params: list[Any] = [run_id]
+        if window_from is not None:
+            sql += " AND (seq = 0 OR seq >= ?)"
+            params.append(window_from)
         if before_seq is not None:
             sql += " AND seq < ?"
             params.append(before_seq)
         rows = self.db.query(sql + " ORDER BY seq", params)
-        return [json.loads(row["message"]) for row in rows]
-
-    def read_window(self, run_id: str, from_seq: int, before_seq: int) -> list[dict[str, Any]]:
-        """The goal (seq 0) and the messages from `from_seq`: what a step-scoped model sees.
-        Reads only those rows, so a call costs the same at step 10 and at step 2,000."""
-        rows = self.db.query(
-            "SELECT message FROM transcript WHERE run_id = ? AND (seq = 0 OR seq >= ?)"
-            " AND seq < ? ORDER BY seq",
-            (run_id, from_seq, before_seq),
-        )
         return [json.loads(row["message"]) for row in rows]
 
     def recall(self, run_id: str, seq: int, fingerprint: str) -> dict[str, Any] | None:
@@ -103,11 +95,20 @@ class TranscriptStore:
             _upsert(tx, run_id, seq, message)
 
     def copy(self, from_run_id: str, to_run_id: str, before_seq: int) -> int:
-        messages = self.read(from_run_id, before_seq)
+        """The rows before `before_seq`, each at its own seq, in one statement."""
         with self.db.transaction() as tx:
-            for seq, message in enumerate(messages):
-                _upsert(tx, to_run_id, seq, message)
-        return len(messages)
+            tx.execute(
+                "INSERT INTO transcript (run_id, seq, role, message, created_at)"
+                " SELECT ?, seq, role, message, ? FROM transcript WHERE run_id = ? AND seq < ?"
+                " ON CONFLICT (run_id, seq) DO UPDATE"
+                " SET role=excluded.role, message=excluded.message",
+                (to_run_id, now_text(), from_run_id, before_seq),
+            )
+            rows = tx.execute(
+                "SELECT count(*) AS n FROM transcript WHERE run_id = ? AND seq < ?",
+                (to_run_id, before_seq),
+            )
+        return int(rows[0]["n"])
 
     def stored_answers(self, run_id: str) -> dict[int, str]:
         """When each answer of a run was stored, by sequence number (first store wins)."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import dataclasses
 import json
 import random
 import signal
@@ -19,9 +20,11 @@ import tempfile
 import time
 import urllib.request
 from collections import Counter
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
+from typing import TypeVar
 
 from temporalio.client import Client
 from tenacity import AsyncRetrying, stop_after_attempt, wait_fixed
@@ -36,6 +39,7 @@ from worker.client import connect
 from worker.settings import Settings
 from workflows.contracts import Decision, RunRequest
 
+T = TypeVar("T")
 EFFECTS_PER_RUN = 3  # draft_email, pay_invoice, send_email
 
 
@@ -125,8 +129,9 @@ class Chaos:
         try:
             for i in range(self.config.workers):
                 await self._start_worker(f"worker-{i + 1}")
-            client = await self._connect()
-            await self._start_runs(client)
+            # One client throughout: it reconnects by itself after the server restart.
+            self.client = await self._connect()
+            await self._start_runs(self.client)
             loops = [self._approve(), self._kill(), self._restart_server_once(), self._watch()]
             tasks = [asyncio.create_task(loop) for loop in loops]
             try:
@@ -138,7 +143,7 @@ class Chaos:
             await asyncio.gather(*tasks, return_exceptions=True)
             drained = self.drained_at or time.monotonic()
             self.report.drain_seconds = max(0.0, drained - self.last_fault)
-            await self._count(await self._connect())
+            await self._count(self.client)
         finally:
             for name in list(self.workers):
                 stop(stack.files_for(self.settings, name))
@@ -152,29 +157,15 @@ class Chaos:
 
     async def _start(self, spec: ProcessSpec, say=lambda _: None) -> subprocess.Popen[bytes]:  # type: ignore[no-untyped-def]
         """Start a part; a port still held by the process just killed gets a few retries."""
-        async for attempt in AsyncRetrying(
-            stop=stop_after_attempt(5), wait=wait_fixed(1.0), reraise=True
-        ):
-            with attempt:
-                return await stack.start_part(spec, self.settings, say)
-        raise AssertionError("unreachable")
+        return await _retrying(lambda: stack.start_part(spec, self.settings, say), attempts=5)
 
     async def _connect(self) -> Client:
-        async for attempt in AsyncRetrying(
-            stop=stop_after_attempt(10), wait=wait_fixed(1.0), reraise=True
-        ):
-            with attempt:
-                return await connect(self.settings)
-        raise AssertionError("unreachable")
+        return await _retrying(lambda: connect(self.settings), attempts=10)
 
     async def _start_worker(self, name: str) -> None:
-        spec = ProcessSpec(
-            name=name,
-            argv=[sys.executable, "-m", "worker"],
-            port=None,
-            env=stack.settings_env(self.settings),
-        )
-        self.workers[name] = await self._start(spec)
+        """One more worker, as the stack starts its own, under its own name."""
+        spec = next(s for s in stack.part_specs(self.settings) if s.name == "worker")
+        self.workers[name] = await self._start(dataclasses.replace(spec, name=name))
 
     async def _start_runs(self, client) -> None:  # type: ignore[no-untyped-def]
         request = RunRequest.model_validate(
@@ -195,11 +186,10 @@ class Chaos:
         """A person who approves whatever waits, whether or not a worker is up."""
         approver = Decision(by="chaos-approver", comment="approved during chaos")
         while True:
-            with contextlib.suppress(Exception):
-                client = await connect(self.settings)
-                for run_id in await _waiting_for_approval(client):
+            with contextlib.suppress(Exception):  # the server may be restarting
+                for run in await runs.list_waiting(self.client, ("approval",)):
                     with contextlib.suppress(runs.RunError):
-                        await runs.approve(client, run_id, approver)
+                        await runs.approve(self.client, run.run_id, approver)
             await asyncio.sleep(0.5)
 
     async def _kill(self) -> None:
@@ -233,9 +223,8 @@ class Chaos:
         """Follow the runs to their end and show progress."""
         shown = -1
         while len(self.closed) < len(self.run_ids):
-            with contextlib.suppress(Exception):
-                client = await connect(self.settings)
-                async for execution in client.list_workflows(
+            with contextlib.suppress(Exception):  # the server may be restarting
+                async for execution in self.client.list_workflows(
                     "WorkflowType = 'AgentWorkflow' AND ExecutionStatus != 'Running'"
                 ):
                     self.closed.add(execution.id)
@@ -290,12 +279,13 @@ class Chaos:
         return twice
 
 
-async def _waiting_for_approval(client) -> list[str]:  # type: ignore[no-untyped-def]
-    query = (
-        "WorkflowType = 'AgentWorkflow' AND ExecutionStatus = 'Running' "
-        "AND AgentWaitingFor = 'approval'"
-    )
-    return [execution.id async for execution in client.list_workflows(query)]
+async def _retrying(start: Callable[[], Awaitable[T]], attempts: int) -> T:
+    async for attempt in AsyncRetrying(
+        stop=stop_after_attempt(attempts), wait=wait_fixed(1.0), reraise=True
+    ):
+        with attempt:
+            return await start()
+    raise AssertionError("unreachable: tenacity re-raises the last error")
 
 
 def chaos_settings(data_dir: Path) -> Settings:

@@ -12,6 +12,7 @@ from pydantic import BaseModel
 from temporalio.client import (
     Client,
     WorkflowExecutionStatus,
+    WorkflowFailureError,
     WorkflowHandle,
     WorkflowUpdateFailedError,
 )
@@ -21,7 +22,7 @@ from temporalio.common import (
     WorkflowIDConflictPolicy,
     WorkflowIDReusePolicy,
 )
-from temporalio.exceptions import WorkflowAlreadyStartedError
+from temporalio.exceptions import CancelledError, WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from worker.settings import Settings
@@ -192,15 +193,15 @@ async def recorded_status(client: Client, run_id: str) -> str:
 
 async def wait_for_outcome(client: Client, run_id: str) -> dict[str, Any]:
     """Wait for the run to close; the outcome as JSON-ready fields, failed runs included."""
-    from temporalio.client import WorkflowFailureError
-
     try:
         result = await wait_result(client, run_id)
         return result.model_dump(mode="json")
     except WorkflowFailureError as err:
         cause = err.cause
+        # Cancelled through Temporal itself (the Web UI's button) ends as a cancellation.
+        status = RunStatus.CANCELLED if isinstance(cause, CancelledError) else RunStatus.FAILED
         message = getattr(cause, "message", None) or str(cause)
-        return {"run_id": run_id, "status": RunStatus.FAILED.value, "error": message}
+        return {"run_id": run_id, "status": status.value, "error": message}
 
 
 async def worker_answers(client: Client, run_id: str) -> bool:
@@ -291,13 +292,20 @@ class InboxItem:
 WAITING_VALUES = ("approval", "input", "resume")
 
 
-async def inbox(client: Client, limit: int = 200) -> list[InboxItem]:
-    """Every running run that waits for a human, found through the search attributes."""
-    waiting = ", ".join(f"'{v}'" for v in WAITING_VALUES)
+async def list_waiting(
+    client: Client, waiting_for: tuple[str, ...] = WAITING_VALUES, limit: int = 200
+) -> list[RunListing]:
+    """Running runs that wait for a human (for any of `waiting_for`), by search attribute."""
+    waiting = ", ".join(f"'{v}'" for v in waiting_for)
     query = (
         f"WorkflowType = '{WORKFLOW_TYPE}' AND ExecutionStatus = 'Running' "
         f"AND {sa.WAITING_FOR.name} IN ({waiting})"
     )
+    return await _listings(client, query, limit)
+
+
+async def inbox(client: Client, limit: int = 200) -> list[InboxItem]:
+    """Every running run that waits for a human, and for what."""
     return [
         InboxItem(
             run_id=run.run_id,
@@ -305,7 +313,7 @@ async def inbox(client: Client, limit: int = 200) -> list[InboxItem]:
             step=run.step,
             detail=await _waiting_detail(client, run.run_id),
         )
-        for run in await _listings(client, query, limit)
+        for run in await list_waiting(client, limit=limit)
     ]
 
 

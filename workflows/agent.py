@@ -83,15 +83,15 @@ class RunFailed(Exception):
 class AgentWorkflow:
     @workflow.init
     def __init__(self, request: RunRequest) -> None:
-        run_id, now = workflow.info().workflow_id, workflow.now()
-        self.state = RunState.start(run_id, request, now)
         self._fork_error: str | None = None
         if request.resume_state is not None:
             # Our own state, carried over a continue-as-new: the chain goes on.
             self.state = RunState.model_validate(request.resume_state)
             self.state.chain += 1
-        elif request.fork is not None:
-            self._start_as_fork(request.fork)
+        else:
+            self.state = RunState.start(workflow.info().workflow_id, request, workflow.now())
+            if request.fork is not None:
+                self._start_as_fork(request.fork)
         self._published: tuple[str, int, str] | None = None
         self._story: asyncio.Task[str] | None = None
 
@@ -102,7 +102,7 @@ class AgentWorkflow:
             self._fork_error = f"the fork's starting state is invalid: {_describe(err)}"
             return
         now = workflow.now()
-        self.state = parent_state.forked(self.state.run_id, fork.parent_run_id, now)
+        self.state = parent_state.forked(workflow.info().workflow_id, fork.parent_run_id, now)
         if fork.edit is not None and self.state.patch_error(fork.edit) is None:
             self.state.apply_patch(fork.edit, now)
 
@@ -198,7 +198,7 @@ class AgentWorkflow:
     async def _run_step(self, step: PlanStep) -> None:
         self.state.start_step(step, workflow.now())
         self._publish()
-        step.start_seq = self.state.phase_start_seq = self.state.next_seq
+        self.state.phase_start_seq = self.state.next_seq
         self.state.flush_notes()
         self.state.queue_message(
             "user", prompts.step_message(step.index, len(self.state.plan), step.title)

@@ -7,9 +7,10 @@ so the lifecycle rules live in one place.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from datetime import datetime
 from enum import StrEnum
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, Field
 
@@ -26,6 +27,7 @@ from workflows.contracts import (
     preview,
 )
 
+T = TypeVar("T")
 RECENT_RESULTS_KEPT = 20
 FINAL_ANSWER_CHARS = 4000
 
@@ -55,7 +57,6 @@ class PlanStep(BaseModel):
     index: int
     title: str
     status: StepStatus = StepStatus.PENDING
-    start_seq: int | None = None  # where the step's conversation begins (fork restarts here)
     result: str | None = None
     turns: int = 0
     started_at: datetime | None = None
@@ -216,10 +217,6 @@ class RunState(BaseModel):
 
     # -- plan and steps -----------------------------------------------------------
     @property
-    def pending_steps(self) -> list[PlanStep]:
-        return [s for s in self.plan if s.status is not StepStatus.DONE]
-
-    @property
     def completed_steps(self) -> list[PlanStep]:
         return [s for s in self.plan if s.status is StepStatus.DONE]
 
@@ -267,10 +264,7 @@ class RunState(BaseModel):
 
     def find_pending_approval(self, request_id: str | None) -> ApprovalRequest | None:
         """The request a decision names, or the only one waiting when it names none."""
-        pending = self.pending_approvals
-        if request_id is None:
-            return pending[0] if len(pending) == 1 else None
-        return next((a for a in pending if a.request_id == request_id), None)
+        return _named_or_only(self.pending_approvals, request_id, lambda a: a.request_id)
 
     def decision_error(self, decision: Decision) -> str | None:
         """Why this decision cannot apply now; None when it can."""
@@ -355,10 +349,7 @@ class RunState(BaseModel):
         self.log(now, "deadline", "question_expired", question.question_id)
 
     def _find_question(self, question_id: str | None) -> Question | None:
-        pending = self.pending_questions
-        if question_id is None:
-            return pending[0] if len(pending) == 1 else None
-        return next((q for q in pending if q.question_id == question_id), None)
+        return _named_or_only(self.pending_questions, question_id, lambda q: q.question_id)
 
     def _leave_wait(self) -> None:
         if self.pending_approvals:
@@ -455,12 +446,7 @@ class RunState(BaseModel):
         restarting = {s.index for s in fork.plan if s.status is StepStatus.RUNNING}
         for step in fork.plan:
             if step.index in restarting:
-                step.status, step.turns, step.started_at, step.start_seq = (
-                    StepStatus.PENDING,
-                    0,
-                    None,
-                    None,
-                )
+                step.status, step.turns, step.started_at = StepStatus.PENDING, 0, None
         fork.results = [r for r in fork.results if r.step not in restarting]
         fork.approvals = [
             a
@@ -506,6 +492,13 @@ class RunState(BaseModel):
             asked = "; ".join(preview(q.question, 60) for q in self.pending_questions)
             return f"{where} — awaiting an answer: {asked}"
         return f"{where} — {self.status.value}"
+
+
+def _named_or_only(pending: list[T], wanted: str | None, key: Callable[[T], str]) -> T | None:
+    """The pending item a person named, or the only one pending when they named none."""
+    if wanted is None:
+        return pending[0] if len(pending) == 1 else None
+    return next((item for item in pending if key(item) == wanted), None)
 
 
 class RunSummary(BaseModel):

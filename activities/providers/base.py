@@ -3,14 +3,13 @@ and an effects journal that counts what was really done."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from activities.fingerprints import fingerprint, now_text
 from activities.sql import SqliteDatabase, Tx, apply_schema
-from activities.transcript import now_text
 
 BASE_SCHEMA = """
 CREATE TABLE IF NOT EXISTS requests (
@@ -49,9 +48,7 @@ class SimulatedProvider:
 
     def call(self, key: str, operation: str, params: dict[str, Any], run_id: str) -> dict[str, Any]:
         """Perform `operation` at most once per key; a repeat gets the first response."""
-        digest = hashlib.sha256(
-            json.dumps({"op": operation, "params": params}, sort_keys=True).encode()
-        ).hexdigest()
+        digest = fingerprint({"op": operation, "params": params})
         with self.db.transaction() as tx:
             seen = tx.execute(
                 "SELECT fingerprint, response FROM requests WHERE idempotency_key=?", (key,)

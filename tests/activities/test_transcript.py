@@ -32,3 +32,15 @@ def test_an_answer_is_recalled_only_for_the_same_request(sql_database):
     store.remember("r", 3, "fp-a", {"choices": []}, reply)  # a late duplicate changes nothing
     assert store.recall("r", 3, "fp-a") == {"choices": [{"message": reply}]}
     assert list(store.stored_answers("r")) == [3]
+
+
+def test_a_fork_copy_keeps_each_message_at_its_own_seq(sql_database):
+    store = TranscriptStore(sql_database)
+    for seq in (0, 1, 3, 4):  # seq 2 never written (a tool call cancelled in flight, say)
+        store.put("parent", seq, {"role": "user", "content": f"m{seq}"})
+    assert store.copy("parent", "child", before_seq=4) == 3
+    assert store.read("child") == [{"role": "user", "content": f"m{s}"} for s in (0, 1, 3)]
+    assert store.read("child", window_from=3) == [
+        {"role": "user", "content": "m0"},
+        {"role": "user", "content": "m3"},
+    ]

@@ -294,6 +294,7 @@ class TestCancel:
             await handle.result()
         description = await handle.describe()
         assert description.status == WorkflowExecutionStatus.CANCELED
+        assert (await runs.wait_for_outcome(client, rid))["status"] == "cancelled"
         assert description.typed_search_attributes.get(sa.STATUS) == "cancelled"
         assert count_effects(settings, rid, "charge") == 0
 
