@@ -17,9 +17,11 @@ INTERVAL_SECONDS = 1.0
 @contextlib.asynccontextmanager
 async def heartbeating(interval: float = INTERVAL_SECONDS) -> AsyncIterator[None]:
     async def beat() -> None:
+        # The first beat after one interval: an activity that ends sooner (most do) costs
+        # the server no heartbeat call at all.
         while True:
-            activity.heartbeat()
             await asyncio.sleep(interval)
+            activity.heartbeat()
 
     task = asyncio.create_task(beat())
     try:

@@ -12,6 +12,7 @@ from datetime import timedelta
 from typing import Any
 
 import openai
+from openai.types.chat import ChatCompletion
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
@@ -89,10 +90,14 @@ class ModelActivities:
                 "X-Agent-Seq": str(call.reply_seq),
             }
         try:
-            completion = await self.client.chat.completions.create(
-                **request,
-                extra_headers=headers,
-                timeout=_seconds_left(),
+            # The openai client's own POST, without `create`'s walk over every message to
+            # transform it: ours are plain OpenAI messages already, and the walk was a tenth
+            # of the worker's CPU.
+            completion = await self.client.post(
+                "/chat/completions",
+                cast_to=ChatCompletion,
+                body=request,
+                options={"headers": headers, "timeout": _seconds_left()},
             )
         except openai.APIStatusError as err:
             raise _classify(err) from err

@@ -80,8 +80,9 @@ class SqliteDatabase:
         conn.execute("COMMIT")
 
     def query(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
-        with self.transaction() as tx:
-            return tx.execute(sql, params)
+        """One statement on its own: under WAL a read sees a consistent snapshot without
+        the write lock, so readers never queue behind writers or each other."""
+        return _SqliteTx(self._connection()).execute(sql, params)
 
 
 class _PostgresTx:

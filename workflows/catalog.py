@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from decimal import Decimal
 from enum import StrEnum
-from typing import Annotated
+from functools import cache
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -92,9 +93,16 @@ class ToolSpec(BaseModel):
             "function": {
                 "name": self.name,
                 "description": self.description,
-                "parameters": self.args_model.model_json_schema(),
+                "parameters": _json_schema(self.args_model),
             },
         }
+
+
+@cache
+def _json_schema(args_model: type[ToolArgs]) -> dict[str, Any]:
+    """Built once per tool: pydantic builds a schema afresh on every call, and every model
+    call sends the tools' schemas."""
+    return args_model.model_json_schema()
 
 
 SUBMIT_PLAN = "submit_plan"
