@@ -64,6 +64,8 @@ with workflow.unsafe.imports_passed_through():
         RunState,
         RunSummary,
         ToolResultRecord,
+        pack_state,
+        unpack_state,
     )
 
 CALL_MODEL = "call_model"
@@ -84,9 +86,12 @@ class AgentWorkflow:
     @workflow.init
     def __init__(self, request: RunRequest) -> None:
         self._fork_error: str | None = None
-        if request.resume_state is not None:
+        if request.resumes:
             # Our own state, carried over a continue-as-new: the chain goes on.
-            self.state = RunState.model_validate(request.resume_state)
+            if request.resume_state_packed is not None:
+                self.state = unpack_state(request.resume_state_packed)
+            else:
+                self.state = RunState.model_validate(request.resume_state)
             self.state.chain += 1
         else:
             self.state = RunState.start(workflow.info().workflow_id, request, workflow.now())
@@ -111,7 +116,7 @@ class AgentWorkflow:
         self._publish()
         if self._fork_error is not None:
             self._fail(RunFailed(self._fork_error))
-        if request.fork is not None and request.resume_state is None and self.state.parent:
+        if request.fork is not None and not request.resumes and self.state.parent:
             self._moment("forked", f"from {self.state.parent.run_id} at {self.state.parent.moment}")
             await self._copy_parent_transcript(self.state.parent.run_id)
         self._story = asyncio.create_task(self._tell())
@@ -161,14 +166,13 @@ class AgentWorkflow:
         await workflow.wait_condition(workflow.all_handlers_finished)
         self.state.log(workflow.now(), "system", "continued_as_new", f"after {length} events")
         self._moment("continued as new", f"run {self.state.chain} ended after {length} events")
-        carried = self.state.model_dump(mode="json")
         workflow.continue_as_new(
             RunRequest(
                 goal=self.state.goal,
                 scenario=self.state.scenario,
                 policy=self.state.policy,
                 limits=self.state.limits,
-                resume_state=carried,
+                resume_state_packed=pack_state(self.state),
             )
         )
 

@@ -82,8 +82,14 @@ class RunRequest(StrictModel):
     policy: RunPolicy = Field(default_factory=RunPolicy)
     limits: RunLimits = Field(default_factory=RunLimits)
     fork: ForkSpec | None = None
-    # Set only by the workflow itself when it continues as new: the state it carries.
+    # Set only by the workflow itself when it continues as new: the state it carries,
+    # packed (workflows/state.py: pack_state); plain JSON in runs of earlier versions.
     resume_state: dict[str, Any] | None = None
+    resume_state_packed: str | None = None
+
+    @property
+    def resumes(self) -> bool:
+        return self.resume_state is not None or self.resume_state_packed is not None
 
 
 class ForkSpec(StrictModel):

@@ -6,7 +6,9 @@ so the lifecycle rules live in one place.
 
 from __future__ import annotations
 
+import base64
 import json
+import zlib
 from collections.abc import Callable
 from datetime import datetime
 from enum import StrEnum
@@ -535,3 +537,14 @@ class RunSummary(BaseModel):
             errors=state.errors,
             parent=state.parent,
         )
+
+
+def pack_state(state: RunState) -> str:
+    """The state a continue-as-new carries, compressed: it is written twice (the
+    continue-as-new event and the next run's start), and a long plan of step titles and
+    results shrinks several times over."""
+    return base64.b64encode(zlib.compress(state.model_dump_json().encode(), 6)).decode()
+
+
+def unpack_state(packed: str) -> RunState:
+    return RunState.model_validate_json(zlib.decompress(base64.b64decode(packed)))
