@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
+from functools import cached_property
 from typing import TYPE_CHECKING
 
 from temporalio import workflow
@@ -30,7 +31,15 @@ class Moment:
     detail: str
     history_length: int  # events in the history when the moment's workflow task began
     run_id: str  # the Temporal run (of a continue-as-new chain) the moment belongs to
-    state: RunState
+    # Kept as JSON, made at Rust speed, and parsed when asked for: a deep copy at every
+    # moment made rebuilding a long run quadratic in Python.
+    state_json: str
+
+    @cached_property
+    def state(self) -> RunState:
+        from workflows.state import RunState
+
+        return RunState.model_validate_json(self.state_json)
 
 
 _recordings: dict[str, dict[int, Moment]] = {}
@@ -47,7 +56,7 @@ def offer(state: RunState, kind: str, detail: str) -> None:
         detail=detail,
         history_length=workflow.info().get_current_history_length(),
         run_id=workflow.info().run_id,
-        state=state.model_copy(deep=True),
+        state_json=state.model_dump_json(),
     )
 
 
