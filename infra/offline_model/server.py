@@ -16,6 +16,7 @@ from fastapi import FastAPI, Header, Request
 from fastapi.responses import JSONResponse
 
 from infra.offline_model import engine
+from infra.offline_model.loop import loop_reply
 from infra.offline_model.scenarios import ScenarioError, ScenarioSpec, load
 from worker.settings import OFFLINE_MODEL_NAME
 
@@ -58,12 +59,19 @@ def create_app() -> FastAPI:
         except (ValueError, KeyError, TypeError):
             return _error(400, "invalid_request_error", "body must be JSON with a messages list")
         goal = next((str(m.get("content")) for m in messages if m.get("role") == "user"), "")
+        run = x_agent_run or "-"
         try:
-            scenario = load(ScenarioSpec.parse(x_scenario or "generic"), goal)
+            spec = ScenarioSpec.parse(x_scenario or "generic")
+            if spec.name == "loop":
+                loop = loop_reply(spec, messages)
+                turn = engine.Position(phase="loop", turn=len(messages), faults_so_far=0)
+                stats["completions"] += 1
+                by_run[run] += 1
+                return _completion(body, loop.content, engine.render_calls(loop, turn), messages)
+            scenario = load(spec, goal)
         except ScenarioError as err:
             return _error(400, "invalid_request_error", str(err))
         where = engine.position(messages)
-        run = x_agent_run or "-"
         for fault in engine.http_faults(scenario, where):
             slot = (run, where.phase, where.turn, fault.kind)
             if fired[slot] >= fault.times:

@@ -4,6 +4,7 @@ and says plainly that it is scripted."""
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import openai
 import pytest
@@ -87,3 +88,39 @@ def test_bad_scenario_specs_are_refused(spec):
 def test_spec_round_trips():
     spec = ScenarioSpec.parse("long?steps=3&fault=step2.1:429*2&fault=plan:delay=2.5")
     assert ScenarioSpec.parse(spec.render()) == spec
+
+
+async def test_loop_scenario_plays_a_tool_loop_from_the_conversation(client):
+    """The benchmark's peers run one plain tool loop: the turn comes from the tool results
+    in the conversation they send, so every peer sees the same steps."""
+    headers = {"X-Scenario": "loop?steps=2&reply_bytes=64"}
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "Record every work item."}]
+    for step in (1, 2):
+        reply = await client.chat.completions.create(
+            model="m", messages=messages, extra_headers=headers
+        )
+        message = reply.choices[0].message
+        assert len(message.content) == 64
+        (call,) = message.tool_calls
+        assert (call.function.name, json.loads(call.function.arguments)["step"]) == (
+            "record_progress",
+            step,
+        )
+        messages += [
+            message.model_dump(exclude_none=True),
+            {"role": "tool", "tool_call_id": call.id, "content": f"recorded {step}"},
+        ]
+    final = await client.chat.completions.create(
+        model="m", messages=messages, extra_headers=headers
+    )
+    assert final.choices[0].finish_reason == "stop"
+    assert final.choices[0].message.content == "Done: 2 work items recorded."
+
+
+async def test_loop_scenario_refuses_what_it_cannot_play(client):
+    with pytest.raises(openai.BadRequestError, match="loop takes steps and reply_bytes only"):
+        await client.chat.completions.create(
+            model="m",
+            messages=[{"role": "user", "content": "hi"}],
+            extra_headers={"X-Scenario": "loop?steps=2&fault=step1:429"},
+        )
