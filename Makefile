@@ -3,6 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+BENCH_STAMP := $(VENV)/.installed-bench
 
 .PHONY: demo test bench chaos histories lint fmt typecheck down clean
 
@@ -14,6 +15,12 @@ $(STAMP): pyproject.toml constraints.txt
 
 venv: $(STAMP)
 
+# The benchmark's peers (pydantic-ai, the OpenAI Agents SDK, LangGraph) and matplotlib:
+# an optional extra, installed only for `make bench`.
+$(BENCH_STAMP): $(STAMP)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[dev,bench]'
+	touch $(BENCH_STAMP)
+
 demo: $(STAMP)
 	$(BIN)/agentctl demo
 
@@ -23,9 +30,8 @@ test: $(STAMP)
 	$(BIN)/mypy .
 	$(BIN)/python -m pytest
 
-bench: $(STAMP)
-	$(BIN)/python -m bench.history_per_step
-	$(BIN)/python -m bench.throughput
+bench: $(BENCH_STAMP)
+	$(BIN)/python -m bench.side_by_side
 
 histories: $(STAMP)
 	$(BIN)/python -m tests.histories.record

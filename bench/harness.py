@@ -29,8 +29,24 @@ class Bench:
     settings: Settings
 
 
+@dataclass
+class Services:
+    """A dev server with our search attributes and the offline model in its own process."""
+
+    env: WorkflowEnvironment
+    model_port: int
+
+    @property
+    def address(self) -> str:
+        return self.env.client.service_client.config.target_host
+
+    @property
+    def model_url(self) -> str:
+        return f"http://127.0.0.1:{self.model_port}/v1"
+
+
 @asynccontextmanager
-async def bench_stack() -> AsyncIterator[Bench]:
+async def bench_services() -> AsyncIterator[Services]:
     """The offline model runs in its own process, as it does in the local stack: it plays
     the model provider, whose cost is not ours to measure."""
     with tempfile.TemporaryDirectory() as model_dir:
@@ -38,34 +54,35 @@ async def bench_stack() -> AsyncIterator[Bench]:
         spec = next(s for s in part_specs(model_settings) if s.name == "model")
         await start_part(spec, model_settings, lambda _: None)
         try:
-            async with _with_model(model_settings.offline_model_port) as bench:
-                yield bench
+            env = await WorkflowEnvironment.start_local(
+                dev_server_existing_path=str(temporal_cli()),
+                search_attributes=sa.ALL,
+                data_converter=pydantic_data_converter,
+                dev_server_log_level="error",
+            )
+            try:
+                yield Services(env=env, model_port=model_settings.offline_model_port)
+            finally:
+                await env.shutdown()
         finally:
             stop(files_for(model_settings, "model"))
 
 
 @asynccontextmanager
-async def _with_model(model_port: int) -> AsyncIterator[Bench]:
-    env = await WorkflowEnvironment.start_local(
-        dev_server_existing_path=str(temporal_cli()),
-        search_attributes=sa.ALL,
-        data_converter=pydantic_data_converter,
-        dev_server_log_level="error",
-    )
-    with tempfile.TemporaryDirectory() as data_dir:
-        host, _, grpc_port = env.client.service_client.config.target_host.rpartition(":")
-        settings = Settings(
-            data_dir=Path(data_dir),
-            temporal_host=host,
-            temporal_port=int(grpc_port),
-            task_queue="bench",
-            offline_model_port=model_port,
-        )
-        try:
-            async with build_worker(env.client, settings):
-                yield Bench(client=env.client, settings=settings)
-        finally:
-            await env.shutdown()
+async def bench_stack() -> AsyncIterator[Bench]:
+    """The shared services and our worker in this process."""
+    async with bench_services() as services:
+        with tempfile.TemporaryDirectory() as data_dir:
+            host, _, grpc_port = services.address.rpartition(":")
+            settings = Settings(
+                data_dir=Path(data_dir),
+                temporal_host=host,
+                temporal_port=int(grpc_port),
+                task_queue="bench",
+                offline_model_port=services.model_port,
+            )
+            async with build_worker(services.env.client, settings):
+                yield Bench(client=services.env.client, settings=settings)
 
 
 async def history_bytes(client: Client, workflow_id: str) -> tuple[int, int, int]:

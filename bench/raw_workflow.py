@@ -1,5 +1,5 @@
 """The engine's ceiling: a minimal workflow doing per step what our agent does (one model
-activity, one tool activity), with trivial activities. Compared in bench/throughput.py."""
+activity, one tool activity), with trivial activities. Compared in bench/side_by_side.py."""
 
 from __future__ import annotations
 

@@ -1,0 +1,131 @@
+"""`make bench`: us, raw Temporal and the peers, side by side on one machine and one dev
+server. Each system runs in its own process (its own peak RSS) and reports JSON; this
+prints the table, writes bench/results/ and the chart in docs/.
+
+Usage: python -m bench.side_by_side [--steps 100] [--concurrent 20] [--only raw,ours]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib.util
+import json
+import os
+import platform
+import sys
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from bench.harness import Services, bench_services
+from bench.report import RESULTS_DIR, write_chart, write_results
+from bench.systems.common import RESULT_MARK
+
+
+@dataclass(frozen=True)
+class System:
+    name: str
+    module: str
+    needs: str | None  # a package of the `bench` extra, when it is a peer
+    extra_args: tuple[str, ...] = ()
+
+
+SYSTEMS = (
+    System("raw Temporal", "bench.systems.raw", None),
+    System(
+        "durable-agents",
+        "bench.systems.ours",
+        None,
+        ("--size-steps", "10,50,100,200,500,2000"),
+    ),
+    System("pydantic-ai (Temporal)", "bench.systems.pydantic_ai_peer", "pydantic_ai"),
+    System("OpenAI Agents (Temporal)", "bench.systems.openai_agents_peer", "agents"),
+    System("LangGraph + SqliteSaver", "bench.systems.langgraph_peer", "langgraph"),
+)
+
+
+async def run_system(
+    system: System, services: Services, args: argparse.Namespace
+) -> dict[str, Any]:
+    if system.needs and importlib.util.find_spec(system.needs) is None:
+        return {"system": system.name, "error": "not installed: pip install -e '.[bench]'"}
+    command = [
+        sys.executable,
+        "-m",
+        system.module,
+        "--address",
+        services.address,
+        "--model-url",
+        services.model_url,
+        "--steps",
+        str(args.steps),
+        "--concurrent",
+        str(args.concurrent),
+        "--fail-steps",
+        str(args.fail_steps),
+        "--rebuild-steps",
+        str(args.rebuild_steps),
+        *(("--size-steps", args.size_steps) if args.size_steps else system.extra_args),
+    ]
+    env = {
+        **os.environ,
+        "BENCH_MODEL_URL": services.model_url,
+        "OPENAI_AGENTS_DISABLE_TRACING": "1",  # the SDK would export traces to OpenAI
+    }
+    print(f"{system.name}:", flush=True)
+    process = await asyncio.create_subprocess_exec(
+        *command, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT, env=env
+    )
+    assert process.stdout is not None
+    figures: dict[str, Any] | None = None
+    tail: list[str] = []
+    async for raw in process.stdout:
+        line = raw.decode(errors="replace").rstrip()
+        if line.startswith(RESULT_MARK):
+            figures = json.loads(line.removeprefix(RESULT_MARK))
+        elif line.startswith("  ["):
+            print(line, flush=True)
+        else:
+            tail = [*tail[-20:], line]
+    code = await process.wait()
+    if figures is None:
+        print("\n".join(tail), file=sys.stderr)
+        return {"system": system.name, "error": f"exited {code} without figures (see above)"}
+    return {**figures, "system": system.name}
+
+
+async def measure(args: argparse.Namespace) -> list[dict[str, Any]]:
+    chosen = [s for s in SYSTEMS if not args.only or any(o in s.module for o in args.only)]
+    async with bench_services() as services:
+        return [await run_system(system, services, args) for system in chosen]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--steps", type=int, default=100, help="steps per run for steps/s")
+    parser.add_argument("--concurrent", type=int, default=20)
+    parser.add_argument("--size-steps", help="run lengths for bytes/step (default 10,50,100,200)")
+    parser.add_argument("--fail-steps", type=int, default=400, help="how far to push for a failure")
+    parser.add_argument("--rebuild-steps", type=int, default=500)
+    parser.add_argument("--only", type=lambda s: s.split(","), default=[], help="e.g. raw,ours")
+    parser.add_argument("--results", type=Path, default=RESULTS_DIR)
+    args = parser.parse_args()
+    rows = asyncio.run(measure(args))
+    meta = {
+        "when": datetime.now(UTC).isoformat(timespec="seconds"),
+        "machine": (
+            f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
+        ),
+        "steps": args.steps,
+        "concurrent": args.concurrent,
+    }
+    table = write_results(rows, meta, args.results)
+    print(table)
+    chart = write_chart(rows, args.results)
+    print(f"results in {args.results}/ (table, JSON{', chart' if chart else ''})")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,66 @@
+"""`make bench`'s machinery at a small scale: each system in its own process against one
+dev server, the table, the results file. The peers are an optional extra, so the suite
+runs raw Temporal and ours; the table's handling of a peer that fails is checked on
+figures of the shape a peer reports."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from bench.report import render
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_side_by_side_runs_each_system_and_writes_the_table(tmp_path):
+    command = [sys.executable, "-m", "bench.side_by_side", "--only", "raw,ours"]
+    command += ["--steps", "3", "--concurrent", "2", "--size-steps", "3,6"]
+    command += ["--fail-steps", "6", "--rebuild-steps", "6", "--results", str(tmp_path)]
+    done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=280)
+    assert done.returncode == 0, done.stdout + done.stderr
+    rows = {
+        r["system"]: r for r in json.loads((tmp_path / "side-by-side.json").read_text())["rows"]
+    }
+    assert set(rows) == {"raw Temporal", "durable-agents"}
+    ours = rows["durable-agents"]
+    assert ours["steps_per_s_1"] > 0 and ours["steps_per_s_many"] > 0
+    assert set(ours["bytes_per_step"]) == {"3", "6"}
+    assert 1000 < ours["bytes_per_step"]["6"] < 8000
+    assert ours["fails_at"]["steps"] is None
+    # Every moment of the 6-step run rebuilt: a model and a tool call per step at least.
+    assert ours["rebuild"]["seconds"] > 0 and int(ours["rebuild"]["note"].split()[0]) > 12
+    assert rows["raw Temporal"]["rebuild"]["seconds"] is None
+    table = (tmp_path / "side-by-side.md").read_text()
+    assert "| durable-agents |" in table and table in done.stdout
+    has_chart = (tmp_path / "history-bytes.png").exists()
+    assert has_chart == (importlib.util.find_spec("matplotlib") is not None)
+
+
+def test_a_peer_that_hits_the_history_limit_shows_where_and_why():
+    meta = {"machine": "m", "when": "w", "steps": 100, "concurrent": 20}
+    ours = _row("durable-agents", {10: 3400, 200: 3100}, None)
+    peer = _row("peer", {10: 25000, 100: 150000}, 191)
+    text = render([ours, peer], meta)
+    assert "| peer | 5.0 | 10.0 | - | 25,000 | - | 150,000 | fails | 191 |" in text
+    assert "peer failed after 191 steps (52.7 MB of history): TerminatedError" in text
+    assert "peer stores 89x the bytes per step of durable-agents at 191 steps" in text
+
+
+def _row(name: str, sizes: dict[int, float], fails: int | None) -> dict[str, Any]:
+    failure: dict[str, Any] = {"steps": None, "error": None, "tried": 400}
+    if fails is not None:
+        failure = {"steps": fails, "error": "TerminatedError: limit", "history_bytes": 52_700_000}
+    return {
+        "system": name,
+        "steps_per_s_1": 5.0,
+        "steps_per_s_many": 10.0,
+        "bytes_per_step": {str(k): v for k, v in sizes.items()},
+        "fails_at": failure,
+        "rebuild": {"seconds": None, "note": "no per-step state to rebuild"},
+        "peak_rss_mb": 100.0,
+    }
