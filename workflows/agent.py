@@ -12,10 +12,10 @@ import asyncio
 import json
 from collections.abc import Callable
 from datetime import timedelta
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy
+from temporalio.common import RetryPolicy, SearchAttributeUpdate
 from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
 
 with workflow.unsafe.imports_passed_through():
@@ -453,16 +453,20 @@ class AgentWorkflow:
         """Keep the Web UI's current details and our search attributes in step with the state."""
         workflow.set_current_details(self.state.progress_line())
         wanted = (self.state.status.value, self.state.current_step or 0, self.state.waiting_for)
-        if wanted == self._published:
+        before = self._published
+        if wanted == before:
             return
         self._published = wanted
-        workflow.upsert_search_attributes(
-            [
-                sa.STATUS.value_set(wanted[0]),
-                sa.STEP.value_set(wanted[1]),
-                sa.WAITING_FOR.value_set(wanted[2]),
-            ]
-        )
+        # Only what changed: most steps move the step number alone, one payload, not three.
+        status, step, waiting_for = before or (None, None, None)
+        updates: list[SearchAttributeUpdate[Any]] = []
+        if wanted[0] != status:
+            updates.append(sa.STATUS.value_set(wanted[0]))
+        if wanted[1] != step:
+            updates.append(sa.STEP.value_set(wanted[1]))
+        if wanted[2] != waiting_for:
+            updates.append(sa.WAITING_FOR.value_set(wanted[2]))
+        workflow.upsert_search_attributes(updates)
 
     # -- people: signals (fire and forget) ------------------------------------------------
     @workflow.signal
