@@ -7,7 +7,6 @@ Retry-After header becomes the next retry's delay.
 
 from __future__ import annotations
 
-import asyncio
 from datetime import timedelta
 from typing import Any
 
@@ -17,6 +16,7 @@ from temporalio.exceptions import ApplicationError
 
 from activities.fingerprints import fingerprint
 from activities.heartbeat import heartbeating
+from activities.sql import store_call
 from activities.stores import Stores
 from worker.settings import Settings
 from workflows.catalog import tool_spec
@@ -45,14 +45,20 @@ class ModelActivities:
             return await self._call_model(call)
 
     async def _call_model(self, call: ModelCallInput) -> ModelTurn:
-        request, digest, stored = await asyncio.to_thread(self._prepare, call)
+        request, digest, stored = await store_call(self.stores.db, self._prepare, call)
         if stored is not None:
             return _turn(call, stored, memoized=True)
         transcript = self.stores.transcript
         response = await self._complete(call, request)
         message = response["choices"][0]["message"]
-        await asyncio.to_thread(
-            transcript.remember, call.run_id, call.reply_seq, digest, response, _assistant(message)
+        await store_call(
+            self.stores.db,
+            transcript.remember,
+            call.run_id,
+            call.reply_seq,
+            digest,
+            response,
+            _assistant(message),
         )
         return _turn(call, response, memoized=False, settings=self.settings)
 

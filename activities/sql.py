@@ -3,14 +3,17 @@ AGENT_DATABASE_URL is set. The same SQL runs on both (`?` placeholders, ON CONFL
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, ParamSpec, Protocol, TypeVar
 
 Row = dict[str, Any]
+T = TypeVar("T")
+P = ParamSpec("P")
 
 
 class Tx(Protocol):
@@ -19,6 +22,10 @@ class Tx(Protocol):
 
 class SqlDatabase(Protocol):
     """A place for our stores; each `transaction()` commits as a whole or not at all."""
+
+    # A local file whose calls take well under a millisecond (SQLite), or a server a call
+    # may wait on (PostgreSQL).
+    local: bool
 
     @property
     def where(self) -> str: ...
@@ -38,6 +45,8 @@ class _SqliteTx:
 
 
 class SqliteDatabase:
+    local = True
+
     def __init__(self, path: Path) -> None:
         self.path = path
         self._local = threading.local()
@@ -97,6 +106,8 @@ class _PostgresTx:
 class PostgresDatabase:
     """One connection per thread: activities run their store calls on worker threads."""
 
+    local = False
+
     def __init__(self, url: str, schema: str | None = None) -> None:
         import psycopg  # imported here so SQLite users need no PostgreSQL driver loaded
 
@@ -144,3 +155,12 @@ def apply_schema(db: SqlDatabase, schema: str) -> None:
         for statement in schema.split(";"):
             if statement.strip():
                 tx.execute(statement)
+
+
+async def store_call(db: SqlDatabase, work: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+    """Store work from an activity: inline on a local SQLite file, where a thread hop costs
+    more than the call itself (a tenth of the worker's CPU at twenty runs at once); in a
+    thread on a database server, so a slow answer never stalls the event loop."""
+    if db.local:
+        return work(*args, **kwargs)
+    return await asyncio.to_thread(work, *args, **kwargs)
