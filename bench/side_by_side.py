@@ -13,6 +13,7 @@ import importlib.util
 import json
 import os
 import platform
+import signal
 import sys
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -81,15 +82,20 @@ async def run_system(
     assert process.stdout is not None
     figures: dict[str, Any] | None = None
     tail: list[str] = []
-    async for raw in process.stdout:
-        line = raw.decode(errors="replace").rstrip()
-        if line.startswith(RESULT_MARK):
-            figures = json.loads(line.removeprefix(RESULT_MARK))
-        elif line.startswith("  ["):
-            print(line, flush=True)
-        else:
-            tail = [*tail[-20:], line]
-    code = await process.wait()
+    try:
+        async for raw in process.stdout:
+            line = raw.decode(errors="replace").rstrip()
+            if line.startswith(RESULT_MARK):
+                figures = json.loads(line.removeprefix(RESULT_MARK))
+            elif line.startswith("  ["):
+                print(line, flush=True)
+            else:
+                tail = [*tail[-20:], line]
+        code = await process.wait()
+    finally:
+        if process.returncode is None:  # interrupted: the system goes with us
+            process.kill()
+            await process.wait()
     if figures is None:
         print("\n".join(tail), file=sys.stderr)
         return {"system": system.name, "error": f"exited {code} without figures (see above)"}
@@ -112,6 +118,9 @@ def main() -> None:
     parser.add_argument("--only", type=lambda s: s.split(","), default=[], help="e.g. raw,ours")
     parser.add_argument("--results", type=Path, default=RESULTS_DIR)
     args = parser.parse_args()
+    # Stopped by SIGTERM (a timeout, a CI runner): unwind like Ctrl-C, so the dev server,
+    # the offline model and the system running are stopped, not left behind.
+    signal.signal(signal.SIGTERM, lambda *_: signal.raise_signal(signal.SIGINT))
     rows = asyncio.run(measure(args))
     meta = {
         "when": datetime.now(UTC).isoformat(timespec="seconds"),
