@@ -121,7 +121,10 @@ def main() -> None:
     # Stopped by SIGTERM (a timeout, a CI runner): unwind like Ctrl-C, so the dev server,
     # the offline model and the system running are stopped, not left behind.
     signal.signal(signal.SIGTERM, lambda *_: signal.raise_signal(signal.SIGINT))
-    rows = asyncio.run(measure(args))
+    try:
+        rows = asyncio.run(measure(args))
+    except KeyboardInterrupt:
+        sys.exit("interrupted: the dev server, the offline model and the system were stopped")
     meta = {
         "when": datetime.now(UTC).isoformat(timespec="seconds"),
         "machine": (
