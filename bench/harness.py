@@ -68,19 +68,26 @@ async def bench_services() -> AsyncIterator[Services]:
             stop(files_for(model_settings, "model"))
 
 
+def bench_settings(
+    address: str, model_port: int, data_dir: Path, task_queue: str = "bench"
+) -> Settings:
+    """Our worker's settings against the benchmark's dev server and offline model."""
+    host, _, port = address.rpartition(":")
+    return Settings(
+        data_dir=data_dir,
+        temporal_host=host,
+        temporal_port=int(port),
+        task_queue=task_queue,
+        offline_model_port=model_port,
+    )
+
+
 @asynccontextmanager
 async def bench_stack() -> AsyncIterator[Bench]:
     """The shared services and our worker in this process."""
     async with bench_services() as services:
         with tempfile.TemporaryDirectory() as data_dir:
-            host, _, grpc_port = services.address.rpartition(":")
-            settings = Settings(
-                data_dir=Path(data_dir),
-                temporal_host=host,
-                temporal_port=int(grpc_port),
-                task_queue="bench",
-                offline_model_port=services.model_port,
-            )
+            settings = bench_settings(services.address, services.model_port, Path(data_dir))
             async with build_worker(services.env.client, settings):
                 yield Bench(client=services.env.client, settings=settings)
 

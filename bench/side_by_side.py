@@ -70,11 +70,7 @@ async def run_system(
         str(args.rebuild_steps),
         *(("--size-steps", args.size_steps) if args.size_steps else system.extra_args),
     ]
-    env = {
-        **os.environ,
-        "BENCH_MODEL_URL": services.model_url,
-        "OPENAI_AGENTS_DISABLE_TRACING": "1",  # the SDK would export traces to OpenAI
-    }
+    env = {**os.environ, "BENCH_MODEL_URL": services.model_url}
     print(f"{system.name}:", flush=True)
     process = await asyncio.create_subprocess_exec(
         *command, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT, env=env

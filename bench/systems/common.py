@@ -39,7 +39,6 @@ class Options:
     size_steps: tuple[int, ...] = SIZE_STEPS
     fail_steps: int = 400
     rebuild_steps: int = 500
-    skip: set[str] = field(default_factory=set)
 
     def scenario(self, steps: int) -> str:
         return f"loop?steps={steps}&reply_bytes={self.reply_bytes}"
@@ -111,21 +110,14 @@ def failure_text(err: BaseException) -> str:
 
 async def temporal_figures(name: str, system: TemporalSystem, options: Options) -> dict[str, Any]:
     client = await system.connect(options)
+    measuring = Measuring(name, system, client, options)
     figures: dict[str, Any] = {"system": name}
     async with system.worker(client, options):
-
-        async def one(steps: int) -> None:
-            await system.run(client, options, steps, new_id(name))
-
-        figures["steps_per_s_1"] = await steps_per_second(one, 1, options.steps)
-        log(name, f"1 run: {figures['steps_per_s_1']:.1f} steps/s")
-        figures["steps_per_s_many"] = await steps_per_second(one, options.concurrent, options.steps)
-        log(name, f"{options.concurrent} runs: {figures['steps_per_s_many']:.1f} steps/s")
-        sizes, chains, finished = await _sizes(name, system, client, options)
-        figures["bytes_per_step"] = sizes
-        figures["chain_runs"] = chains
-        figures["fails_at"] = await _failure(name, system, client, options, finished)
-        figures["rebuild"] = await _rebuild(name, system, client, options, finished)
+        figures["steps_per_s_1"] = await measuring.throughput(1)
+        figures["steps_per_s_many"] = await measuring.throughput(options.concurrent)
+        figures["bytes_per_step"], figures["chain_runs"] = await measuring.sizes()
+        figures["fails_at"] = await measuring.failure()
+        figures["rebuild"] = await measuring.rebuild()
     figures["peak_rss_mb"] = peak_rss_mb()
     return figures
 
@@ -136,75 +128,82 @@ class SizedRun:
     error: WorkflowFailureError | None = None
 
 
-async def _sizes(
-    name: str, system: TemporalSystem, client: Client, options: Options
-) -> tuple[dict[int, float], dict[int, int], dict[int, SizedRun]]:
-    """History bytes per step by run length (and the runs in its continue-as-new chain),
-    stopping at the first run that fails."""
-    sizes: dict[int, float] = {}
-    chains: dict[int, int] = {}
-    finished: dict[int, SizedRun] = {}
-    for steps in sorted(options.size_steps):
-        run = finished[steps] = SizedRun(new_id(name))
+@dataclass
+class Measuring:
+    """One system's runs, in order: throughput, then sizes, whose runs the failure and
+    rebuild figures reuse where they can."""
+
+    name: str
+    system: TemporalSystem
+    client: Client
+    options: Options
+    finished: dict[int, SizedRun] = field(default_factory=dict)
+
+    async def _run(self, steps: int, run: SizedRun | None = None) -> SizedRun:
+        """Run N steps; a run that fails keeps its error."""
+        run = run or SizedRun(new_id(self.name))
         try:
-            await system.run(client, options, steps, run.workflow_id)
+            await self.system.run(self.client, self.options, steps, run.workflow_id)
         except WorkflowFailureError as err:
             run.error = err
-            break
-        size, _, chain = await history_bytes(client, run.workflow_id)
-        sizes[steps], chains[steps] = size / steps, chain
-        log(name, f"{steps} steps: {size / steps:,.0f} B/step ({size:,} B, {chain} run(s))")
-    return sizes, chains, finished
+        return run
 
+    async def throughput(self, runs: int) -> float:
+        async def one(steps: int) -> None:
+            await self.system.run(self.client, self.options, steps, new_id(self.name))
 
-async def _failure(
-    name: str,
-    system: TemporalSystem,
-    client: Client,
-    options: Options,
-    finished: dict[int, SizedRun],
-) -> dict[str, Any]:
-    """The step count at which a run fails: from a size run that failed, or else from one
-    run of `fail_steps` (unless a size run already went that far)."""
-    longest = max(finished)
-    run = finished[longest]
-    if run.error is None:
-        if longest >= options.fail_steps:
-            return {"steps": None, "error": None, "tried": longest}
-        run = SizedRun(new_id(name))
-        try:
-            await system.run(client, options, options.fail_steps, run.workflow_id)
-            log(name, f"{options.fail_steps} steps completed")
-            return {"steps": None, "error": None, "tried": options.fail_steps}
-        except WorkflowFailureError as err:
-            run.error = err
-    steps = await completed_steps(client, run.workflow_id)
-    size, _, _ = await history_bytes(client, run.workflow_id)
-    text = failure_text(run.error)
-    log(name, f"failed after {steps} steps ({size:,} B of history): {text}")
-    return {"steps": steps, "error": text, "history_bytes": size}
+        per_second = await steps_per_second(one, runs, self.options.steps)
+        log(self.name, f"{runs} run(s): {per_second:.1f} steps/s")
+        return per_second
 
+    async def sizes(self) -> tuple[dict[int, float], dict[int, int]]:
+        """History bytes per step by run length (and the runs in its continue-as-new
+        chain), stopping at the first run that fails."""
+        sizes: dict[int, float] = {}
+        chains: dict[int, int] = {}
+        for steps in sorted(self.options.size_steps):
+            run = self.finished[steps] = await self._run(steps)
+            if run.error is not None:
+                break
+            size, _, chain = await history_bytes(self.client, run.workflow_id)
+            sizes[steps], chains[steps] = size / steps, chain
+            log(
+                self.name, f"{steps} steps: {size / steps:,.0f} B/step ({size:,} B, {chain} run(s))"
+            )
+        return sizes, chains
 
-async def _rebuild(
-    name: str,
-    system: TemporalSystem,
-    client: Client,
-    options: Options,
-    finished: dict[int, SizedRun],
-) -> dict[str, Any]:
-    steps = options.rebuild_steps
-    if not system.rebuilds:
-        return {"seconds": None, "note": "no per-step state to rebuild"}
-    run = finished.get(steps) or SizedRun(new_id(name))
-    if any(r.error for r in finished.values()):
-        return {"seconds": None, "note": f"no {steps}-step run (fails before)"}
-    if steps not in finished:
-        await system.run(client, options, steps, run.workflow_id)
-    started = time.perf_counter()
-    rebuilt = await system.rebuild(client, run.workflow_id)
-    seconds = time.perf_counter() - started
-    log(name, f"rebuilt {rebuilt} states of a {steps}-step run in {seconds:.1f}s")
-    return {"seconds": seconds, "note": f"{rebuilt} states"}
+    async def failure(self) -> dict[str, Any]:
+        """The step count at which a run fails: from a size run that failed, or else from
+        one run of `fail_steps` (unless a size run already went that far)."""
+        longest = max(self.finished)
+        run = self.finished[longest]
+        if run.error is None:
+            if longest >= self.options.fail_steps:
+                return {"steps": None, "error": None, "tried": longest}
+            run = await self._run(self.options.fail_steps)
+            if run.error is None:
+                log(self.name, f"{self.options.fail_steps} steps completed")
+                return {"steps": None, "error": None, "tried": self.options.fail_steps}
+        steps = await completed_steps(self.client, run.workflow_id)
+        size, _, _ = await history_bytes(self.client, run.workflow_id)
+        text = failure_text(run.error)
+        log(self.name, f"failed after {steps} steps ({size:,} B of history): {text}")
+        return {"steps": steps, "error": text, "history_bytes": size}
+
+    async def rebuild(self) -> dict[str, Any]:
+        steps = self.options.rebuild_steps
+        if not self.system.rebuilds:
+            return {"seconds": None, "note": "no per-step state to rebuild"}
+        if any(r.error for r in self.finished.values()):
+            return {"seconds": None, "note": f"no {steps}-step run (fails before)"}
+        run = self.finished.get(steps) or await self._run(steps)
+        if run.error is not None:
+            return {"seconds": None, "note": f"no {steps}-step run (fails before)"}
+        started = time.perf_counter()
+        rebuilt = await self.system.rebuild(self.client, run.workflow_id)
+        seconds = time.perf_counter() - started
+        log(self.name, f"rebuilt {rebuilt} states of a {steps}-step run in {seconds:.1f}s")
+        return {"seconds": seconds, "note": f"{rebuilt} states"}
 
 
 def log(name: str, text: str) -> None:

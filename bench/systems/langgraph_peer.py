@@ -18,7 +18,15 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.graph import END, START, StateGraph
 from openai import OpenAI
 
-from bench.systems.common import Options, log, new_id, parse_options, peak_rss_mb, report
+from bench.systems.common import (
+    Options,
+    log,
+    new_id,
+    parse_options,
+    peak_rss_mb,
+    report,
+    steps_per_second,
+)
 
 TOOLS = [
     {
@@ -118,16 +126,17 @@ async def figures(options: Options) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
         loop = LangGraphLoop(options, Path(tmp) / "checkpoints.sqlite")
 
-        async def steps_per_second(runs: int, steps: int) -> float:
-            started = time.perf_counter()
-            await asyncio.gather(
-                *(asyncio.to_thread(loop.run, steps, new_id(name)) for _ in range(runs))
-            )
-            return runs * steps / (time.perf_counter() - started)
+        async def one(steps: int) -> None:
+            await asyncio.to_thread(loop.run, steps, new_id(name))
 
         result: dict[str, Any] = {"system": name}
-        result["steps_per_s_1"] = await steps_per_second(1, options.steps)
-        result["steps_per_s_many"] = await steps_per_second(options.concurrent, options.steps)
+        result["steps_per_s_1"] = await steps_per_second(one, 1, options.steps)
+        result["steps_per_s_many"] = await steps_per_second(one, options.concurrent, options.steps)
+        log(
+            name,
+            f"steps/s: {result['steps_per_s_1']:.1f} (1 run), "
+            f"{result['steps_per_s_many']:.1f} ({options.concurrent} runs)",
+        )
         result["bytes_per_step"] = {}
         for steps in options.size_steps:
             thread_id = new_id(name)

@@ -5,6 +5,7 @@ only Temporal's limits stop it; the SDK's trace export is off (no network here).
 
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import timedelta
@@ -14,9 +15,12 @@ from temporalio import activity, workflow
 from temporalio.client import Client
 from temporalio.worker import Worker
 
+# The SDK would export its traces to OpenAI, from the worker too; there is no network here.
+os.environ.setdefault("OPENAI_AGENTS_DISABLE_TRACING", "1")
+
 # The sandbox re-imports this module for each run: what is not workflow code passes through.
 with workflow.unsafe.imports_passed_through():
-    from agents import Agent, ModelSettings, Runner, set_tracing_disabled
+    from agents import Agent, ModelSettings, Runner
     from agents.models.openai_provider import OpenAIProvider
     from openai import AsyncOpenAI
     from temporalio.openai_agents import ModelActivityParameters, OpenAIAgentsPlugin
@@ -61,7 +65,6 @@ class OpenAIAgents(LoopPeer):
         )
 
     async def connect(self, options: Options) -> Client:
-        set_tracing_disabled(True)
         return await Client.connect(options.address, plugins=[self._plugin(options)])
 
     @asynccontextmanager

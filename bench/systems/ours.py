@@ -12,6 +12,7 @@ from urllib.parse import urlsplit
 
 from temporalio.client import Client
 
+from bench.harness import bench_settings
 from bench.systems.common import Options, parse_options, report, run_figures
 from starters import runs
 from starters.timeline import rebuild
@@ -26,15 +27,8 @@ class Ours:
         self.settings: Settings | None = None
 
     def _settings(self, options: Options, data_dir: Path) -> Settings:
-        host, _, port = options.address.rpartition(":")
         model_port = urlsplit(options.model_url).port or 80
-        return Settings(
-            data_dir=data_dir,
-            temporal_host=host,
-            temporal_port=int(port),
-            task_queue="bench-ours",
-            offline_model_port=model_port,
-        )
+        return bench_settings(options.address, model_port, data_dir, task_queue="bench-ours")
 
     async def connect(self, options: Options) -> Client:
         return await connect(self._settings(options, Path(tempfile.gettempdir())))
