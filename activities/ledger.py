@@ -8,12 +8,12 @@ a crash between the provider acting and the ledger recording still ends in one e
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from activities import fingerprints
 from activities.fingerprints import now_text
-from activities.sql import SqlDatabase, apply_schema
+from activities.sql import Sealed, SqlDatabase, apply_schema
+from worker.encryption import Keyring
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS effects (
@@ -37,8 +37,9 @@ def fingerprint(tool: str, arguments: dict[str, Any]) -> str:
 
 
 class EffectLedger:
-    def __init__(self, db: SqlDatabase) -> None:
+    def __init__(self, db: SqlDatabase, keyring: Keyring | None = None) -> None:
         self.db = db
+        self.sealed = Sealed(keyring)
         apply_schema(db, SCHEMA)
 
     def recorded(self, key: str, tool: str, digest: str) -> dict[str, Any] | None:
@@ -53,7 +54,7 @@ class EffectLedger:
                 f"idempotency key {key!r} was already used for a different {tool} request; "
                 "refusing to perform a second, different effect under it"
             )
-        result: dict[str, Any] = json.loads(rows[0]["result"])
+        result: dict[str, Any] = self.sealed.load(rows[0]["result"])
         return result
 
     def record(
@@ -65,7 +66,7 @@ class EffectLedger:
                 "INSERT INTO effects (idempotency_key, run_id, tool, fingerprint, result,"
                 " created_at) VALUES (?, ?, ?, ?, ?, ?)"
                 " ON CONFLICT (idempotency_key) DO NOTHING",
-                (key, run_id, tool, digest, json.dumps(result), now_text()),
+                (key, run_id, tool, digest, self.sealed.dump(result), now_text()),
             )
         stored = self.recorded(key, tool, digest)
         assert stored is not None
@@ -77,4 +78,4 @@ class EffectLedger:
             " WHERE run_id=? ORDER BY created_at",
             (run_id,),
         )
-        return [row | {"result": json.loads(row["result"])} for row in rows]
+        return [row | {"result": self.sealed.load(row["result"])} for row in rows]

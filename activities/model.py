@@ -14,6 +14,7 @@ import openai
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from activities import observe
 from activities.fingerprints import fingerprint
 from activities.heartbeat import heartbeating
 from activities.sql import store_call
@@ -45,6 +46,14 @@ class ModelActivities:
             return await self._call_model(call)
 
     async def _call_model(self, call: ModelCallInput) -> ModelTurn:
+        provider = "offline" if self.settings.uses_offline_model else "openai"
+        with observe.model_span(call, provider, self.settings.effective_model_name) as span:
+            turn = await self._answer(call)
+            observe.finish_model_span(span, turn)
+        observe.count_model_usage(turn)
+        return turn
+
+    async def _answer(self, call: ModelCallInput) -> ModelTurn:
         request, digest, stored = await store_call(self.stores.db, self._prepare, call)
         if stored is not None:
             return _turn(call, stored, memoized=True)

@@ -4,12 +4,15 @@ AGENT_DATABASE_URL is set. The same SQL runs on both (`?` placeholders, ON CONFL
 from __future__ import annotations
 
 import asyncio
+import json
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, ParamSpec, Protocol, TypeVar
+
+from worker.encryption import SEALED_PREFIX, Keyring, KeyringError
 
 Row = dict[str, Any]
 T = TypeVar("T")
@@ -164,3 +167,25 @@ async def store_call(db: SqlDatabase, work: Callable[P, T], *args: P.args, **kwa
     if db.local:
         return work(*args, **kwargs)
     return await asyncio.to_thread(work, *args, **kwargs)
+
+
+class Sealed:
+    """JSON values as stored: encrypted when a keyring is given, plain otherwise; either
+    kind reads back, so turning encryption on keeps older rows readable."""
+
+    def __init__(self, keyring: Keyring | None) -> None:
+        self.keyring = keyring
+
+    def dump(self, value: Any) -> str:
+        text = json.dumps(value)
+        return self.keyring.seal_text(text) if self.keyring else text
+
+    def load(self, stored: str) -> Any:
+        if stored.startswith(SEALED_PREFIX):
+            if self.keyring is None:
+                raise KeyringError(
+                    "the store holds encrypted data but no encryption keys are set; "
+                    "set AGENT_ENCRYPTION_KEYS"
+                )
+            stored = self.keyring.open_text(stored)
+        return json.loads(stored)

@@ -8,6 +8,7 @@ from activities.ledger import EffectLedger
 from activities.providers import Providers
 from activities.sql import PostgresDatabase, SqlDatabase, SqliteDatabase
 from activities.transcript import TranscriptStore
+from worker.encryption import keyring_from
 from worker.settings import Settings
 
 
@@ -27,9 +28,10 @@ class Stores:
     @classmethod
     def open(cls, settings: Settings) -> Stores:
         db = open_database(settings)
+        keyring = keyring_from(settings)
         return cls(
             db=db,
-            transcript=TranscriptStore(db),
-            ledger=EffectLedger(db),
+            transcript=TranscriptStore(db, keyring),
+            ledger=EffectLedger(db, keyring),
             providers=Providers.open(settings.data_dir),
         )

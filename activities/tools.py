@@ -15,6 +15,7 @@ from pydantic import ValidationError
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from activities import observe
 from activities.crash_points import CrashPoints
 from activities.heartbeat import finish_even_if_cancelled, heartbeating
 from activities.ledger import IdempotencyConflict, fingerprint
@@ -40,8 +41,12 @@ class ToolActivities:
 
     @activity.defn(name="run_tool")
     async def run_tool(self, call: ToolCallInput) -> ToolOutcome:
-        async with heartbeating():
-            return await finish_even_if_cancelled(asyncio.to_thread(self._run, call))
+        with observe.tool_span(call) as span:
+            async with heartbeating():
+                outcome = await finish_even_if_cancelled(asyncio.to_thread(self._run, call))
+            observe.finish_tool_span(span, outcome)
+        observe.count_effect(call, outcome)
+        return outcome
 
     def _run(self, call: ToolCallInput) -> ToolOutcome:
         spec, args = _validated(call)

@@ -6,13 +6,13 @@ The workflow only ever holds sequence numbers and previews; whole messages live 
 from __future__ import annotations
 
 import asyncio
-import json
 from typing import Any
 
 from temporalio import activity
 
 from activities.fingerprints import now_text
-from activities.sql import SqlDatabase, Tx, apply_schema
+from activities.sql import Sealed, SqlDatabase, Tx, apply_schema
+from worker.encryption import Keyring
 from workflows.contracts import TranscriptCopy
 
 SCHEMA = """
@@ -36,8 +36,12 @@ CREATE TABLE IF NOT EXISTS model_calls (
 
 
 class TranscriptStore:
-    def __init__(self, db: SqlDatabase) -> None:
+    """With a keyring, messages and answers are stored encrypted; rows written before
+    encryption was turned on still read."""
+
+    def __init__(self, db: SqlDatabase, keyring: Keyring | None = None) -> None:
         self.db = db
+        self.sealed = Sealed(keyring)
         apply_schema(db, SCHEMA)
 
     def put(self, run_id: str, seq: int, message: dict[str, Any]) -> None:
@@ -50,7 +54,7 @@ class TranscriptStore:
             return
         with self.db.transaction() as tx:
             for seq, message in messages:
-                _upsert(tx, run_id, seq, message)
+                self._upsert(tx, run_id, seq, message)
 
     def read(
         self, run_id: str, before_seq: int | None = None, *, window_from: int | None = None
@@ -67,7 +71,7 @@ class TranscriptStore:
             sql += " AND seq < ?"
             params.append(before_seq)
         rows = self.db.query(sql + " ORDER BY seq", params)
-        return [json.loads(row["message"]) for row in rows]
+        return [self.sealed.load(row["message"]) for row in rows]
 
     def recall(self, run_id: str, seq: int, fingerprint: str) -> dict[str, Any] | None:
         """The stored answer to exactly this request at this point of the run, if any."""
@@ -75,7 +79,7 @@ class TranscriptStore:
             "SELECT response FROM model_calls WHERE run_id=? AND seq=? AND fingerprint=?",
             (run_id, seq, fingerprint),
         )
-        return json.loads(rows[0]["response"]) if rows else None
+        return self.sealed.load(rows[0]["response"]) if rows else None
 
     def remember(
         self,
@@ -90,9 +94,9 @@ class TranscriptStore:
             tx.execute(
                 "INSERT INTO model_calls (run_id, seq, fingerprint, response, created_at)"
                 " VALUES (?, ?, ?, ?, ?) ON CONFLICT (run_id, seq, fingerprint) DO NOTHING",
-                (run_id, seq, fingerprint, json.dumps(response), now_text()),
+                (run_id, seq, fingerprint, self.sealed.dump(response), now_text()),
             )
-            _upsert(tx, run_id, seq, message)
+            self._upsert(tx, run_id, seq, message)
 
     def copy(self, from_run_id: str, to_run_id: str, before_seq: int) -> int:
         """The rows before `before_seq`, each at its own seq, in one statement."""
@@ -118,13 +122,13 @@ class TranscriptStore:
         )
         return {int(row["seq"]): str(row["at"]) for row in rows}
 
-
-def _upsert(tx: Tx, run_id: str, seq: int, message: dict[str, Any]) -> None:
-    tx.execute(
-        "INSERT INTO transcript (run_id, seq, role, message, created_at) VALUES (?, ?, ?, ?, ?)"
-        " ON CONFLICT (run_id, seq) DO UPDATE SET role=excluded.role, message=excluded.message",
-        (run_id, seq, message["role"], json.dumps(message), now_text()),
-    )
+    def _upsert(self, tx: Tx, run_id: str, seq: int, message: dict[str, Any]) -> None:
+        tx.execute(
+            "INSERT INTO transcript (run_id, seq, role, message, created_at)"
+            " VALUES (?, ?, ?, ?, ?) ON CONFLICT (run_id, seq) DO UPDATE"
+            " SET role=excluded.role, message=excluded.message",
+            (run_id, seq, message["role"], self.sealed.dump(message), now_text()),
+        )
 
 
 class TranscriptActivities:

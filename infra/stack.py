@@ -7,6 +7,7 @@ them; `status` says what runs where. Runs survive down and up: same SQLite file.
 from __future__ import annotations
 
 import json
+import secrets
 import subprocess
 import sys
 import urllib.request
@@ -22,6 +23,7 @@ from infra.binaries import temporal_cli
 from infra.processes import ProcessFiles, ProcessSpec, StackError, port_in_use, spawn, stop
 from infra.temporal_setup import set_up_namespace
 from worker.client import connect
+from worker.codec_server import ui_endpoint
 from worker.settings import Settings
 from workflows import search_attributes as sa
 
@@ -54,9 +56,27 @@ def settings_env(settings: Settings) -> dict[str, str]:
     }
 
 
+def codec_token(settings: Settings) -> str:
+    """The codec server's token: the setting, else one made once and kept in the data dir
+    (readable by its owner alone)."""
+    if settings.codec_token is not None:
+        return settings.codec_token.get_secret_value()
+    path = settings.data_dir.resolve() / "codec-token"
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.touch(mode=0o600)
+        path.write_text(secrets.token_urlsafe(32))
+    return path.read_text().strip()
+
+
 def part_specs(settings: Settings) -> list[ProcessSpec]:
     data = settings.data_dir.resolve()
     env = settings_env(settings)
+    codec_flags: list[str] = []
+    if settings.encryption_on:
+        token = codec_token(settings)
+        env = env | {"AGENT_CODEC_TOKEN": token}
+        codec_flags = ["--ui-codec-endpoint", ui_endpoint(settings, token)]
     temporal = ProcessSpec(
         name="temporal",
         argv=[
@@ -76,6 +96,7 @@ def part_specs(settings: Settings) -> list[ProcessSpec]:
             "--log-level",
             "warn",
             "--ui-disable-news-fetch",
+            *codec_flags,
             *sa.dev_server_flags(),
         ],
         port=settings.temporal_port,
@@ -97,6 +118,14 @@ def part_specs(settings: Settings) -> list[ProcessSpec]:
     parts = [temporal, worker]
     if settings.uses_offline_model:
         parts.insert(1, model)
+    if settings.encryption_on:
+        codec = ProcessSpec(
+            name="codec",
+            argv=[sys.executable, "-m", "worker.codec_server"],
+            port=settings.codec_port,
+            env=env,
+        )
+        parts.insert(1, codec)
     return parts
 
 
@@ -137,7 +166,11 @@ async def start_part(
 
 
 def _port_setting(name: str) -> str:
-    return {"temporal": "AGENT_TEMPORAL_PORT", "model": "AGENT_OFFLINE_MODEL_PORT"}.get(name, "")
+    return {
+        "temporal": "AGENT_TEMPORAL_PORT",
+        "model": "AGENT_OFFLINE_MODEL_PORT",
+        "codec": "AGENT_CODEC_PORT",
+    }.get(name, "")
 
 
 async def _wait_ready(
@@ -178,6 +211,8 @@ async def _check(name: str, settings: Settings) -> None:
             raise NotReady(f"temporal not answering: {err}") from err
     elif name == "model":
         _http_get_json(f"http://127.0.0.1:{settings.offline_model_port}/v1/models")
+    elif name == "codec":
+        _http_get_json(f"{settings.codec_url}/health")
     elif name.startswith("worker") and not await worker_polling(settings):
         raise NotReady("no worker polling the task queue yet")
 
@@ -213,6 +248,7 @@ def status(settings: Settings) -> list[PartStatus]:
         "temporal": f"{settings.temporal_address} (Web UI {settings.web_ui_url()})",
         "model": f"{settings.model_base_url} (scripted offline model)",
         "worker": f"task queue {settings.task_queue!r}, model {settings.effective_model_name}",
+        "codec": f"{settings.codec_url} (codec server for the Web UI)",
     }
     parts = []
     for spec in part_specs(settings):

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 
 import typer
+from pydantic import ValidationError
 
-from starters import cli_history, cli_people, cli_runs, cli_stack
+from starters import cli_history, cli_ops, cli_people, cli_runs, cli_stack
 from starters.demo import demo
+from worker import telemetry
+from worker.settings import load_settings
 
 app = typer.Typer(
     help="Durable AI agents on Temporal: start, watch, approve and inspect runs.",
@@ -20,6 +24,7 @@ cli_stack.register(app)
 cli_runs.register(app)
 cli_people.register(app)
 cli_history.register(app)
+cli_ops.register(app)
 app.command()(demo)
 
 
@@ -31,11 +36,20 @@ def main() -> None:
     after the command already succeeded. Flushing and calling os._exit skips that
     phase: every command has finished its work and its output by then.
     """
+    _trace_if_asked()
     try:
         app()
         exit_code = 0
     except SystemExit as done:
         exit_code = done.code if isinstance(done.code, int) else (0 if done.code is None else 1)
+    telemetry.flush_tracing()
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(exit_code)
+
+
+def _trace_if_asked() -> None:
+    """The starter's spans (start, signal, update) begin the run's trace."""
+    # Settings it cannot use are reported by the command itself.
+    with contextlib.suppress(ValidationError, ValueError):
+        telemetry.install_tracing(load_settings())

@@ -16,6 +16,8 @@ from infra.binaries import BinaryMissing
 from infra.offline_model.scenarios import ScenarioError
 from infra.processes import StackError
 from starters.runs import RunError
+from worker.encryption import KeyringError
+from worker.settings import SettingsFileMissing
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -45,6 +47,8 @@ def one_line(err: BaseException) -> str:
 KNOWN = (
     RunError,
     StackError,
+    KeyringError,
+    SettingsFileMissing,
     ScenarioError,
     BinaryMissing,
     ValidationError,

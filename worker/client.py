@@ -1,16 +1,48 @@
-"""The one way to reach Temporal: the address and namespace from settings, pydantic payloads."""
+"""The one way to reach Temporal: the address and namespace from settings, pydantic payloads,
+encrypted when keys are set, traced when tracing is on."""
 
 from __future__ import annotations
 
-from temporalio.client import Client
-from temporalio.contrib.pydantic import pydantic_data_converter
+import dataclasses
+from functools import cache
 
+from temporalio.client import Client, Interceptor
+from temporalio.contrib.opentelemetry import TracingInterceptor
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.converter import DataConverter, DefaultFailureConverterWithEncodedAttributes
+from temporalio.runtime import Runtime
+
+from worker import telemetry
+from worker.encryption import EncryptionCodec, Keyring
 from worker.settings import Settings
 
 
-async def connect(settings: Settings) -> Client:
+async def connect(settings: Settings, *, runtime: Runtime | None = None) -> Client:
+    interceptors: list[Interceptor] = []
+    if telemetry.tracing_installed():
+        interceptors.append(TracingInterceptor(telemetry.tracer()))
     return await Client.connect(
         settings.temporal_address,
         namespace=settings.namespace,
-        data_converter=pydantic_data_converter,
+        data_converter=data_converter(settings),
+        interceptors=interceptors,
+        runtime=runtime,
+    )
+
+
+def data_converter(settings: Settings) -> DataConverter:
+    """Pydantic payloads; with keys, every payload encrypted and failure messages and stack
+    traces moved into an encrypted payload, so the server holds no plaintext."""
+    keys = settings.encryption_key_text
+    if keys is None:
+        return pydantic_data_converter
+    return _encrypted_converter(keys)
+
+
+@cache
+def _encrypted_converter(keys: str) -> DataConverter:
+    return dataclasses.replace(
+        pydantic_data_converter,
+        payload_codec=EncryptionCodec(Keyring.parse(keys)),
+        failure_converter_class=DefaultFailureConverterWithEncodedAttributes,
     )

@@ -23,6 +23,7 @@ from activities.pruning import PruneActivities
 from activities.stores import Stores
 from activities.tools import ToolActivities
 from activities.transcript import TranscriptActivities
+from worker import run_metrics, telemetry
 from worker.client import connect
 from worker.settings import Settings, load_settings
 from workflows.agent import AgentWorkflow
@@ -56,22 +57,37 @@ def build_worker(
 
 
 async def run_worker(settings: Settings) -> None:
-    client = await connect(settings)
+    telemetry.install_tracing(settings)
+    runtime = telemetry.runtime_for(settings)
+    client = await connect(settings, runtime=runtime)
     worker = build_worker(client, settings)
+    gauges = None
+    if runtime is not None:
+        gauges = asyncio.create_task(
+            run_metrics.refresh_forever(
+                client, telemetry.RunGauges(runtime.metric_meter), settings.metrics_refresh_seconds
+            )
+        )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
     log.info(
-        "worker on task queue %r at %s; model %s at %s",
+        "worker on task queue %r at %s; model %s at %s; metrics %s; tracing %s; encryption %s",
         settings.task_queue,
         settings.temporal_address,
         settings.effective_model_name,
         settings.model_base_url,
+        f"on :{settings.metrics_port}/metrics" if runtime else "off",
+        ", ".join(sorted(settings.trace_exporters)) or "off",
+        "on" if settings.encryption_on else "off",
     )
     async with worker:
         await stop.wait()
         log.info("stopping: letting activities in flight finish")
+    if gauges is not None:
+        gauges.cancel()
+    telemetry.flush_tracing()
     log.info("worker stopped")
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from pydantic import AliasChoices, Field, SecretStr
@@ -43,6 +44,34 @@ class Settings(BaseSettings):
     price_input_per_mtok: float = Field(default=0.0, ge=0)
     price_output_per_mtok: float = Field(default=0.0, ge=0)
 
+    # Payload and store encryption: "id=base64key[,id=base64key...]", the first encrypts,
+    # all decrypt (rotation). From the environment or a file holding the same text.
+    encryption_keys: SecretStr | None = None
+    encryption_keys_file: Path | None = None
+    # The codec server the Web UI decrypts through; its bearer token.
+    codec_host: str = "127.0.0.1"
+    codec_port: int = Field(default=8234, ge=1, le=65535)
+    codec_token: SecretStr | None = None
+    codec_cors_origins: list[str] = []
+
+    # Prometheus endpoint of the worker (SDK and our own metrics); 0 turns it off.
+    metrics_host: str = "127.0.0.1"
+    metrics_port: int = Field(default=9464, ge=0, le=65535)
+    metrics_refresh_seconds: float = Field(default=15.0, gt=0)
+    # Tracing: the standard OpenTelemetry variables, read by the SDK's exporters too.
+    otel_exporter_otlp_endpoint: str | None = Field(
+        default=None,
+        validation_alias=AliasChoices(
+            "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT"
+        ),
+    )
+    otel_traces_exporter: str | None = Field(
+        default=None, validation_alias=AliasChoices("OTEL_TRACES_EXPORTER")
+    )
+    otel_service_name: str = Field(
+        default="durable-agents", validation_alias=AliasChoices("OTEL_SERVICE_NAME")
+    )
+
     @property
     def temporal_address(self) -> str:
         return f"{self.temporal_host}:{self.temporal_port}"
@@ -77,11 +106,56 @@ class Settings(BaseSettings):
         """Our own stores (transcript, model-call memo, effect ledger, demo tables)."""
         return self.data_dir / "agent.sqlite3"
 
+    @property
+    def trace_exporters(self) -> set[str]:
+        """OTEL_TRACES_EXPORTER if set ("otlp", "console", "none", comma-separated), else
+        OTLP when an endpoint is set, else none."""
+        if self.otel_traces_exporter is not None:
+            names = {n.strip().lower() for n in self.otel_traces_exporter.split(",")}
+            return names - {"none", ""}
+        return {"otlp"} if self.otel_exporter_otlp_endpoint else set()
+
+    @property
+    def encryption_key_text(self) -> str | None:
+        """The key list from the environment, else from the keys file."""
+        if self.encryption_keys is not None:
+            return self.encryption_keys.get_secret_value()
+        if self.encryption_keys_file is not None:
+            return self.encryption_keys_file.read_text()
+        return None
+
+    @property
+    def encryption_on(self) -> bool:
+        return self.encryption_keys is not None or self.encryption_keys_file is not None
+
+    @property
+    def codec_url(self) -> str:
+        return f"http://{self.codec_host}:{self.codec_port}"
+
+    @property
+    def ui_origins(self) -> list[str]:
+        """Where the Web UI is served from: the origins the codec server lets in."""
+        if self.codec_cors_origins:
+            return self.codec_cors_origins
+        port = self.temporal_ui_port
+        return [f"http://{host}:{port}" for host in {self.temporal_host, "127.0.0.1", "localhost"}]
+
     def web_ui_url(self, run_id: str | None = None) -> str:
         base = f"http://{self.temporal_host}:{self.temporal_ui_port}/namespaces/{self.namespace}"
         return f"{base}/workflows/{run_id}" if run_id else f"{base}/workflows"
 
 
+SETTINGS_FILE_VARIABLE = "AGENT_SETTINGS_FILE"
+
+
 def load_settings(**overrides: object) -> Settings:
-    """Settings from the environment, with explicit overrides (tests, CLI flags) on top."""
-    return Settings(**overrides)  # type: ignore[arg-type]
+    """Settings from the environment, then an optional file (KEY=value lines, named by
+    AGENT_SETTINGS_FILE; the environment wins), with explicit overrides on top."""
+    file = os.environ.get(SETTINGS_FILE_VARIABLE)
+    if file and not Path(file).is_file():
+        raise SettingsFileMissing(f"{SETTINGS_FILE_VARIABLE}={file}: no such file")
+    return Settings(_env_file=file or None, **overrides)  # type: ignore[arg-type]
+
+
+class SettingsFileMissing(ValueError):
+    pass

@@ -7,6 +7,7 @@ a run; that count is kept per (run, phase, turn) in this process.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import time
 from collections import Counter
 from datetime import UTC, datetime
@@ -21,6 +22,10 @@ from infra.offline_model.scenarios import ScenarioError, ScenarioSpec, load
 from worker.settings import OFFLINE_MODEL_NAME
 
 OWNER = "durable-agents: scripted scenarios, not a language model"
+
+
+def key_digest(key: str) -> str:
+    return hashlib.sha256(key.encode()).hexdigest()[:16]
 
 
 def create_app() -> FastAPI:
@@ -51,8 +56,13 @@ def create_app() -> FastAPI:
         x_scenario: str | None = Header(default=None),
         x_agent_run: str | None = Header(default=None),
         x_agent_seq: int | None = Header(default=None),
+        authorization: str | None = Header(default=None),
     ) -> dict[str, Any] | JSONResponse:
         stats["requests"] += 1
+        if authorization:
+            # Which key came, as a digest: tests prove the worker sent its key, and the
+            # key itself is kept nowhere.
+            stats[f"key_{key_digest(authorization.removeprefix('Bearer '))}"] += 1
         try:
             body = await request.json()
             messages = list(body["messages"])

@@ -1,0 +1,46 @@
+"""agentctl doctor and keys: diagnosis and encryption keys."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from starters.doctor import diagnose
+from starters.errors import run_async
+from worker.encryption import new_key
+from worker.settings import load_settings
+
+console = Console()
+keys_app = typer.Typer(help="Encryption keys for payloads and stores.", no_args_is_help=True)
+
+
+@run_async
+async def doctor(
+    quiet: Annotated[bool, typer.Option(help="Print only what is wrong (for probes).")] = False,
+) -> None:
+    """Check Temporal, the worker, the model endpoint, the stores and the codec."""
+    findings = await diagnose(load_settings())
+    for finding in findings:
+        if finding.ok and quiet:
+            continue
+        mark = "[green]ok[/]  " if finding.ok else "[red]FAIL[/]"
+        console.print(f"{mark} {finding.part:<10} {finding.says}", highlight=False)
+        if finding.fix:
+            console.print(f"     {'':<10} fix: {finding.fix}", highlight=False)
+    if not all(finding.ok for finding in findings):
+        raise typer.Exit(1)
+
+
+@keys_app.command("new")
+def new(key_id: Annotated[str, typer.Argument(help="A name for the key, e.g. 2026-12.")]) -> None:
+    """Print a fresh AES-256 key entry. Put it first in AGENT_ENCRYPTION_KEYS to rotate."""
+    if not key_id or any(c in key_id for c in "=,: \n"):
+        raise typer.BadParameter("a key id has no '=', ',', ':' or spaces")
+    typer.echo(f"{key_id}={new_key()}")
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(doctor)
+    app.add_typer(keys_app, name="keys")

@@ -1,0 +1,154 @@
+"""agentctl doctor: check each part the agents need and say in plain words what to fix."""
+
+from __future__ import annotations
+
+import asyncio
+import urllib.error
+import urllib.request
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
+
+from activities.stores import open_database
+from infra.stack import worker_polling
+from worker.client import connect
+from worker.encryption import KeyringError, keyring_from
+from worker.settings import Settings
+from workflows import search_attributes as sa
+
+TIMEOUT_SECONDS = 5.0
+
+
+@dataclass(frozen=True)
+class Finding:
+    part: str
+    ok: bool
+    says: str
+    fix: str = ""
+
+
+async def diagnose(settings: Settings) -> list[Finding]:
+    checks: list[tuple[str, Callable[[Settings], Awaitable[Finding]]]] = [
+        ("temporal", _temporal),
+        ("worker", _worker),
+        ("model", _model),
+        ("stores", _stores),
+        ("encryption", _encryption),
+    ]
+    findings = []
+    for part, check in checks:
+        try:
+            findings.append(await asyncio.wait_for(check(settings), TIMEOUT_SECONDS * 2))
+        except TimeoutError:
+            findings.append(Finding(part, False, "no answer in time", "is it running?"))
+    return findings
+
+
+async def _temporal(settings: Settings) -> Finding:
+    where = f"{settings.temporal_address}, namespace {settings.namespace!r}"
+    try:
+        client = await connect(settings)
+        listed = await client.operator_service.list_search_attributes(
+            ListSearchAttributesRequest(namespace=settings.namespace)
+        )
+    except Exception as err:
+        return Finding(
+            "temporal",
+            False,
+            f"cannot reach Temporal at {where}: {str(err)[:160]}",
+            "start the local stack with `agentctl up`, or set AGENT_TEMPORAL_HOST, "
+            "AGENT_TEMPORAL_PORT and AGENT_NAMESPACE to your cluster",
+        )
+    missing = [key.name for key in sa.ALL if key.name not in listed.custom_attributes]
+    if missing:
+        return Finding(
+            "temporal",
+            False,
+            f"reachable at {where}, but search attributes {', '.join(missing)} are missing",
+            "run `agentctl setup` once against this namespace",
+        )
+    return Finding("temporal", True, f"reachable at {where}; search attributes registered")
+
+
+async def _worker(settings: Settings) -> Finding:
+    try:
+        polling = await worker_polling(settings)
+    except Exception as err:
+        return Finding("worker", False, f"cannot ask Temporal: {str(err)[:120]}", "fix temporal")
+    if not polling:
+        return Finding(
+            "worker",
+            False,
+            f"no worker polls task queue {settings.task_queue!r}: runs would wait",
+            "start one with `agentctl worker` (or `agentctl up` for the local stack)",
+        )
+    return Finding("worker", True, f"a worker polls task queue {settings.task_queue!r}")
+
+
+async def _model(settings: Settings) -> Finding:
+    """Reachability only: the API key is read by the worker alone, never here."""
+    url = settings.model_base_url.rstrip("/") + "/models"
+    try:
+        await asyncio.to_thread(_http_status, url)
+    except urllib.error.HTTPError as err:
+        if err.code in (401, 403):
+            return Finding(
+                "model", True, f"{url} answers (HTTP {err.code} without a key; the worker has it)"
+            )
+        return Finding("model", False, f"{url} answered HTTP {err.code}", "check OPENAI_BASE_URL")
+    except OSError as err:
+        fix = (
+            "start the offline model with `agentctl up`"
+            if settings.uses_offline_model
+            else "check OPENAI_BASE_URL and the network"
+        )
+        return Finding("model", False, f"cannot reach {url}: {err}", fix)
+    return Finding("model", True, f"{url} answers ({settings.effective_model_name})")
+
+
+def _http_status(url: str) -> int:
+    with urllib.request.urlopen(url, timeout=TIMEOUT_SECONDS) as response:
+        return int(response.status)
+
+
+async def _stores(settings: Settings) -> Finding:
+    try:
+        db = await asyncio.to_thread(open_database, settings)
+        await asyncio.to_thread(db.query, "SELECT 1 AS ok")
+    except Exception as err:
+        fix = (
+            "check AGENT_DATABASE_URL (is PostgreSQL running and the database there?)"
+            if settings.database_url
+            else f"check that {settings.data_dir} is writable (AGENT_DATA_DIR)"
+        )
+        return Finding("stores", False, f"cannot open our stores: {str(err)[:160]}", fix)
+    return Finding("stores", True, f"open at {db.where}")
+
+
+async def _encryption(settings: Settings) -> Finding:
+    try:
+        keyring = keyring_from(settings)
+    except (KeyringError, OSError) as err:
+        return Finding(
+            "encryption",
+            False,
+            str(err),
+            "fix AGENT_ENCRYPTION_KEYS / AGENT_ENCRYPTION_KEYS_FILE (`agentctl keys new`)",
+        )
+    if keyring is None:
+        return Finding("encryption", True, "off: payloads and stores are not encrypted")
+    sealed = keyring.seal_text("doctor")
+    if keyring.open_text(sealed) != "doctor":
+        return Finding("encryption", False, "keys do not round-trip", "check the keys")
+    try:
+        await asyncio.to_thread(_http_status, f"{settings.codec_url}/health")
+    except OSError as err:
+        return Finding(
+            "encryption",
+            False,
+            f"on (key {keyring.active!r}), but the codec server at {settings.codec_url} "
+            f"does not answer ({err}): the Web UI cannot show payloads",
+            "`agentctl up` starts it locally; elsewhere run `python -m worker.codec_server`",
+        )
+    return Finding("encryption", True, f"on (active key {keyring.active!r}); codec server answers")

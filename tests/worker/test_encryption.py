@@ -1,0 +1,111 @@
+"""Payload and store encryption: the server and our files never hold a run's words in
+plain text; keys rotate without losing what older keys encrypted."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import SecretStr
+from temporalio.api.common.v1 import Payload
+
+from activities.sql import SqliteDatabase
+from activities.stores import Stores
+from activities.transcript import TranscriptStore
+from starters import runs
+from tests.conftest import run_id, settings_for
+from worker.client import connect
+from worker.encryption import ENCODING, EncryptionCodec, Keyring, KeyringError, new_key
+from worker.main import build_worker
+from workflows.contracts import RunRequest
+
+KEY_OLD, KEY_NEW = new_key(), new_key()
+MARKER = "Zebra-Cobalt-7731"  # stands for a customer's words
+
+
+def payload(text: str) -> Payload:
+    return Payload(metadata={"encoding": b"json/plain"}, data=f'"{text}"'.encode())
+
+
+async def test_an_old_key_still_decrypts_after_rotation():
+    old = EncryptionCodec(Keyring.parse(f"k1={KEY_OLD}"))
+    [sealed] = await old.encode([payload(MARKER)])
+    assert sealed.metadata["encoding"] == ENCODING and MARKER.encode() not in sealed.data
+    assert sealed.metadata["encryption-key-id"] == b"k1"
+
+    rotated = EncryptionCodec(Keyring.parse(f"k2={KEY_NEW}, k1={KEY_OLD}"))
+    assert await rotated.decode([sealed]) == [payload(MARKER)]
+    [fresh] = await rotated.encode([payload(MARKER)])
+    assert fresh.metadata["encryption-key-id"] == b"k2"  # new data under the new key
+
+    without_old = EncryptionCodec(Keyring.parse(f"k2={KEY_NEW}"))
+    with pytest.raises(KeyringError, match="'k1', which is not among the configured keys"):
+        await without_old.decode([sealed])
+
+
+def test_store_rows_rotate_too_and_plain_rows_still_read(tmp_path):
+    db = SqliteDatabase(tmp_path / "agent.sqlite3")
+    TranscriptStore(db).put("r", 0, {"role": "user", "content": "written before encryption"})
+    TranscriptStore(db, Keyring.parse(f"k1={KEY_OLD}")).put(
+        "r", 1, {"role": "user", "content": MARKER}
+    )
+    rotated = TranscriptStore(db, Keyring.parse(f"k2={KEY_NEW},k1={KEY_OLD}"))
+    rotated.put("r", 2, {"role": "user", "content": "after rotation"})
+    contents = [m["content"] for m in rotated.read("r")]
+    assert contents == ["written before encryption", MARKER, "after rotation"]
+    with pytest.raises(KeyringError, match="no encryption keys are set"):
+        TranscriptStore(db).read("r")
+
+
+@pytest.mark.parametrize(
+    "text, says",
+    [
+        ("", "no encryption key given"),
+        ("k1", "expected id=base64key"),
+        ("k1=not base64!", "not base64"),
+        ("k1=AAAA", "3 bytes, AES-256 needs 32"),
+        (f"k1={KEY_OLD},k1={KEY_NEW}", "appears twice"),
+    ],
+)
+def test_unusable_keys_are_refused_clearly(text, says):
+    with pytest.raises(KeyringError, match=says):
+        Keyring.parse(text)
+
+
+def raw_bytes(history) -> bytes:
+    return b"".join(event.SerializeToString() for event in history.events)
+
+
+def files_bytes(data_dir) -> bytes:
+    return b"".join(p.read_bytes() for p in sorted(data_dir.rglob("*")) if p.is_file())
+
+
+async def run_with_marker(dev_env, settings, rotated=None):
+    """A run whose goal holds the marker; the history as the server exports it."""
+    client = await connect(settings)
+    rid = run_id("secret")
+    request = RunRequest(goal=f"summarise the account of {MARKER}", scenario="long?steps=3")
+    async with build_worker(client, settings):
+        await runs.start_run(client, settings, request, rid)
+        assert (await runs.wait_result(client, rid)).status == "completed"
+        # Those who hold the key read it back, also after rotating to a new one.
+        for reader in (settings, rotated or settings):
+            assert MARKER in (await runs.get_state(await connect(reader), rid)).goal
+            assert MARKER in Stores.open(reader).transcript.read(rid)[0]["content"]
+    # Read back without a codec: what the server stores and exports.
+    history = await dev_env.client.get_workflow_handle(rid).fetch_history()
+    return raw_bytes(history)
+
+
+async def test_with_keys_no_plaintext_reaches_history_or_stores(dev_env, model_server, tmp_path):
+    base = settings_for(dev_env.client, tmp_path / "plain", model_server.port)
+    # Without keys the marker is there to find: the checks below can fail.
+    assert MARKER.encode() in await run_with_marker(dev_env, base)
+    assert MARKER.encode() in files_bytes(base.data_dir)
+
+    settings = base.model_copy(
+        update={"data_dir": tmp_path / "sealed", "encryption_keys": SecretStr(f"k1={KEY_OLD}")}
+    )
+    rotated = settings.model_copy(
+        update={"encryption_keys": SecretStr(f"k2={KEY_NEW},k1={KEY_OLD}")}
+    )
+    assert MARKER.encode() not in await run_with_marker(dev_env, settings, rotated)
+    assert MARKER.encode() not in files_bytes(settings.data_dir)

@@ -1,0 +1,135 @@
+"""AES-GCM encryption of every payload and of our stores, with rotating keys.
+
+Keys are "id=base64key" entries, comma- or newline-separated; the first encrypts, every
+one decrypts, so a new key goes first and old data stays readable. Each encrypted payload
+and each sealed store value names its key id.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+from temporalio.api.common.v1 import Payload
+from temporalio.converter import PayloadCodec
+
+if TYPE_CHECKING:
+    from worker.settings import Settings
+
+ENCODING = b"binary/encrypted"
+KEY_ID = "encryption-key-id"
+# Store values sealed by us start with this; anything else was stored before encryption.
+SEALED_PREFIX = "enc1:"
+NONCE_BYTES = 12
+
+
+class KeyringError(ValueError):
+    """A key list that cannot be used, or data sealed with a key we do not hold."""
+
+
+@dataclass(frozen=True)
+class Keyring:
+    """Named AES-256-GCM keys; `active` encrypts."""
+
+    keys: dict[str, bytes]
+    active: str
+
+    @classmethod
+    def parse(cls, text: str) -> Keyring:
+        keys: dict[str, bytes] = {}
+        order: list[str] = []
+        for entry in text.replace("\n", ",").split(","):
+            entry = entry.strip()
+            if not entry or entry.startswith("#"):
+                continue
+            key_id, sep, encoded = entry.partition("=")
+            key_id = key_id.strip()
+            if not sep or not key_id:
+                raise KeyringError(f"encryption key entry {key_id!r}: expected id=base64key")
+            try:
+                key = base64.b64decode(encoded.strip(), validate=True)
+            except binascii.Error as err:
+                raise KeyringError(f"encryption key {key_id!r}: not base64 ({err})") from err
+            if len(key) != 32:
+                raise KeyringError(
+                    f"encryption key {key_id!r}: {len(key)} bytes, AES-256 needs 32 "
+                    "(make one with `agentctl keys new`)"
+                )
+            if key_id in keys:
+                raise KeyringError(f"encryption key id {key_id!r} appears twice")
+            keys[key_id] = key
+            order.append(key_id)
+        if not order:
+            raise KeyringError("no encryption key given")
+        return cls(keys=keys, active=order[0])
+
+    def encrypt(self, plaintext: bytes) -> tuple[str, bytes]:
+        nonce = os.urandom(NONCE_BYTES)
+        sealed = AESGCM(self.keys[self.active]).encrypt(nonce, plaintext, None)
+        return self.active, nonce + sealed
+
+    def decrypt(self, key_id: str, data: bytes) -> bytes:
+        key = self.keys.get(key_id)
+        if key is None:
+            raise KeyringError(
+                f"data was encrypted with key {key_id!r}, which is not among the configured "
+                f"keys ({', '.join(self.keys)}); add it back to AGENT_ENCRYPTION_KEYS"
+            )
+        try:
+            return AESGCM(key).decrypt(data[:NONCE_BYTES], data[NONCE_BYTES:], None)
+        except InvalidTag as err:
+            raise KeyringError(
+                f"data under key {key_id!r} does not decrypt: altered, or a different key "
+                "now carries that id"
+            ) from err
+
+    def seal_text(self, text: str) -> str:
+        """A store value, encrypted: "enc1:<key id>:<base64 nonce+ciphertext>"."""
+        key_id, data = self.encrypt(text.encode())
+        return f"{SEALED_PREFIX}{key_id}:{base64.b64encode(data).decode()}"
+
+    def open_text(self, value: str) -> str:
+        if not value.startswith(SEALED_PREFIX):
+            return value
+        key_id, _, encoded = value[len(SEALED_PREFIX) :].partition(":")
+        return self.decrypt(key_id, base64.b64decode(encoded)).decode()
+
+
+def keyring_from(settings: Settings) -> Keyring | None:
+    """The configured keys, or None when encryption is off."""
+    text = settings.encryption_key_text
+    return Keyring.parse(text) if text is not None else None
+
+
+def new_key() -> str:
+    return base64.b64encode(AESGCM.generate_key(bit_length=256)).decode()
+
+
+class EncryptionCodec(PayloadCodec):
+    """Every payload, whole (metadata and data), encrypted with the active key."""
+
+    def __init__(self, keyring: Keyring) -> None:
+        self.keyring = keyring
+
+    async def encode(self, payloads: Sequence[Payload]) -> list[Payload]:
+        out = []
+        for payload in payloads:
+            key_id, data = self.keyring.encrypt(payload.SerializeToString())
+            out.append(Payload(metadata={"encoding": ENCODING, KEY_ID: key_id.encode()}, data=data))
+        return out
+
+    async def decode(self, payloads: Sequence[Payload]) -> list[Payload]:
+        out = []
+        for payload in payloads:
+            if payload.metadata.get("encoding") != ENCODING:
+                out.append(payload)  # written before encryption was on
+                continue
+            key_id = payload.metadata.get(KEY_ID, b"").decode()
+            out.append(Payload.FromString(self.keyring.decrypt(key_id, payload.data)))
+        return out

@@ -1,0 +1,42 @@
+"""Runs by status and approvals waiting, counted in Temporal's visibility store and set as
+gauges on the worker's Prometheus endpoint. Every worker reports the same cluster-wide
+counts: take the max, not the sum, across workers."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from temporalio.client import Client
+from temporalio.service import RPCError
+
+from worker.telemetry import RunGauges
+from workflows.state import RunStatus
+
+log = logging.getLogger("durable_agents.metrics")
+
+
+async def count_runs(client: Client) -> tuple[dict[str, int], int]:
+    """(runs by agent status, runs waiting for an approval). Open statuses count only
+    running executions: a terminated run keeps the last status it published."""
+    by_status: dict[str, int] = {}
+    for status in RunStatus:
+        query = f'WorkflowType="AgentWorkflow" AND AgentStatus="{status.value}"'
+        if not status.is_closed:
+            query += ' AND ExecutionStatus="Running"'
+        by_status[status.value] = (await client.count_workflows(query)).count
+    return by_status, by_status[RunStatus.AWAITING_APPROVAL.value]
+
+
+async def refresh(client: Client, gauges: RunGauges) -> None:
+    by_status, approvals = await count_runs(client)
+    gauges.set(by_status, approvals)
+
+
+async def refresh_forever(client: Client, gauges: RunGauges, interval: float) -> None:
+    while True:
+        try:
+            await refresh(client, gauges)
+        except RPCError as err:  # a server blip must not stop the worker
+            log.warning("could not count runs for metrics: %s", err)
+        await asyncio.sleep(interval)
