@@ -1,0 +1,104 @@
+"""Traces from the starter through the workflow into every activity, with a GenAI span per
+model call and a span per tool call; replay emits nothing twice."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from temporalio.contrib.opentelemetry import TracingInterceptor
+from temporalio.worker import Replayer
+
+from starters import runs
+from tests.conftest import approve_when_asked, run_id
+from worker import telemetry
+from worker.client import connect, data_converter
+from worker.main import build_worker
+from workflows.agent import AgentWorkflow
+from workflows.contracts import RunRequest
+
+
+@pytest.fixture(scope="module")
+def spans():
+    """The process's tracer provider, exporting to memory (it can be set only once)."""
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    trace.set_tracer_provider(provider)
+    assert telemetry.tracing_installed()
+    yield exporter
+    exporter.shutdown()  # later tests' spans go nowhere
+
+
+def by_name(finished, prefix):
+    return [span for span in finished if span.name.startswith(prefix)]
+
+
+def ancestors(span, index):
+    chain = []
+    while span.parent is not None and span.parent.span_id in index:
+        span = index[span.parent.span_id]
+        chain.append(span.name)
+    return chain
+
+
+async def test_one_trace_from_starter_to_each_model_and_tool_call(spans, dev_env, settings):
+    spans.clear()
+    client = await connect(settings)  # tracing is installed: the interceptor is on
+    rid = run_id("traced")
+    async with build_worker(client, settings):
+        await runs.start_run(client, settings, RunRequest(goal="pay", scenario="pay-invoice"), rid)
+        await approve_when_asked(client, rid)
+        assert (await runs.wait_result(client, rid)).status == "completed"
+    finished = spans.get_finished_spans()
+    index = {span.context.span_id: span for span in finished}
+
+    [start] = by_name(finished, "StartWorkflow:AgentWorkflow")
+    run_trace = [span for span in finished if span.context.trace_id == start.context.trace_id]
+    work = [s for s in finished if s.name.startswith(("RunActivity:", "chat ", "execute_tool "))]
+    assert work and all(span in run_trace for span in work)
+    assert by_name(run_trace, "RunWorkflow:AgentWorkflow")
+
+    models = by_name(finished, "chat ")
+    assert len(models) >= 2
+    for span in models:
+        chain = ancestors(span, index)
+        assert chain[0] == "RunActivity:call_model"
+        assert chain[-1] == "StartWorkflow:AgentWorkflow"
+        attrs = span.attributes
+        assert attrs["gen_ai.operation.name"] == "chat"
+        assert attrs["gen_ai.system"] == "offline"
+        assert attrs["gen_ai.request.model"] == settings.effective_model_name
+        assert attrs["gen_ai.response.model"]
+        assert attrs["gen_ai.usage.input_tokens"] > 0
+        assert attrs["gen_ai.usage.output_tokens"] > 0
+        assert attrs["gen_ai.response.finish_reasons"] in (("tool_calls",), ("stop",))
+
+    tools = {
+        span.attributes["gen_ai.tool.name"]: span for span in by_name(finished, "execute_tool")
+    }
+    pay = tools["pay_invoice"]
+    assert ancestors(pay, index)[0] == "RunActivity:run_tool"
+    assert ancestors(pay, index)[-1] == "StartWorkflow:AgentWorkflow"
+    assert pay.attributes["agent.tool.risk"] == "needs_approval"
+    assert pay.attributes["agent.tool.idempotency_key"].startswith(rid)
+    assert pay.attributes["agent.tool.outcome"] == "ok"
+    lookup = tools["lookup_invoice"]
+    assert lookup.attributes["agent.tool.risk"] == "read_only"
+    assert "agent.tool.idempotency_key" not in lookup.attributes
+
+    # Replaying the whole history emits no span a second time.
+    emitted = Counter(span.name for span in spans.get_finished_spans())
+    history = await client.get_workflow_handle(rid).fetch_history()
+    replayer = Replayer(
+        workflows=[AgentWorkflow],
+        interceptors=[TracingInterceptor(telemetry.tracer())],
+        data_converter=data_converter(settings),
+    )
+    await replayer.replay_workflow(history)
+    assert Counter(span.name for span in spans.get_finished_spans()) == emitted
+    assert emitted["RunActivity:call_model"] == len(models)
