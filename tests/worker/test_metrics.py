@@ -1,0 +1,80 @@
+"""The worker's Prometheus endpoint: the SDK's metrics and ours, scraped over HTTP."""
+
+from __future__ import annotations
+
+import re
+
+import httpx
+
+from activities.providers import Providers
+from infra.offline_model.embedded import free_port
+from starters import runs
+from tests.conftest import eventually, run_id, wait_for_approval
+from worker import run_metrics, telemetry
+from worker.client import connect
+from worker.main import build_worker
+from workflows.contracts import Decision, RunRequest
+
+
+def scrape(port: int) -> str:
+    response = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5)
+    response.raise_for_status()
+    return response.text
+
+
+def value(text: str, name: str, **labels: str) -> float:
+    """The sum of a metric's samples whose labels include `labels` (0 when absent)."""
+    total = 0.0
+    for line in text.splitlines():
+        match = re.match(rf"^{name}(?:{{(.*)}})? (\S+)$", line)
+        if not match:
+            continue
+        found = dict(re.findall(r'(\w+)="([^"]*)"', match.group(1) or ""))
+        if all(found.get(k) == v for k, v in labels.items()):
+            total += float(match.group(2))
+    return total
+
+
+async def test_the_metrics_endpoint_serves_sdk_and_agent_metrics(dev_env, settings):
+    port = free_port()
+    settings = settings.model_copy(
+        update={"metrics_port": port, "price_input_per_mtok": 3.0, "price_output_per_mtok": 15.0}
+    )
+    runtime = telemetry.runtime_for(settings)
+    assert runtime is not None
+    client = await connect(settings, runtime=runtime)
+    gauges = telemetry.RunGauges(runtime.metric_meter)
+    rid = run_id("metered")
+    async with build_worker(client, settings):
+        await runs.start_run(client, settings, RunRequest(goal="pay", scenario="pay-invoice"), rid)
+        await wait_for_approval(client, rid)
+
+        async def approvals_seen():
+            await run_metrics.refresh(client, gauges)
+            return value(scrape(port), "durable_agents_approvals_waiting") >= 1
+
+        await eventually(approvals_seen)
+        text = scrape(port)
+        assert value(text, "durable_agents_runs", status="awaiting_approval") >= 1
+        await runs.approve(client, rid, Decision(by="alice"))
+        assert (await runs.wait_result(client, rid)).status == "completed"
+
+        async def completed_counted():
+            await run_metrics.refresh(client, gauges)
+            return value(scrape(port), "durable_agents_runs", status="completed") >= 1
+
+        await eventually(completed_counted)
+        usage = (await runs.get_summary(client, rid)).usage
+
+    text = scrape(port)
+    # The SDK runtime's own metrics.
+    assert value(text, "temporal_activity_execution_latency_count", activity_type="call_model") > 0
+    assert value(text, "temporal_workflow_completed", workflow_type="AgentWorkflow") >= 1
+    # Ours: the tokens and cost the run recorded, the one charge the provider made.
+    assert value(text, "durable_agents_model_tokens", direction="input") == usage.input_tokens > 0
+    assert value(text, "durable_agents_model_tokens", direction="output") == usage.output_tokens
+    cost = value(text, "durable_agents_model_cost_microusd")
+    assert cost > 0 and abs(cost - usage.cost_usd * 1_000_000) <= usage.model_calls
+    providers = Providers.open(settings.data_dir)
+    charges = [e for e in providers.payments.effects(rid) if e["operation"] == "charge"]
+    assert value(text, "durable_agents_effects", tool="pay_invoice") == len(charges) == 1
