@@ -165,7 +165,9 @@ class Chaos:
     async def _start_worker(self, name: str) -> None:
         """One more worker, as the stack starts its own, under its own name."""
         spec = next(s for s in stack.part_specs(self.settings) if s.name == "worker")
-        self.workers[name] = await self._start(dataclasses.replace(spec, name=name))
+        # Several workers on one machine: no metrics endpoint, they would share its port.
+        env = spec.env | {"AGENT_METRICS_PORT": "0"}
+        self.workers[name] = await self._start(dataclasses.replace(spec, name=name, env=env))
 
     async def _start_runs(self, client) -> None:  # type: ignore[no-untyped-def]
         request = RunRequest.model_validate(

@@ -185,7 +185,8 @@ def spawn_worker(settings: Settings, log_path: Path, **env: str) -> subprocess.P
     """A worker in its own process, as `agentctl up` runs it, so a test can SIGKILL it."""
     from infra.stack import settings_env
 
-    full_env = {**os.environ, **settings_env(settings), **env}
+    # No metrics endpoint unless a test asks: workers of parallel tests would share a port.
+    full_env = {**os.environ, **settings_env(settings), "AGENT_METRICS_PORT": "0", **env}
     with open(log_path, "ab") as log:
         return subprocess.Popen(
             [sys.executable, "-m", "worker"], env=full_env, stdout=log, stderr=subprocess.STDOUT

@@ -25,7 +25,8 @@ from activities.tools import ToolActivities
 from activities.transcript import TranscriptActivities
 from worker import run_metrics, telemetry
 from worker.client import connect
-from worker.settings import Settings, load_settings
+from worker.encryption import KeyringError
+from worker.settings import Settings, SettingsFileMissing, load_settings
 from workflows.agent import AgentWorkflow
 from workflows.prune import PruneWorkflow
 
@@ -95,7 +96,13 @@ def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     # One line per HTTP request to the model drowns what matters in the log.
     logging.getLogger("httpx2").setLevel(logging.WARNING)
-    asyncio.run(run_worker(load_settings()))
+    try:
+        asyncio.run(run_worker(load_settings()))
+    except (telemetry.MetricsUnavailable, KeyringError, SettingsFileMissing) as err:
+        log.error("%s", err)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(2)
     # Skip interpreter finalization: the SDK's core threads can abort it (see starters/cli.py).
     sys.stdout.flush()
     sys.stderr.flush()

@@ -80,7 +80,17 @@ def runtime_for(settings: Settings) -> Runtime | None:
     if settings.metrics_port == 0:
         return None
     address = f"{settings.metrics_host}:{settings.metrics_port}"
-    return Runtime(telemetry=TelemetryConfig(metrics=PrometheusConfig(bind_address=address)))
+    try:
+        return Runtime(telemetry=TelemetryConfig(metrics=PrometheusConfig(bind_address=address)))
+    except ValueError as err:
+        raise MetricsUnavailable(
+            f"cannot serve metrics on {address} ({err}); set AGENT_METRICS_PORT to a free "
+            "port, or to 0 for no metrics endpoint"
+        ) from err
+
+
+class MetricsUnavailable(RuntimeError):
+    pass
 
 
 class RunGauges:

@@ -27,6 +27,8 @@ class Stack:
             "AGENT_TEMPORAL_PORT": str(free_port()),
             "AGENT_TEMPORAL_UI_PORT": str(free_port()),
             "AGENT_OFFLINE_MODEL_PORT": str(free_port()),
+            "AGENT_METRICS_PORT": str(free_port()),
+            "AGENT_CODEC_PORT": str(free_port()),
             "COLUMNS": "200",
         }
         for key in ("OPENAI_API_KEY", "OPENAI_BASE_URL"):
