@@ -34,7 +34,8 @@ async def test_the_api_key_never_leaves_the_worker(dev_env, settings, model_serv
         worker.wait(timeout=30)
 
     # The worker did use the key: the model endpoint saw it (kept there only as a digest).
-    stats = httpx.get(f"{model_server.base_url}/scripted/stats", timeout=5).json()
+    async with httpx.AsyncClient() as http:
+        stats = (await http.get(f"{model_server.base_url}/scripted/stats", timeout=5)).json()
     assert stats["totals"].get(f"key_{key_digest(API_KEY)}", 0) >= 3
 
     secret = API_KEY.encode()

@@ -1,0 +1,83 @@
+"""agentctl doctor: every part checked, and what is wrong said with how to fix it."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from pydantic import SecretStr
+
+from infra.offline_model.embedded import free_port
+from starters.doctor import diagnose
+from worker.encryption import new_key
+
+AGENTCTL = str(Path(sys.executable).parent / "agentctl")
+
+
+def by_part(findings):
+    return {finding.part: finding for finding in findings}
+
+
+async def test_a_healthy_setup_passes(worker, settings):
+    findings = by_part(await diagnose(settings))
+    assert all(f.ok for f in findings.values()), findings
+    assert "search attributes registered" in findings["temporal"].says
+    assert settings.task_queue in findings["worker"].says
+    assert findings["encryption"].says.startswith("off")
+
+
+async def test_what_is_wrong_is_said_with_a_fix(settings, tmp_path):
+    broken = settings.model_copy(
+        update={
+            "temporal_port": free_port(),
+            "offline_model_port": free_port(),
+            "encryption_keys": SecretStr("k1=AAAA"),
+            "database_url": "postgresql://nobody@127.0.0.1:1/none",
+        }
+    )
+    findings = by_part(await diagnose(broken))
+    assert not any(f.ok for f in findings.values())
+    assert "cannot reach Temporal" in findings["temporal"].says
+    assert "agentctl up" in findings["temporal"].fix
+    assert "agentctl up" in findings["model"].fix
+    assert "AGENT_DATABASE_URL" in findings["stores"].fix
+    assert "AES-256 needs 32" in findings["encryption"].says
+    assert "agentctl keys new" in findings["encryption"].fix
+
+
+async def test_keys_without_a_codec_server_say_the_ui_cannot_decode(worker, settings):
+    keyed = settings.model_copy(
+        update={"encryption_keys": SecretStr(f"k1={new_key()}"), "codec_port": free_port()}
+    )
+    finding = by_part(await diagnose(keyed))["encryption"]
+    assert not finding.ok and "codec server" in finding.says
+
+
+def test_the_command_exits_non_zero_and_reads_a_settings_file(tmp_path):
+    port = free_port()
+    settings_file = tmp_path / "agent.env"
+    settings_file.write_text(f"AGENT_TEMPORAL_PORT={port}\nAGENT_DATA_DIR={tmp_path}\n")
+    env = {**os.environ, "AGENT_SETTINGS_FILE": str(settings_file)}
+    env.pop("AGENT_TEMPORAL_PORT", None)
+    done = subprocess.run([AGENTCTL, "doctor"], env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1
+    assert f"127.0.0.1:{port}" in done.stdout  # the port came from the file
+    assert "FAIL temporal" in done.stdout
+
+    missing = {**env, "AGENT_SETTINGS_FILE": str(tmp_path / "nope.env")}
+    done = subprocess.run(
+        [AGENTCTL, "doctor"], env=missing, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 1 and "no such file" in done.stderr
+
+
+def test_keys_new_prints_a_usable_entry():
+    done = subprocess.run(
+        [AGENTCTL, "keys", "new", "2026-12"], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0
+    from worker.encryption import Keyring
+
+    assert Keyring.parse(done.stdout).active == "2026-12"
