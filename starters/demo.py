@@ -47,6 +47,11 @@ async def demo(
     state = await runs.get_state(client, run_id)
     print_state(console, state)
     console.print(f"\nOpen the run in the Temporal Web UI: [link]{settings.web_ui_url(run_id)}[/]")
+    if settings.encryption_on:
+        console.print(
+            "Payloads and stores are encrypted; the Web UI shows them decrypted through the "
+            f"codec server at {settings.codec_url}."
+        )
     console.print("The stack keeps running so that link works; `agentctl down` stops it.")
     if state.status.value != "completed":
         raise typer.Exit(1)

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -11,6 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from infra.binaries import temporal_cli
@@ -236,3 +239,59 @@ def test_time_travel_from_the_command_line(stack, tmp_path):
         beyond.stderr.strip()
         == f"error: run tt-1 has moments 1 to {len(moments)}; there is no step 999"
     )
+
+
+def test_an_encrypted_stack_runs_the_demo_and_the_web_ui_decodes(stack):
+    from worker.encryption import new_key
+
+    stack.env["AGENT_ENCRYPTION_KEYS"] = f"k1={new_key()}"
+    demo = stack("demo")
+    assert "approving as demo-auto-approver" in demo.stdout
+    assert "codec: starting" in demo.stdout
+    assert stack("stack").stdout.count("running") == 4
+    run_id = re.search(r"run (demo-[\d-]+)", demo.stdout).group(1)
+    address = f"127.0.0.1:{stack.env['AGENT_TEMPORAL_PORT']}"
+
+    # The server holds ciphertext: its own export of the history has no goal text.
+    raw = subprocess.run(
+        [str(temporal_cli()), "workflow", "show", "-w", run_id, "--address", address, "-o", "json"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    payloads = list(payloads_in(json.loads(raw)))
+    encodings = {base64.b64decode(p["metadata"]["encoding"]) for p in payloads}
+    assert b"binary/encrypted" in encodings
+    assert not any(b"INV-1001" in base64.b64decode(p.get("data", "")) for p in payloads)
+
+    # The Web UI is wired to the codec server and can decode what it shows.
+    ui = f"http://127.0.0.1:{stack.env['AGENT_TEMPORAL_UI_PORT']}"
+    endpoint = httpx.get(f"{ui}/api/v1/settings", timeout=10).json()["Codec"]["Endpoint"]
+    assert endpoint.startswith(f"http://127.0.0.1:{stack.env['AGENT_CODEC_PORT']}/ui/")
+    start = json.loads(raw)["events"][0]["workflowExecutionStartedEventAttributes"]
+    decoded = httpx.post(
+        f"{endpoint}/decode",
+        json={"payloads": start["input"]["payloads"]},
+        headers={"Origin": ui, "X-Namespace": "default"},
+        timeout=10,
+    )
+    assert decoded.status_code == 200
+    assert decoded.headers["access-control-allow-origin"] == ui
+    [payload] = decoded.json()["payloads"]
+    assert "INV-1001" in base64.b64decode(payload["data"]).decode()
+    # Without the token, nothing is decoded.
+    base = endpoint.split("/ui/")[0]
+    refused = httpx.post(f"{base}/decode", json={"payloads": start["input"]["payloads"]})
+    assert refused.status_code == 401
+
+
+def payloads_in(node):
+    """Every payload ({"metadata", "data"}) anywhere in a JSON history."""
+    if isinstance(node, dict):
+        if "metadata" in node and "encoding" in node["metadata"]:
+            yield node
+        for value in node.values():
+            yield from payloads_in(value)
+    elif isinstance(node, list):
+        for value in node:
+            yield from payloads_in(value)
