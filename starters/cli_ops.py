@@ -19,9 +19,17 @@ keys_app = typer.Typer(help="Encryption keys for payloads and stores.", no_args_
 @run_async
 async def doctor(
     quiet: Annotated[bool, typer.Option(help="Print only what is wrong (for probes).")] = False,
+    only: Annotated[
+        str | None, typer.Option(help="Check only these parts, e.g. temporal,stores.")
+    ] = None,
 ) -> None:
     """Check Temporal, the worker, the model endpoint, the stores and the codec."""
-    findings = await diagnose(load_settings())
+    parts = {p.strip() for p in only.split(",") if p.strip()} if only else None
+    settings = load_settings()
+    try:
+        findings = await diagnose(settings, parts)
+    except ValueError as err:
+        raise typer.BadParameter(str(err), param_hint="--only") from None
     for finding in findings:
         if finding.ok and quiet:
             continue

@@ -28,7 +28,8 @@ class Finding:
     fix: str = ""
 
 
-async def diagnose(settings: Settings) -> list[Finding]:
+async def diagnose(settings: Settings, only: set[str] | None = None) -> list[Finding]:
+    """Each part's finding, in order; `only` limits the parts (a readiness probe's)."""
     checks: list[tuple[str, Callable[[Settings], Awaitable[Finding]]]] = [
         ("temporal", _temporal),
         ("worker", _worker),
@@ -36,8 +37,16 @@ async def diagnose(settings: Settings) -> list[Finding]:
         ("stores", _stores),
         ("encryption", _encryption),
     ]
+    unknown = (only or set()) - {part for part, _ in checks}
+    if unknown:
+        raise ValueError(
+            f"no part named {', '.join(sorted(unknown))}; parts: "
+            + ", ".join(part for part, _ in checks)
+        )
     findings = []
     for part, check in checks:
+        if only and part not in only:
+            continue
         try:
             findings.append(await asyncio.wait_for(check(settings), TIMEOUT_SECONDS * 2))
         except TimeoutError:

@@ -51,7 +51,7 @@ def build_worker(
             TranscriptActivities(stores.transcript).copy_transcript,
             PruneActivities(client, stores.db).prune_stored_runs,
         ],
-        graceful_shutdown_timeout=timedelta(seconds=10),
+        graceful_shutdown_timeout=timedelta(seconds=settings.graceful_shutdown_seconds),
         # A dead worker's cached workflows move to another worker after this long.
         sticky_queue_schedule_to_start_timeout=timedelta(seconds=3),
     )

@@ -54,6 +54,10 @@ class Settings(BaseSettings):
     codec_token: SecretStr | None = None
     codec_cors_origins: list[str] = []
 
+    # On SIGTERM/SIGINT, how long activities in flight may take to finish before they are
+    # cancelled (and retried elsewhere). An orchestrator's grace period must be longer.
+    graceful_shutdown_seconds: float = Field(default=10.0, ge=0, le=3600)
+
     # Prometheus endpoint of the worker (SDK and our own metrics); 0 turns it off.
     metrics_host: str = "127.0.0.1"
     metrics_port: int = Field(default=9464, ge=0, le=65535)

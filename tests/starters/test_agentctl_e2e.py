@@ -249,7 +249,9 @@ def test_an_encrypted_stack_runs_the_demo_and_the_web_ui_decodes(stack):
     assert "approving as demo-auto-approver" in demo.stdout
     assert "codec: starting" in demo.stdout
     assert stack("stack").stdout.count("running") == 4
-    run_id = re.search(r"run (demo-[\d-]+)", demo.stdout).group(1)
+    found = re.search(r"run (demo-[\d-]+)", demo.stdout)
+    assert found is not None
+    run_id = found.group(1)
     address = f"127.0.0.1:{stack.env['AGENT_TEMPORAL_PORT']}"
 
     # The server holds ciphertext: its own export of the history has no goal text.

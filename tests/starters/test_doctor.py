@@ -7,10 +7,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from pydantic import SecretStr
 
 from infra.offline_model.embedded import free_port
+from infra.stack import worker_polling
 from starters.doctor import diagnose
+from tests.conftest import eventually
 from worker.encryption import new_key
 
 AGENTCTL = str(Path(sys.executable).parent / "agentctl")
@@ -21,6 +24,7 @@ def by_part(findings):
 
 
 async def test_a_healthy_setup_passes(worker, settings):
+    await eventually(lambda: worker_polling(settings))  # a new worker's first poll
     findings = by_part(await diagnose(settings))
     assert all(f.ok for f in findings.values()), findings
     assert "search attributes registered" in findings["temporal"].says
@@ -47,7 +51,7 @@ async def test_what_is_wrong_is_said_with_a_fix(settings, tmp_path):
     assert "agentctl keys new" in findings["encryption"].fix
 
 
-async def test_keys_without_a_codec_server_say_the_ui_cannot_decode(worker, settings):
+async def test_keys_without_a_codec_server_say_the_ui_cannot_decode(settings):
     keyed = settings.model_copy(
         update={"encryption_keys": SecretStr(f"k1={new_key()}"), "codec_port": free_port()}
     )
@@ -81,3 +85,10 @@ def test_keys_new_prints_a_usable_entry():
     from worker.encryption import Keyring
 
     assert Keyring.parse(done.stdout).active == "2026-12"
+
+
+async def test_only_checks_the_parts_asked_for(settings):
+    findings = await diagnose(settings, {"stores", "encryption"})
+    assert [f.part for f in findings] == ["stores", "encryption"]
+    with pytest.raises(ValueError, match="no part named codec"):
+        await diagnose(settings, {"codec"})
