@@ -1,0 +1,193 @@
+"""The deployment files, checked without Docker or Kubernetes (neither runs here): they
+parse, our services' environment is exactly what the settings model reads and its values
+validate, images are pinned, and shutdown gives activities in flight time to finish."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from starters.cli import app
+from worker.encryption import new_key
+from worker.settings import Settings
+
+ROOT = Path(__file__).resolve().parents[2]
+COMPOSE = ROOT / "docker-compose.yml"
+K8S = sorted((ROOT / "infra" / "k8s").glob("*.yaml"))
+OUR_IMAGE = "durable-agents:0.1.0"
+# What `${VAR}` references and Secret keys stand for when the values are validated.
+SAMPLES = {
+    "AGENT_ENCRYPTION_KEYS": f"k1={new_key()}",
+    "AGENT_CODEC_TOKEN": "a-codec-token",
+    "OPENAI_API_KEY": "sk-sample",
+    "AGENT_DATABASE_URL": "postgresql://agents:pw@postgres:5432/agents",
+}
+
+
+def setting_variables() -> set[str]:
+    """Every environment variable the settings model reads."""
+    names = set()
+    for name, field in Settings.model_fields.items():
+        alias = field.validation_alias
+        choices = getattr(alias, "choices", None)
+        names |= set(choices) if choices else {f"AGENT_{name.upper()}"}
+    return names
+
+
+def interpolate(value: str) -> str:
+    """Compose's ${NAME}, ${NAME:?message} and ${NAME:-default}, from SAMPLES."""
+    return re.sub(r"\$\{(\w+)(?::[?-][^}]*)?\}", lambda m: SAMPLES[m.group(1)], value)
+
+
+def validate(env: dict[str, str], monkeypatch) -> Settings:
+    for key in setting_variables():
+        monkeypatch.delenv(key, raising=False)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    return Settings()
+
+
+def compose() -> Any:
+    return yaml.safe_load(COMPOSE.read_text())
+
+
+def k8s_documents() -> list[Any]:
+    return [doc for path in K8S for doc in yaml.safe_load_all(path.read_text()) if doc]
+
+
+def containers() -> list[Any]:
+    found = []
+    for doc in k8s_documents():
+        spec = doc.get("spec", {}).get("template", {}).get("spec", {})
+        found += spec.get("containers", [])
+    return found
+
+
+def config_map() -> Any:
+    [cm] = [d for d in k8s_documents() if d["kind"] == "ConfigMap"]
+    return cm["data"]
+
+
+def test_every_file_parses():
+    assert compose()["services"]
+    kinds = [doc["kind"] for doc in k8s_documents()]
+    assert sorted(kinds) == ["ConfigMap", "Deployment", "Deployment", "Job", "Service"]
+    for path in (ROOT / "infra" / "compose").glob("*.y*ml"):
+        assert yaml.safe_load(path.read_text()), path
+
+
+def pinned(image: str) -> bool:
+    if "@sha256:" in image:
+        return True
+    _, _, tag = image.rpartition(":")
+    return bool(tag) and "/" not in tag and tag != "latest" and any(c.isdigit() for c in tag)
+
+
+def test_every_image_is_pinned():
+    images = [s["image"] for s in compose()["services"].values()]
+    images += [c["image"] for c in containers()]
+    images += re.findall(r"^FROM\s+(\S+)", (ROOT / "Dockerfile").read_text(), re.MULTILINE)
+    assert len(images) >= 10
+    assert [i for i in images if not pinned(i)] == []
+
+
+def test_compose_services_of_our_image_read_only_settings(monkeypatch):
+    ours = {n: s for n, s in compose()["services"].items() if s.get("image") == OUR_IMAGE}
+    assert set(ours) == {"setup", "codec", "worker"}
+    known = setting_variables()
+    for name, service in ours.items():
+        env = {k: interpolate(str(v)) for k, v in service["environment"].items()}
+        assert set(env) - known == set(), name
+        settings = validate(env, monkeypatch)
+        if name == "worker":
+            assert settings.temporal_address == "temporal:7233"
+            assert settings.encryption_on and settings.database_url
+            assert settings.trace_exporters == {"otlp"}
+            assert settings.metrics_port == 9464
+        if name == "codec":
+            assert settings.ui_origins == ["http://localhost:8080"]
+
+
+def test_compose_wires_the_ui_to_the_codec_server_and_prometheus_to_the_workers():
+    services = compose()["services"]
+    codec_port = services["codec"]["environment"]["AGENT_CODEC_PORT"]
+    endpoint = interpolate(services["ui"]["environment"]["TEMPORAL_CODEC_ENDPOINT"])
+    assert endpoint == f"http://localhost:{codec_port}/ui/{SAMPLES['AGENT_CODEC_TOKEN']}"
+    assert "container_name" not in services["worker"]  # --scale worker=N
+    assert "ports" not in services["worker"]
+    prometheus = yaml.safe_load((ROOT / "infra/compose/prometheus.yml").read_text())
+    [job] = prometheus["scrape_configs"]
+    assert job["dns_sd_configs"][0]["names"] == ["worker"]
+    assert job["dns_sd_configs"][0]["port"] == int(
+        services["worker"]["environment"]["AGENT_METRICS_PORT"]
+    )
+    collector = yaml.safe_load((ROOT / "infra/compose/otel-collector.yaml").read_text())
+    assert "http" in collector["receivers"]["otlp"]["protocols"]
+    assert services["worker"]["environment"]["OTEL_EXPORTER_OTLP_ENDPOINT"].endswith(":4318")
+
+
+def test_kubernetes_settings_match_the_model(monkeypatch):
+    known = setting_variables()
+    data = config_map()
+    assert set(data) - known == set()
+    for container in containers():
+        names = [e["name"] for e in container.get("env", [])]
+        assert set(names) - known == set(), container["name"]
+        env = dict(data) if container.get("envFrom") else {}
+        for entry in container.get("env", []):
+            env[entry["name"]] = entry.get("value") or SAMPLES[entry["name"]]
+        validate(env, monkeypatch)
+        # Secrets come from the Secret, never from the ConfigMap or a literal.
+        for secret in ("OPENAI_API_KEY", "AGENT_ENCRYPTION_KEYS", "AGENT_CODEC_TOKEN"):
+            literal = [e for e in container.get("env", []) if e["name"] == secret and "value" in e]
+            assert not literal and secret not in data
+
+
+@pytest.mark.parametrize("grace", ["compose", "kubernetes"])
+def test_shutdown_lets_activities_in_flight_finish(grace):
+    if grace == "compose":
+        worker = compose()["services"]["worker"]
+        allowed = int(worker["stop_grace_period"].rstrip("s"))
+        own = float(worker["environment"]["AGENT_GRACEFUL_SHUTDOWN_SECONDS"])
+    else:
+        [deployment] = [
+            d for d in k8s_documents() if d["metadata"]["name"] == "durable-agents-worker"
+        ]
+        allowed = deployment["spec"]["template"]["spec"]["terminationGracePeriodSeconds"]
+        own = float(config_map()["AGENT_GRACEFUL_SHUTDOWN_SECONDS"])
+    assert allowed > own > 0
+
+
+def test_every_command_the_files_run_exists():
+    commands = [s["command"] for s in compose()["services"].values() if "command" in s]
+    commands += [c["command"] for c in containers()]
+    for container in containers():
+        probe = container.get("readinessProbe", {})
+        if "exec" in probe:
+            commands.append(probe["exec"]["command"])
+    commands.append(compose()["services"]["worker"]["healthcheck"]["test"][1:])
+    cmd = re.search(r"^CMD (\[.*\])$", (ROOT / "Dockerfile").read_text(), re.MULTILINE)
+    assert cmd is not None
+    commands.append(json.loads(cmd.group(1)))
+    verbs = {c.name or (c.callback.__name__ if c.callback else "") for c in app.registered_commands}
+    ours = 0
+    for command in commands:
+        if command[:2] == ["python", "-m"]:
+            assert importlib.util.find_spec(command[2]) is not None, command
+            ours += 1
+        elif command[0] == "agentctl":
+            assert command[1] in verbs, command
+            ours += 1
+    assert ours >= 6
+
+
+def test_the_image_holds_every_package():
+    copied = set(re.findall(r"^COPY (\w+) ", (ROOT / "Dockerfile").read_text(), re.MULTILINE))
+    packages = {p.parent.name for p in ROOT.glob("*/__init__.py")}
+    assert packages - copied == {"bench", "tests"}
