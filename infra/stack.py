@@ -140,6 +140,12 @@ async def up(settings: Settings, say: Callable[[str], None] = print) -> None:
             say(f"{spec.name}: already running (pid {files.running_pid()})")
         else:
             await start_part(spec, settings, say)
+        if spec.name == "codec":
+            say(
+                f"codec: the Web UI decrypts payloads through {settings.codec_url}; "
+                "`temporal` CLI users pass --codec-auth 'Bearer <token>' "
+                f"(token in AGENT_CODEC_TOKEN or {settings.data_dir.resolve() / 'codec-token'})"
+            )
         if spec.name == "temporal":
             await set_up_namespace(await connect(settings), settings)
             say(

@@ -3,7 +3,9 @@ model call and a span per tool call; replay emits nothing twice."""
 
 from __future__ import annotations
 
+import threading
 from collections import Counter
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from opentelemetry import trace
@@ -13,8 +15,9 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from temporalio.contrib.opentelemetry import TracingInterceptor
 from temporalio.worker import Replayer
 
+from infra.stack import worker_polling
 from starters import runs
-from tests.conftest import approve_when_asked, run_id
+from tests.conftest import approve_when_asked, eventually, run_id, spawn_worker
 from worker import telemetry
 from worker.client import connect, data_converter
 from worker.main import build_worker
@@ -102,3 +105,61 @@ async def test_one_trace_from_starter_to_each_model_and_tool_call(spans, dev_env
     await replayer.replay_workflow(history)
     assert Counter(span.name for span in spans.get_finished_spans()) == emitted
     assert emitted["RunActivity:call_model"] == len(models)
+
+
+class OtlpReceiver:
+    """A stand-in collector: records what arrives at /v1/traces over real HTTP."""
+
+    def __init__(self) -> None:
+        self.bodies: list[bytes] = []
+        received = self.bodies
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                if self.path == "/v1/traces":
+                    received.append(body)
+                self.send_response(200)
+                self.send_header("Content-Type", "application/x-protobuf")
+                self.end_headers()
+
+            def log_message(self, *args) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_port}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+
+async def test_spans_reach_an_otlp_endpoint_when_one_is_set(dev_env, settings, tmp_path):
+    receiver = OtlpReceiver()
+    worker = spawn_worker(
+        settings, tmp_path / "worker.log", OTEL_EXPORTER_OTLP_ENDPOINT=receiver.url
+    )
+    rid = run_id("otlp")
+    try:
+        await eventually(lambda: worker_polling(settings), within=30)
+        request = RunRequest(goal="report", scenario="long?steps=2")
+        await runs.start_run(dev_env.client, settings, request, rid)
+        assert (await runs.wait_result(dev_env.client, rid)).status == "completed"
+    finally:
+        worker.terminate()  # the worker flushes its spans as it stops
+        worker.wait(timeout=30)
+        receiver.server.shutdown()
+    exported = b"".join(receiver.bodies)
+    assert b"chat scripted-offline-model" in exported
+    assert b"RunActivity:call_model" in exported
+    assert rid.encode() in exported  # the run id attribute
+
+
+def test_which_exporters_the_otel_variables_choose(settings, monkeypatch):
+    assert settings.trace_exporters == set()  # nothing set: no tracing
+    assert telemetry.install_tracing(settings) is None
+    otlp = settings.model_copy(update={"otel_exporter_otlp_endpoint": "http://collector:4318"})
+    assert otlp.trace_exporters == {"otlp"}
+    both = otlp.model_copy(update={"otel_traces_exporter": "console, otlp"})
+    assert both.trace_exporters == {"console", "otlp"}
+    assert otlp.model_copy(update={"otel_traces_exporter": "none"}).trace_exporters == set()
+    wrong = settings.model_copy(update={"otel_traces_exporter": "zipkin"})
+    with pytest.raises(ValueError, match="unknown exporter"):
+        telemetry.install_tracing(wrong)
