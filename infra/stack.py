@@ -243,10 +243,18 @@ async def worker_polling(settings: Settings) -> bool:
     return len(response.pollers) > 0
 
 
+# Every part `up` may have started, in the order `down` stops them.
+ALL_PARTS = ("worker", "codec", "model", "temporal")
+
+
 def down(settings: Settings, say: Callable[[str], None] = print) -> None:
-    for spec in reversed(part_specs(settings)):
-        stopped = stop(files_for(settings, spec.name))
-        say(f"{spec.name}: {'stopped' if stopped else 'not running'}")
+    """Stop the parts the settings call for, and any other part still running (a codec
+    server started while encryption was on, an offline model before a real one was set)."""
+    wanted = {spec.name for spec in part_specs(settings)}
+    for name in ALL_PARTS:
+        stopped = stop(files_for(settings, name))
+        if name in wanted or stopped:
+            say(f"{name}: {'stopped' if stopped else 'not running'}")
 
 
 def status(settings: Settings) -> list[PartStatus]:

@@ -286,6 +286,11 @@ def test_an_encrypted_stack_runs_the_demo_and_the_web_ui_decodes(stack):
     refused = httpx.post(f"{base}/decode", json={"payloads": start["input"]["payloads"]})
     assert refused.status_code == 401
 
+    # `down` stops the codec server even when the keys are no longer set.
+    plain = {k: v for k, v in stack.env.items() if k != "AGENT_ENCRYPTION_KEYS"}
+    assert "codec: stopped" in stack("down", env=plain).stdout
+    assert "codec: not running" in stack("down").stdout
+
 
 def payloads_in(node):
     """Every payload ({"metadata", "data"}) anywhere in a JSON history."""
