@@ -13,7 +13,7 @@ from temporalio.converter import DataConverter, DefaultFailureConverterWithEncod
 from temporalio.runtime import Runtime
 
 from worker import telemetry
-from worker.encryption import EncryptionCodec, Keyring
+from worker.encryption import EncryptionCodec, Keyring, key_text
 from worker.settings import Settings
 
 
@@ -33,7 +33,7 @@ async def connect(settings: Settings, *, runtime: Runtime | None = None) -> Clie
 def data_converter(settings: Settings) -> DataConverter:
     """Pydantic payloads; with keys, every payload encrypted and failure messages and stack
     traces moved into an encrypted payload, so the server holds no plaintext."""
-    keys = settings.encryption_key_text
+    keys = key_text(settings)
     if keys is None:
         return pydantic_data_converter
     return _encrypted_converter(keys)

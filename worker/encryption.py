@@ -101,9 +101,19 @@ class Keyring:
         return self.decrypt(key_id, base64.b64decode(encoded)).decode()
 
 
+def key_text(settings: Settings) -> str | None:
+    """The key list from AGENT_ENCRYPTION_KEYS, else from AGENT_ENCRYPTION_KEYS_FILE."""
+    try:
+        return settings.encryption_key_text
+    except OSError as err:
+        raise KeyringError(
+            f"AGENT_ENCRYPTION_KEYS_FILE={settings.encryption_keys_file}: {err.strerror}"
+        ) from err
+
+
 def keyring_from(settings: Settings) -> Keyring | None:
     """The configured keys, or None when encryption is off."""
-    text = settings.encryption_key_text
+    text = key_text(settings)
     return Keyring.parse(text) if text is not None else None
 
 

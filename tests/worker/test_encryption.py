@@ -13,7 +13,14 @@ from activities.transcript import TranscriptStore
 from starters import runs
 from tests.conftest import run_id, settings_for
 from worker.client import connect
-from worker.encryption import ENCODING, EncryptionCodec, Keyring, KeyringError, new_key
+from worker.encryption import (
+    ENCODING,
+    EncryptionCodec,
+    Keyring,
+    KeyringError,
+    keyring_from,
+    new_key,
+)
 from worker.main import build_worker
 from workflows.contracts import RunRequest
 
@@ -68,6 +75,17 @@ def test_store_rows_rotate_too_and_plain_rows_still_read(tmp_path):
 def test_unusable_keys_are_refused_clearly(text, says):
     with pytest.raises(KeyringError, match=says):
         Keyring.parse(text)
+
+
+def test_keys_from_a_file_and_a_missing_file_said_plainly(settings, tmp_path):
+    keys_file = tmp_path / "keys"
+    keys_file.write_text(f"# newest first\nk2={KEY_NEW}\nk1={KEY_OLD}\n")
+    keyring = keyring_from(settings.model_copy(update={"encryption_keys_file": keys_file}))
+    assert keyring is not None and keyring.active == "k2" and set(keyring.keys) == {"k1", "k2"}
+    missing = settings.model_copy(update={"encryption_keys_file": tmp_path / "gone"})
+    with pytest.raises(KeyringError, match=r"AGENT_ENCRYPTION_KEYS_FILE=.*gone: No such file"):
+        keyring_from(missing)
+    assert keyring_from(settings) is None  # no keys: encryption off
 
 
 def raw_bytes(history) -> bytes:
