@@ -4,6 +4,7 @@ AGENT_DATABASE_URL is set. The same SQL runs on both (`?` placeholders, ON CONFL
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import sqlite3
 import threading
@@ -12,7 +13,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, ParamSpec, Protocol, TypeVar
 
-from worker.encryption import SEALED_PREFIX, Keyring, KeyringError
+from worker.encryption import Keyring, KeyringError
 
 Row = dict[str, Any]
 T = TypeVar("T")
@@ -169,6 +170,10 @@ async def store_call(db: SqlDatabase, work: Callable[P, T], *args: P.args, **kwa
     return await asyncio.to_thread(work, *args, **kwargs)
 
 
+# A sealed value: "enc1:<key id>:<base64 nonce+ciphertext>". Plain JSON never starts so.
+SEALED_PREFIX = "enc1:"
+
+
 class Sealed:
     """JSON values as stored: encrypted when a keyring is given, plain otherwise; either
     kind reads back, so turning encryption on keeps older rows readable."""
@@ -178,14 +183,18 @@ class Sealed:
 
     def dump(self, value: Any) -> str:
         text = json.dumps(value)
-        return self.keyring.seal_text(text) if self.keyring else text
+        if self.keyring is None:
+            return text
+        key_id, data = self.keyring.encrypt(text.encode())
+        return f"{SEALED_PREFIX}{key_id}:{base64.b64encode(data).decode()}"
 
     def load(self, stored: str) -> Any:
-        if stored.startswith(SEALED_PREFIX):
-            if self.keyring is None:
-                raise KeyringError(
-                    "the store holds encrypted data but no encryption keys are set; "
-                    "set AGENT_ENCRYPTION_KEYS"
-                )
-            stored = self.keyring.open_text(stored)
-        return json.loads(stored)
+        if not stored.startswith(SEALED_PREFIX):
+            return json.loads(stored)
+        if self.keyring is None:
+            raise KeyringError(
+                "the store holds encrypted data but no encryption keys are set; "
+                "set AGENT_ENCRYPTION_KEYS"
+            )
+        key_id, _, encoded = stored.removeprefix(SEALED_PREFIX).partition(":")
+        return json.loads(self.keyring.decrypt(key_id, base64.b64decode(encoded)))

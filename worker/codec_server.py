@@ -12,7 +12,7 @@ import hmac
 import logging
 import os
 import sys
-from typing import Annotated
+from typing import Annotated, Literal
 
 import uvicorn
 from fastapi import FastAPI, Header, HTTPException, Request, Response
@@ -24,6 +24,8 @@ from worker.encryption import EncryptionCodec, Keyring, KeyringError, keyring_fr
 from worker.settings import Settings, load_settings
 
 log = logging.getLogger("durable_agents.codec_server")
+# The protocol's two calls, each a method of the codec.
+Direction = Literal["encode", "decode"]
 
 
 def codec_app(keyring: Keyring, token: str, origins: list[str]) -> FastAPI:
@@ -41,13 +43,13 @@ def codec_app(keyring: Keyring, token: str, origins: list[str]) -> FastAPI:
         if given is None or not hmac.compare_digest(given.encode(), token.encode()):
             raise HTTPException(status_code=401, detail="missing or wrong codec token")
 
-    async def convert(request: Request, encode: bool) -> Response:
+    async def convert(request: Request, direction: Direction) -> Response:
         try:
             payloads = json_format.Parse(await request.body(), Payloads())
         except json_format.ParseError as err:
             raise HTTPException(400, f'expected {{"payloads": [...]}}: {err}') from err
         try:
-            done = await (codec.encode if encode else codec.decode)(list(payloads.payloads))
+            done = await getattr(codec, direction)(list(payloads.payloads))
         except KeyringError as err:
             raise HTTPException(422, str(err)) from err
         body = json_format.MessageToJson(Payloads(payloads=done))
@@ -57,29 +59,19 @@ def codec_app(keyring: Keyring, token: str, origins: list[str]) -> FastAPI:
         scheme, _, value = (authorization or "").partition(" ")
         return value.strip() if scheme.lower() == "bearer" else None
 
-    @app.post("/encode")
-    async def encode(
-        request: Request, authorization: Annotated[str | None, Header()] = None
+    @app.post("/{direction}")
+    async def with_header(
+        request: Request,
+        direction: Direction,
+        authorization: Annotated[str | None, Header()] = None,
     ) -> Response:
         check(bearer(authorization))
-        return await convert(request, encode=True)
+        return await convert(request, direction)
 
-    @app.post("/decode")
-    async def decode(
-        request: Request, authorization: Annotated[str | None, Header()] = None
-    ) -> Response:
-        check(bearer(authorization))
-        return await convert(request, encode=False)
-
-    @app.post("/ui/{path_token}/encode")
-    async def ui_encode(request: Request, path_token: str) -> Response:
+    @app.post("/ui/{path_token}/{direction}")
+    async def with_path_token(request: Request, path_token: str, direction: Direction) -> Response:
         check(path_token)
-        return await convert(request, encode=True)
-
-    @app.post("/ui/{path_token}/decode")
-    async def ui_decode(request: Request, path_token: str) -> Response:
-        check(path_token)
-        return await convert(request, encode=False)
+        return await convert(request, direction)
 
     @app.get("/health")
     async def health() -> dict[str, str]:

@@ -24,8 +24,6 @@ if TYPE_CHECKING:
 
 ENCODING = b"binary/encrypted"
 KEY_ID = "encryption-key-id"
-# Store values sealed by us start with this; anything else was stored before encryption.
-SEALED_PREFIX = "enc1:"
 NONCE_BYTES = 12
 
 
@@ -88,17 +86,6 @@ class Keyring:
                 f"data under key {key_id!r} does not decrypt: altered, or a different key "
                 "now carries that id"
             ) from err
-
-    def seal_text(self, text: str) -> str:
-        """A store value, encrypted: "enc1:<key id>:<base64 nonce+ciphertext>"."""
-        key_id, data = self.encrypt(text.encode())
-        return f"{SEALED_PREFIX}{key_id}:{base64.b64encode(data).decode()}"
-
-    def open_text(self, value: str) -> str:
-        if not value.startswith(SEALED_PREFIX):
-            return value
-        key_id, _, encoded = value[len(SEALED_PREFIX) :].partition(":")
-        return self.decrypt(key_id, base64.b64decode(encoded)).decode()
 
 
 def key_text(settings: Settings) -> str | None:

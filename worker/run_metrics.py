@@ -19,12 +19,15 @@ log = logging.getLogger("durable_agents.metrics")
 async def count_runs(client: Client) -> tuple[dict[str, int], int]:
     """(runs by agent status, runs waiting for an approval). Open statuses count only
     running executions: a terminated run keeps the last status it published."""
-    by_status: dict[str, int] = {}
-    for status in RunStatus:
+
+    async def count(status: RunStatus) -> int:
         query = f'WorkflowType="AgentWorkflow" AND AgentStatus="{status.value}"'
         if not status.is_closed:
             query += ' AND ExecutionStatus="Running"'
-        by_status[status.value] = (await client.count_workflows(query)).count
+        return (await client.count_workflows(query)).count
+
+    counts = await asyncio.gather(*(count(status) for status in RunStatus))
+    by_status = {status.value: n for status, n in zip(RunStatus, counts, strict=True)}
     return by_status, by_status[RunStatus.AWAITING_APPROVAL.value]
 
 
