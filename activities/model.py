@@ -217,12 +217,7 @@ def _turn(
             input_tokens * settings.price_input_per_mtok
             + output_tokens * settings.price_output_per_mtok
         ) / 1_000_000
-    calls = [
-        ToolCall(
-            id=c["id"], name=c["function"]["name"], arguments=c["function"].get("arguments", "")
-        )
-        for c in message.get("tool_calls") or []
-    ]
+    calls = [_tool_call(c) for c in message.get("tool_calls") or []]
     return ModelTurn(
         seq=call.reply_seq,
         content_preview=preview(

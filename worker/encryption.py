@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+from google.protobuf.message import DecodeError
 from temporalio.api.common.v1 import Payload
 from temporalio.converter import PayloadCodec
 
@@ -23,6 +24,8 @@ if TYPE_CHECKING:
     from worker.settings import Settings
 
 ENCODING = b"binary/encrypted"
+# What a tolerant codec hands on for a payload it cannot decrypt; no converter reads it.
+UNDECODABLE = b"binary/undecodable"
 KEY_ID = "encryption-key-id"
 NONCE_BYTES = 12
 
@@ -79,9 +82,11 @@ class Keyring:
                 f"data was encrypted with key {key_id!r}, which is not among the configured "
                 f"keys ({', '.join(self.keys)}); add it back to AGENT_ENCRYPTION_KEYS"
             )
+        if len(data) <= NONCE_BYTES:
+            raise KeyringError(f"data under key {key_id!r} is too short to be encrypted data")
         try:
             return AESGCM(key).decrypt(data[:NONCE_BYTES], data[NONCE_BYTES:], None)
-        except InvalidTag as err:
+        except (InvalidTag, ValueError) as err:
             raise KeyringError(
                 f"data under key {key_id!r} does not decrypt: altered, or a different key "
                 "now carries that id"
@@ -109,10 +114,18 @@ def new_key() -> str:
 
 
 class EncryptionCodec(PayloadCodec):
-    """Every payload, whole (metadata and data), encrypted with the active key."""
+    """Every payload, whole (metadata and data), encrypted with the active key.
 
-    def __init__(self, keyring: Keyring) -> None:
+    A worker's codec is `tolerant`: a payload it cannot decrypt (a key id it does not
+    hold, altered or truncated data) becomes an `binary/undecodable` payload instead of
+    failing the whole workflow activation, so one bad signal is dropped by the SDK and
+    one bad update refused, and the run goes on (invariant 8). Clients stay strict: they
+    say which key is missing.
+    """
+
+    def __init__(self, keyring: Keyring, *, tolerant: bool = False) -> None:
         self.keyring = keyring
+        self.tolerant = tolerant
 
     async def encode(self, payloads: Sequence[Payload]) -> list[Payload]:
         out = []
@@ -127,6 +140,19 @@ class EncryptionCodec(PayloadCodec):
             if payload.metadata.get("encoding") != ENCODING:
                 out.append(payload)  # written before encryption was on
                 continue
-            key_id = payload.metadata.get(KEY_ID, b"").decode()
-            out.append(Payload.FromString(self.keyring.decrypt(key_id, payload.data)))
+            try:
+                out.append(self._decrypt(payload))
+            except KeyringError as err:
+                if not self.tolerant:
+                    raise
+                reason = str(err).encode()
+                out.append(Payload(metadata={"encoding": UNDECODABLE, "reason": reason}, data=b""))
         return out
+
+    def _decrypt(self, payload: Payload) -> Payload:
+        key_id = payload.metadata.get(KEY_ID, b"").decode("utf-8", errors="replace")
+        plain = self.keyring.decrypt(key_id, payload.data)
+        try:
+            return Payload.FromString(plain)
+        except DecodeError as err:
+            raise KeyringError(f"data under key {key_id!r} is not a payload") from err

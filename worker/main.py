@@ -60,7 +60,7 @@ def build_worker(
 async def run_worker(settings: Settings) -> None:
     telemetry.install_tracing(settings)
     runtime = telemetry.runtime_for(settings)
-    client = await connect(settings, runtime=runtime)
+    client = await connect(settings, runtime=runtime, for_worker=True)
     worker = build_worker(client, settings)
     gauges = None
     if runtime is not None:

@@ -12,14 +12,14 @@ import asyncio
 import json
 from collections.abc import Callable
 from datetime import timedelta
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TypeVar
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy, SearchAttributeUpdate
 from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
 
 with workflow.unsafe.imports_passed_through():
-    from pydantic import ValidationError
+    from pydantic import BaseModel, ValidationError
 
     from workflows import prompts, timeline
     from workflows import search_attributes as sa
@@ -56,6 +56,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.policy import approval_rule, idempotency_key
     from workflows.state import (
         FINAL_ANSWER_CHARS,
+        IDENTITY_SEPARATOR,
         ApprovalRequest,
         ApprovalStatus,
         PlanStep,
@@ -66,6 +67,7 @@ with workflow.unsafe.imports_passed_through():
         ToolResultRecord,
         pack_state,
         unpack_state,
+        workflow_id_of,
     )
 
 CALL_MODEL = "call_model"
@@ -75,6 +77,9 @@ COPY_TRANSCRIPT = "copy_transcript"
 # is retried after a few seconds, not after its whole start-to-close timeout.
 HEARTBEAT_TIMEOUT = timedelta(seconds=5)
 DEADLINE_ACTOR = "deadline"
+# Runs started from this version on keep their stored data under the chain's identity
+# (workflow id + first execution's run id); older runs in flight keep their workflow id.
+RUN_IDENTITY_PATCH = "run-identity"
 
 
 class RunFailed(Exception):
@@ -86,6 +91,7 @@ class AgentWorkflow:
     @workflow.init
     def __init__(self, request: RunRequest) -> None:
         self._fork_error: str | None = None
+        self._parent_store_key: str | None = None
         if request.resumes:
             # Our own state, carried over a continue-as-new: the chain goes on.
             if request.resume_state_packed is not None:
@@ -107,6 +113,7 @@ class AgentWorkflow:
             self._fork_error = f"the fork's starting state is invalid: {_describe(err)}"
             return
         now = workflow.now()
+        self._parent_store_key = parent_state.store_key
         self.state = parent_state.forked(workflow.info().workflow_id, fork.parent_run_id, now)
         if fork.edit is not None and self.state.patch_error(fork.edit) is None:
             self.state.apply_patch(fork.edit, now)
@@ -114,11 +121,13 @@ class AgentWorkflow:
     @workflow.run
     async def run(self, request: RunRequest) -> RunResult:
         self._publish()
+        if not request.resumes and workflow.patched(RUN_IDENTITY_PATCH):
+            self.state.identity = run_identity(workflow.info())
         if self._fork_error is not None:
             self._fail(RunFailed(self._fork_error))
         if request.fork is not None and not request.resumes and self.state.parent:
             self._moment("forked", f"from {self.state.parent.run_id} at {self.state.parent.moment}")
-            await self._copy_parent_transcript(self.state.parent.run_id)
+            await self._copy_parent_transcript(self._parent_store_key or self.state.parent.run_id)
         self._story = asyncio.create_task(self._tell())
         try:
             answer = await self._story
@@ -309,9 +318,9 @@ class AgentWorkflow:
     ) -> None:
         key = None
         if spec.risk is not ToolRisk.READ_ONLY:
-            key = idempotency_key(self.state.run_id, step.index, call.id)
+            key = idempotency_key(self.state.store_key, step.index, call.id)
         tool_input = ToolCallInput(
-            run_id=self.state.run_id,
+            run_id=self.state.store_key,
             step=step.index,
             tool_call_id=call.id,
             name=spec.name,
@@ -359,7 +368,7 @@ class AgentWorkflow:
     ) -> ModelTurn:
         await self._pause_point()
         call = ModelCallInput(
-            run_id=self.state.run_id,
+            run_id=self.state.store_key,
             append=self.state.drain_outbox(),
             reply_seq=self.state.take_seq(),
             tools=list(tools),
@@ -405,15 +414,17 @@ class AgentWorkflow:
         self.state.moment += 1
         timeline.offer(self.state, kind, detail)
 
-    async def _copy_parent_transcript(self, parent_run_id: str) -> None:
+    async def _copy_parent_transcript(self, parent_store_key: str) -> None:
         copy = TranscriptCopy(
-            from_run_id=parent_run_id, to_run_id=self.state.run_id, before_seq=self.state.next_seq
+            from_run_id=parent_store_key,
+            to_run_id=self.state.store_key,
+            before_seq=self.state.next_seq,
         )
         await workflow.execute_activity(
             COPY_TRANSCRIPT,
             copy,
             start_to_close_timeout=timedelta(minutes=5),
-            summary=f"fork: copy transcript of {parent_run_id}",
+            summary=f"fork: copy transcript of {workflow_id_of(parent_store_key)}",
         )
 
     @property
@@ -469,16 +480,24 @@ class AgentWorkflow:
         workflow.upsert_search_attributes(updates)
 
     # -- people: signals (fire and forget) ------------------------------------------------
+    # Handlers take whatever the wire carries (`*payload`) and validate it themselves: a
+    # signal with no input, two inputs or another encoding is dropped with a warning and an
+    # update refused, state unchanged, instead of failing the workflow task for good
+    # (docs/architecture.md, invariant 8).
     @workflow.signal
-    def approve(self, decision: Decision) -> None:
-        self._apply_decision(decision, approved=True)
+    def approve(self, *payload: Any) -> None:
+        if (decision := _signal_input("approve", payload, Decision)) is not None:
+            self._apply_decision(decision, approved=True)
 
     @workflow.signal
-    def reject(self, decision: Decision) -> None:
-        self._apply_decision(decision, approved=False)
+    def reject(self, *payload: Any) -> None:
+        if (decision := _signal_input("reject", payload, Decision)) is not None:
+            self._apply_decision(decision, approved=False)
 
     @workflow.signal(name="answer")
-    def answer_signal(self, answer: Answer) -> None:
+    def answer_signal(self, *payload: Any) -> None:
+        if (answer := _signal_input("answer", payload, Answer)) is None:
+            return
         if (error := self.state.answer_error(answer)) is not None:
             workflow.logger.warning("answer ignored: %s", error)
             return
@@ -487,20 +506,26 @@ class AgentWorkflow:
         self._moment("answered", answer.by)
 
     @workflow.signal
-    def pause(self, actor: Actor) -> None:
+    def pause(self, *payload: Any) -> None:
+        if (actor := _signal_input("pause", payload, Actor)) is None:
+            return
         if not self.state.status.is_closed and not self.state.pause_requested:
             self.state.request_pause(actor, workflow.now())
             self._moment("pause requested", actor.by)
 
     @workflow.signal
-    def resume(self, actor: Actor) -> None:
+    def resume(self, *payload: Any) -> None:
+        if (actor := _signal_input("resume", payload, Actor)) is None:
+            return
         if self.state.pause_requested:
             self.state.resume(actor, workflow.now())
             self._publish()
             self._moment("resumed", actor.by)
 
     @workflow.signal
-    def cancel(self, actor: Actor) -> None:
+    def cancel(self, *payload: Any) -> None:
+        if (actor := _signal_input("cancel", payload, Actor)) is None:
+            return
         if self.state.status.is_closed or self.state.cancel_requested_by is not None:
             return
         self.state.request_cancel(actor, workflow.now())
@@ -518,7 +543,8 @@ class AgentWorkflow:
 
     # -- people: updates (answered, validated before they reach the history) -------------
     @workflow.update
-    def decide(self, request: DecideRequest) -> ApprovalRequest:
+    def decide(self, *payload: Any) -> ApprovalRequest:
+        request = _update_input("decide", payload, DecideRequest)
         # Re-checked here too: two updates validated in one activation must not both win.
         _refuse_if(self.state.decision_error(request.as_decision()))
         decided = self.state.decide(request.as_decision(), request.approve, workflow.now())
@@ -527,11 +553,13 @@ class AgentWorkflow:
         return decided
 
     @decide.validator
-    def _validate_decide(self, request: DecideRequest) -> None:
+    def _validate_decide(self, *payload: Any) -> None:
+        request = _update_input("decide", payload, DecideRequest)
         _refuse_if(self.state.decision_error(request.as_decision()))
 
     @workflow.update(name="submit_answer")
-    def submit_answer(self, answer: Answer) -> Question:
+    def submit_answer(self, *payload: Any) -> Question:
+        answer = _update_input("submit_answer", payload, Answer)
         _refuse_if(self.state.answer_error(answer))
         question = self.state.answer(answer, workflow.now())
         self._publish()
@@ -539,11 +567,13 @@ class AgentWorkflow:
         return question
 
     @submit_answer.validator
-    def _validate_answer(self, answer: Answer) -> None:
+    def _validate_answer(self, *payload: Any) -> None:
+        answer = _update_input("submit_answer", payload, Answer)
         _refuse_if(self.state.answer_error(answer))
 
     @workflow.update
-    def edit(self, patch: StatePatch) -> RunState:
+    def edit(self, *payload: Any) -> RunState:
+        patch = _update_input("edit", payload, StatePatch)
         _refuse_if(self.state.patch_error(patch))
         self.state.apply_patch(patch, workflow.now())
         self._publish()
@@ -551,25 +581,66 @@ class AgentWorkflow:
         return self.state
 
     @edit.validator
-    def _validate_edit(self, patch: StatePatch) -> None:
-        _refuse_if(self.state.patch_error(patch))
+    def _validate_edit(self, *payload: Any) -> None:
+        _refuse_if(self.state.patch_error(_update_input("edit", payload, StatePatch)))
 
-    # -- queries ----------------------------------------------------------------------------
+    # -- queries: they take no input, and ignore any sent ---------------------------------
     @workflow.query(name="state")
-    def get_state(self) -> RunState:
+    def get_state(self, *_: Any) -> RunState:
         return self.state
 
     @workflow.query(name="summary")
-    def get_summary(self) -> RunSummary:
+    def get_summary(self, *_: Any) -> RunSummary:
         return RunSummary.of(self.state)
 
     @workflow.query(name="pending_approvals")
-    def get_pending_approvals(self) -> list[ApprovalRequest]:
+    def get_pending_approvals(self, *_: Any) -> list[ApprovalRequest]:
         return self.state.pending_approvals
 
     @workflow.query(name="pending_questions")
-    def get_pending_questions(self) -> list[Question]:
+    def get_pending_questions(self, *_: Any) -> list[Question]:
         return self.state.pending_questions
+
+
+InputModel = TypeVar("InputModel", bound=BaseModel)
+
+
+def _parse_input(name: str, payload: tuple[Any, ...], model: type[InputModel]) -> InputModel:
+    """The one input a handler takes, validated; ValueError says in one line what is wrong."""
+    if len(payload) != 1:
+        raise ValueError(f"{name} takes exactly one input, got {len(payload)}")
+    value = payload[0]
+    if isinstance(value, model):
+        return value
+    if not isinstance(value, dict):
+        raise ValueError(f"{name} takes a JSON object, got {type(value).__name__}")
+    try:
+        return model.model_validate(value)
+    except ValidationError as err:
+        raise ValueError(f"{name}: {_describe(err)}") from None
+
+
+def _signal_input(
+    name: str, payload: tuple[Any, ...], model: type[InputModel]
+) -> InputModel | None:
+    try:
+        return _parse_input(name, payload, model)
+    except ValueError as err:
+        workflow.logger.warning("signal dropped: %s", err)
+        return None
+
+
+def _update_input(name: str, payload: tuple[Any, ...], model: type[InputModel]) -> InputModel:
+    try:
+        return _parse_input(name, payload, model)
+    except ValueError as err:
+        raise ApplicationError(str(err), type="InputRefused", non_retryable=True) from None
+
+
+def run_identity(info: workflow.Info) -> str:
+    """Who owns a run's stored data: the workflow id with the first execution's run id,
+    which continue-as-new and reset keep and a reused workflow id does not (invariant 9)."""
+    return f"{info.workflow_id}{IDENTITY_SEPARATOR}{info.first_execution_run_id}"
 
 
 def _is_cancellation(err: BaseException) -> bool:

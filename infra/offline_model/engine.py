@@ -17,6 +17,10 @@ from infra.offline_model.scenarios import Fault, Reply, Scenario, ScriptedCall, 
 from workflows.prompts import FINAL_MESSAGE, STEP_PATTERN
 
 FAULT_ID_PREFIX = "fault_"
+# Faults in what the model says (a tool call the agent must refuse), not in how it answers.
+CONTENT_FAULTS = ("malformed_args", "unknown_tool", "oversized_args")
+# Arguments of an oversized_args fault: well past what the agent carries into history.
+OVERSIZED_ARGUMENT_CHARS = 100_000
 
 
 @dataclass(frozen=True)
@@ -78,7 +82,7 @@ def _plan_call(scenario: Scenario) -> ScriptedCall:
 def content_fault(scenario: Scenario, where: Position) -> Fault | None:
     """A malformed-arguments or unknown-tool fault due at this position, if any."""
     for fault in scenario.faults:
-        if fault.kind not in ("malformed_args", "unknown_tool"):
+        if fault.kind not in CONTENT_FAULTS:
             continue
         if (fault.phase, fault.turn) == (
             where.phase,
@@ -109,9 +113,12 @@ def render_calls(reply: Reply, where: Position) -> list[dict[str, Any]]:
 
 
 def render_fault(fault: Fault, reply: Reply, where: Position, tools: list[str]) -> dict[str, Any]:
-    """A tool call the agent must refuse: broken JSON, or a tool that does not exist."""
+    """A tool call the agent must refuse: broken JSON, arguments too large to carry, or a
+    tool that does not exist."""
     name = reply.tool_calls[0].name if reply.tool_calls else (tools[0] if tools else "none")
-    if fault.kind == "malformed_args":
+    if fault.kind == "oversized_args":
+        arguments = json.dumps({"padding": "x" * OVERSIZED_ARGUMENT_CHARS})
+    elif fault.kind == "malformed_args":
         arguments = json.dumps(reply.tool_calls[0].arguments if reply.tool_calls else {})[:-1]
         arguments = arguments + ', "broken": ' if arguments else '{"broken": '
     else:

@@ -8,7 +8,7 @@ import pytest
 from activities.model import INLINE_ARGUMENT_CHARS, MODEL_MESSAGE_CHARS, _tool_call, clip_for_model
 from activities.stores import Stores
 from starters import runs
-from tests.conftest import run_id
+from tests.conftest import approve_when_asked, key_of, run_id
 from workflows.contracts import RunRequest
 
 pytestmark = pytest.mark.usefixtures("worker")
@@ -25,7 +25,7 @@ async def test_a_10_mb_tool_result(dev_env, settings):
     await runs.start_run(client, settings, RunRequest(goal="report", scenario="large-result"), rid)
     assert (await runs.wait_result(client, rid)).status == "completed"
 
-    messages = Stores.open(settings).transcript.read(rid)
+    messages = Stores.open(settings).transcript.read(await key_of(client, rid))
     [report] = [m for m in messages if m["role"] == "tool" and "Q3-2026" in m["content"]]
     assert len(report["content"]) > 10_000_000  # the whole result, in the store
     state = await runs.get_state(client, rid)
@@ -39,7 +39,11 @@ async def test_a_3_mb_model_answer(dev_env, settings):
     request = RunRequest(goal="talk", scenario="long?steps=2&reply_bytes=3000000")
     await runs.start_run(client, settings, request, rid)
     assert (await runs.wait_result(client, rid)).status == "completed"
-    answers = [m for m in Stores.open(settings).transcript.read(rid) if m["role"] == "assistant"]
+    answers = [
+        m
+        for m in Stores.open(settings).transcript.read(await key_of(client, rid))
+        if m["role"] == "assistant"
+    ]
     assert max(len(m["content"] or "") for m in answers) == 3_000_000
     assert await largest_event(client, rid) < LARGEST_EVENT_BYTES
 
@@ -59,3 +63,26 @@ def test_oversized_tool_arguments_are_not_carried_into_history():
     }
     call = _tool_call(raw)
     assert call.arguments == "" and call.oversized == INLINE_ARGUMENT_CHARS + 1
+
+
+async def test_oversized_tool_arguments_from_the_model_stay_out_of_history(dev_env, settings):
+    """Through the real path: the model activity itself drops arguments past the cap."""
+    client, rid = dev_env.client, run_id("oversized-args")
+    request = RunRequest(goal="pay", scenario="pay-invoice?fault=step1:oversized_args")
+    await runs.start_run(client, settings, request, rid)
+    await approve_when_asked(client, rid)
+    assert (await runs.wait_result(client, rid)).status == "completed"
+
+    messages = Stores.open(settings).transcript.read(await key_of(client, rid))
+    [refusal] = [m for m in messages if m["role"] == "tool" and "is too long" in m["content"]]
+    assert refusal["content"].startswith("error: invalid arguments for lookup_invoice")
+    # The model's whole call is kept in the store; the history never carried it.
+    [oversized] = [
+        c
+        for m in messages
+        if m["role"] == "assistant"
+        for c in m.get("tool_calls") or []
+        if len(c["function"]["arguments"]) > INLINE_ARGUMENT_CHARS
+    ]
+    assert oversized["function"]["name"] == "lookup_invoice"
+    assert await largest_event(client, rid) < INLINE_ARGUMENT_CHARS

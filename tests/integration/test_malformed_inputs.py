@@ -1,0 +1,140 @@
+"""No payload can wedge a run (invariant 8): every signal, update and query name, sent
+every malformed variant through the real `temporal` CLI, leaves the state unchanged;
+the run then completes normally."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from pydantic import SecretStr
+
+from infra.binaries import temporal_cli
+from starters import runs
+from tests.conftest import eventually, run_id, settings_for, wait_for_approval
+from worker.client import connect
+from worker.encryption import new_key
+from worker.main import build_worker
+from workflows.contracts import Actor, Decision, RunRequest
+
+SIGNALS = ("approve", "reject", "answer", "pause", "resume", "cancel")
+UPDATES = ("decide", "submit_answer", "edit")
+QUERIES = ("state", "summary", "pending_approvals", "pending_questions")
+# Each variant: the input flags of one malformed call.
+VARIANTS: dict[str, list[str]] = {
+    "no input": [],
+    "two inputs": ["--input", "{}", "--input", '{"by": "mallory"}'],
+    "binary/plain": ["--input", "hello", "--input-meta", "encoding=binary/plain"],
+    "not an object": ["--input", "42"],
+    "wrong fields": ["--input", '{"request_id": 7, "launch": true}'],
+    "unknown key id": [
+        "--input",
+        "AAAAAAAAAAAAAAAAAAAAAAAAAAAA",
+        "--input-meta",
+        "encoding=binary/encrypted",
+        "--input-meta",
+        "encryption-key-id=nobody-has-this",
+    ],
+    "truncated ciphertext": [
+        "--input",
+        "AAAA",
+        "--input-meta",
+        "encoding=binary/encrypted",
+        "--input-meta",
+        "encryption-key-id=k1",
+    ],
+}
+
+
+@dataclass(frozen=True)
+class Outcome:
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+async def temporal(client, *args: str) -> Outcome:
+    """The real `temporal` CLI, awaited: the worker shares this event loop, and an update
+    waits for the worker to answer it."""
+    address = client.service_client.config.target_host
+    process = await asyncio.create_subprocess_exec(
+        str(temporal_cli()), *args, "--address", address, "--namespace", client.namespace,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    out, err = await asyncio.wait_for(process.communicate(), timeout=60)
+    assert process.returncode is not None
+    return Outcome(process.returncode, out.decode(), err.decode())
+
+
+def fingerprint(state) -> tuple[Any, ...]:
+    """What a malformed input must not change."""
+    return (
+        state.status,
+        state.pause_requested,
+        state.cancel_requested_by,
+        [(a.request_id, a.status, a.decided_by) for a in state.approvals],
+        len(state.audit),
+        state.moment,
+    )
+
+
+@pytest.mark.parametrize("encrypted", [False, True], ids=["plain", "encrypted"])
+async def test_every_handler_survives_every_malformed_payload(
+    dev_env, model_server, tmp_path, encrypted
+):
+    settings = settings_for(dev_env.client, tmp_path / "data", model_server.port)
+    if encrypted:
+        settings = settings.model_copy(update={"encryption_keys": SecretStr(f"k1={new_key()}")})
+    client = await connect(settings)
+    rid = run_id("malformed")
+    async with build_worker(await connect(settings, for_worker=True), settings):
+        await runs.start_run(client, settings, RunRequest(goal="pay", scenario="pay-invoice"), rid)
+        await wait_for_approval(client, rid)
+        before = fingerprint(await runs.get_state(client, rid))
+
+        for name in SIGNALS:
+            for variant, flags in VARIANTS.items():
+                sent = await temporal(
+                    client, "workflow", "signal", "-w", rid, "--name", name, *flags
+                )
+                assert sent.returncode == 0, (name, variant, sent.stderr)
+        for name in UPDATES:
+            for variant, flags in VARIANTS.items():
+                refused = await temporal(
+                    client, "workflow", "update", "execute", "-w", rid, "--name", name, *flags
+                )
+                assert refused.returncode != 0, (name, variant, refused.stdout)
+                assert "Workflow Task in failed state" not in refused.stderr, (name, variant)
+        for name in QUERIES:
+            for variant, flags in VARIANTS.items():
+                if "key" in variant or "ciphertext" in variant:
+                    continue  # a query's input is decoded by the caller's codec, not ours
+                answered = await temporal(
+                    client, "workflow", "query", "-w", rid, "--name", name, *flags
+                )
+                assert answered.returncode == 0, (name, variant, answered.stderr)
+
+        # Signals are applied in order: once one sent after them all is applied, every
+        # malformed one before it was seen and dropped. A query still answers.
+        await runs.pause(client, rid, Actor(by="probe"))
+
+        async def paused():
+            return (await runs.get_state(client, rid)).pause_requested
+
+        await eventually(paused)
+        await runs.resume(client, rid, Actor(by="probe"))
+        await eventually(lambda: _not(paused))
+        after = await runs.get_state(client, rid)
+        # pause + resume: two audit entries and two moments, nothing else changed.
+        assert fingerprint(after)[:4] == before[:4]
+        assert fingerprint(after)[4:] == (before[4] + 2, before[5] + 2)
+
+        await runs.approve(client, rid, Decision(by="alice"))
+        assert (await runs.wait_result(client, rid)).status == "completed"
+
+
+async def _not(check):
+    return not await check()
