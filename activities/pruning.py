@@ -16,6 +16,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from activities.sql import SqlDatabase
 from workflows.contracts import PruneReport, PruneRequest
+from workflows.state import IDENTITY_SEPARATOR
 
 TABLES = ("transcript", "model_calls", "effects")
 
@@ -54,13 +55,20 @@ class PruneActivities:
                 found[row["run_id"]] = max(at, found.get(row["run_id"], at))
         return found
 
-    async def _verdict(self, run_id: str, last_write: datetime, cutoff: datetime) -> str:
+    async def _verdict(self, store_key: str, last_write: datetime, cutoff: datetime) -> str:
+        """A run's rows are kept under its identity (workflow id @ first run id): a workflow
+        id reused by a newer chain does not make an older chain's data "open"."""
+        workflow_id, _, first_run_id = store_key.partition(IDENTITY_SEPARATOR)
+        forgotten = "old" if last_write < cutoff else "recent"
         try:
-            description = await self.client.get_workflow_handle(run_id).describe()
+            description = await self.client.get_workflow_handle(workflow_id).describe()
         except RPCError as err:
             if err.status != RPCStatusCode.NOT_FOUND:
                 raise
-            return "old" if last_write < cutoff else "recent"
+            return forgotten
+        known_first = description.raw_description.workflow_execution_info.first_run_id
+        if first_run_id and first_run_id != known_first:
+            return forgotten  # Temporal knows only a later chain under this id
         if description.status == WorkflowExecutionStatus.RUNNING or description.close_time is None:
             return "open"
         return "old" if description.close_time < cutoff else "recent"

@@ -11,8 +11,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from activities.stores import Stores
-from starters import timeline
+from starters import stored, timeline
 from starters.errors import fail, run_async
 from starters.render import print_state
 from worker.client import connect
@@ -24,11 +23,13 @@ console = Console()
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON.")]
 
 
-def outcomes(settings: Settings, run_id: str, moments: list[Moment]) -> dict[int, str]:
-    """What each model or tool moment produced, read from the transcript store."""
+def outcomes(settings: Settings, store_key: str, moments: list[Moment]) -> dict[int, str]:
+    """What each model or tool moment produced, read from the transcript store: a store
+    this machine can reach (starters/stored.py), else the timeline says why it has none."""
     try:
-        messages = Stores.open(settings).transcript.read(run_id)
-    except Exception:  # the store is optional for a timeline: say nothing rather than fail
+        messages = stored.transcript_store(settings).read(store_key)
+    except Exception as err:  # the texts are extra: say why they are missing, go on
+        typer.echo(f"note: no model and tool texts: {err}", err=True)
         return {}
     found = {}
     for moment in moments:
@@ -68,7 +69,8 @@ async def history(
     if diff is not None:
         _print_diff(found, diff, as_json)
         return
-    said = outcomes(settings, run_id, found.moments)
+    key = found.moments[-1].state.store_key if found.moments else run_id
+    said = outcomes(settings, key, found.moments)
     rows = [
         {
             "step": m.index,

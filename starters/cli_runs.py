@@ -13,9 +13,9 @@ from rich.table import Table
 
 from infra.offline_model.scenarios import Fault, ScenarioError, ScenarioSpec, load
 from starters import runs
-from starters.effects import run_effects
 from starters.errors import run_async
 from starters.render import print_state, runs_table, summary_panel
+from starters.stored import run_effects
 from worker.client import connect
 from worker.settings import load_settings
 from workflows.contracts import RunPolicy, RunRequest
@@ -134,29 +134,25 @@ async def watch(
             live.update(summary_panel(summary))
 
 
-def effects(
+@run_async
+async def effects(
     run_id: str, as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False
 ) -> None:
-    """List a run's effects as the providers recorded them."""
-    found = run_effects(load_settings(), run_id)
+    """List the effects a run performed, as our effect ledger recorded them."""
+    settings = load_settings()
+    found = await run_effects(await connect(settings), settings, run_id)
     if as_json:
         typer.echo(json.dumps(found))
         return
     if not found:
         console.print(f"no effects recorded for {run_id}")
         return
-    table = Table(title=f"effects of {run_id} (provider side)")
-    for column in ("when", "provider", "operation", "idempotency key", "detail"):
+    table = Table(title=f"effects of {run_id} (effect ledger)")
+    for column in ("when", "tool", "idempotency key", "result"):
         table.add_column(column)
     for effect in found:
-        detail = json.dumps(effect["detail"], sort_keys=True)
-        table.add_row(
-            effect["created_at"],
-            effect["provider"],
-            effect["operation"],
-            effect["idempotency_key"],
-            detail,
-        )
+        result = json.dumps(effect["result"], sort_keys=True)
+        table.add_row(effect["created_at"], effect["tool"], effect["idempotency_key"], result)
     console.print(table)
 
 

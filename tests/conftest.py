@@ -191,3 +191,8 @@ def spawn_worker(settings: Settings, log_path: Path, **env: str) -> subprocess.P
         return subprocess.Popen(
             [sys.executable, "-m", "worker"], env=full_env, stdout=log, stderr=subprocess.STDOUT
         )
+
+
+async def key_of(client: Client, rid: str) -> str:
+    """The key of a run's rows in our stores: its identity across its chain."""
+    return (await runs.get_state(client, rid)).store_key

@@ -31,6 +31,16 @@ from workflows.contracts import (
 
 T = TypeVar("T")
 RECENT_RESULTS_KEPT = 20
+# Between the workflow id and the first execution's run id in a run's identity; no run id
+# we accept contains it (contracts.RUN_ID_PATTERN).
+IDENTITY_SEPARATOR = "@"
+
+
+def workflow_id_of(store_key: str) -> str:
+    """The workflow id a run's store key belongs to (the key itself for older runs)."""
+    return store_key.partition(IDENTITY_SEPARATOR)[0]
+
+
 FINAL_ANSWER_CHARS = 4000
 
 
@@ -144,7 +154,11 @@ class ForkOrigin(BaseModel):
 
 
 class RunState(BaseModel):
-    run_id: str
+    run_id: str  # the workflow id: what people name the run by
+    # The run's identity across its chain (agent.run_identity), under which its transcript,
+    # model memo and ledger rows are stored. None in runs started before it existed: their
+    # data stays under the workflow id.
+    identity: str | None = None
     goal: str
     scenario: str | None = None
     policy: RunPolicy = Field(default_factory=RunPolicy)
@@ -189,6 +203,11 @@ class RunState(BaseModel):
         )
         state.log(now, "system", "run_started", preview(request.goal))
         return state
+
+    @property
+    def store_key(self) -> str:
+        """The key of this run's rows in our stores, and the root of its idempotency keys."""
+        return self.identity or self.run_id
 
     # -- transcript bookkeeping ------------------------------------------------
     def queue_message(self, role: str, content: str, tool_call_id: str | None = None) -> None:
@@ -442,7 +461,7 @@ class RunState(BaseModel):
         plan, a step, or the final answer) starts over; everything before it is kept, so
         effects before it are not repeated, and from it on the new run has its own keys."""
         fork = self.model_copy(deep=True)
-        fork.run_id = run_id
+        fork.run_id, fork.identity = run_id, None  # the fork's own is set when it starts
         fork.parent = ForkOrigin(run_id=parent_run_id, moment=self.moment)
         fork.next_seq = self.phase_start_seq
         restarting = {s.index for s in fork.plan if s.status is StepStatus.RUNNING}

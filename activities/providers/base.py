@@ -81,8 +81,10 @@ class SimulatedProvider:
         sql = "SELECT idempotency_key, run_id, operation, detail, created_at FROM effects"
         params: tuple[str, ...] = ()
         if run_id is not None:
-            sql += " WHERE run_id=?"
-            params = (run_id,)
+            # A run's books are kept under its identity, "<workflow id>@<first run id>".
+            prefix = f"{run_id}@"
+            sql += " WHERE run_id=? OR substr(run_id, 1, ?)=?"
+            params = (run_id, str(len(prefix)), prefix)
         rows = self.db.query(sql + " ORDER BY id", params)
         return [row | {"detail": json.loads(row["detail"])} for row in rows]
 

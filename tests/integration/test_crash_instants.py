@@ -12,7 +12,14 @@ from activities.providers import Providers
 from activities.stores import Stores
 from infra.stack import worker_polling
 from starters import runs
-from tests.conftest import count_effects, eventually, run_id, spawn_worker, wait_for_approval
+from tests.conftest import (
+    count_effects,
+    eventually,
+    key_of,
+    run_id,
+    spawn_worker,
+    wait_for_approval,
+)
 from workflows.contracts import Decision, RunRequest
 
 
@@ -44,14 +51,19 @@ async def test_a_crash_at_each_instant_ends_in_one_payment(
     rescuer = spawn_worker(settings, tmp_path / "w2.log")
     try:
         result = await runs.wait_result(client, rid)
+        store_key = await key_of(client, rid)
     finally:
         rescuer.terminate()
         await asyncio.to_thread(rescuer.wait, 30)
 
     assert result.status == "completed"
     assert count_effects(settings, rid, "charge") == 1
-    key = f"{rid}/step-3/call_step3_t0_0"
+    key = f"{store_key}/step-3/call_step3_t0_0"
     assert Providers.open(settings.data_dir).payments.replays(key) == provider_replays
-    recorded = [e for e in Stores.open(settings).ledger.effects(rid) if e["tool"] == "pay_invoice"]
+    recorded = [
+        e
+        for e in Stores.open(settings).ledger.effects(store_key)
+        if e["tool"] == "pay_invoice"
+    ]
     assert [e["idempotency_key"] for e in recorded] == [key]
     assert count_effects(settings, rid, "send") == 1

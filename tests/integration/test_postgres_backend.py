@@ -11,6 +11,7 @@ from starters import runs
 from tests.conftest import (
     count_effects,
     drop_schema,
+    key_of,
     postgres_or_skip,
     run_id,
     wait_for_approval,
@@ -39,10 +40,10 @@ async def test_pay_invoice_with_stores_on_postgres(dev_env, pg_settings):
 
     stores = Stores.open(pg_settings)
     assert stores.db.where.startswith("postgresql:")
-    messages = stores.transcript.read(rid)
+    messages = stores.transcript.read(key := await key_of(client, rid))
     assert messages[0]["content"].startswith("Goal: pay")
-    assert len(stores.transcript.stored_answers(rid)) == 10  # every model answer memoized
-    assert {e["tool"] for e in stores.ledger.effects(rid)} == {
+    assert len(stores.transcript.stored_answers(key)) == 10  # every model answer memoized
+    assert {e["tool"] for e in stores.ledger.effects(key)} == {
         "draft_email",
         "pay_invoice",
         "send_email",

@@ -7,15 +7,15 @@ import pytest
 from activities.stores import Stores
 from infra.temporal_setup import set_up_namespace
 from starters import pruning, runs
-from tests.conftest import approve_when_asked, run_id, wait_for_approval
+from tests.conftest import approve_when_asked, key_of, run_id, wait_for_approval
 from workflows.contracts import Actor, RunRequest
 
 pytestmark = pytest.mark.usefixtures("worker")
 
 
-def stored(settings, rid):
-    stores = Stores.open(settings)
-    return len(stores.transcript.read(rid)), len(stores.ledger.effects(rid))
+async def stored(client, settings, rid):
+    stores, key = Stores.open(settings), await key_of(client, rid)
+    return len(stores.transcript.read(key)), len(stores.ledger.effects(key))
 
 
 async def test_prune_removes_closed_runs_and_never_open_ones(dev_env, settings):
@@ -27,20 +27,24 @@ async def test_prune_removes_closed_runs_and_never_open_ones(dev_env, settings):
     await runs.wait_result(client, closed)
     await runs.start_run(client, settings, request, still_open)
     await wait_for_approval(client, still_open)
-    before_open = stored(settings, still_open)
-    assert stored(settings, closed)[0] > 0 and stored(settings, closed)[1] == 3
+    before_open = await stored(client, settings, still_open)
+    messages, effects = await stored(client, settings, closed)
+    assert messages > 0 and effects == 3
+    closed_key = await key_of(client, closed)
 
     recent = await pruning.prune(client, settings, "30d", dry_run=False)
-    assert closed not in recent.pruned and recent.kept_recent >= 1
+    assert closed_key not in recent.pruned and recent.kept_recent >= 1
 
     dry = await pruning.prune(client, settings, "0s", dry_run=True)
-    assert closed in dry.pruned and still_open not in dry.pruned
-    assert dry.rows_deleted == 0 and stored(settings, closed)[0] > 0
+    assert closed_key in dry.pruned and not any(k.startswith(still_open) for k in dry.pruned)
+    assert dry.rows_deleted == 0 and (await stored(client, settings, closed))[0] > 0
 
     done = await pruning.prune(client, settings, "0s", dry_run=False)
-    assert closed in done.pruned and done.rows_deleted > 0 and done.kept_open >= 1
-    assert stored(settings, closed) == (0, 0)
-    assert stored(settings, still_open) == before_open  # an open run, whatever its age
+    assert closed_key in done.pruned and done.rows_deleted > 0 and done.kept_open >= 1
+    assert await stored(client, settings, closed) == (0, 0)
+    assert (
+        await stored(client, settings, still_open) == before_open
+    )  # an open run, whatever its age
     await runs.cancel(client, still_open, Actor(by="t"))
 
 

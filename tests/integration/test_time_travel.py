@@ -88,7 +88,7 @@ async def test_fork_before_the_payment_pays_once_under_its_own_key(dev_env, sett
     # The parent's payment is not repeated; the fork pays once, under its own key.
     assert count_effects(settings, parent, "charge") == 1
     charges = [e for e in Providers.open(settings.data_dir).payments.effects(child.run_id)]
-    assert [e["idempotency_key"] for e in charges] == [f"{child.run_id}/step-3/call_step3_t0_0"]
+    assert [e["idempotency_key"] for e in charges] == [f"{state.store_key}/step-3/call_step3_t0_0"]
     # Steps before the fork point are not redone: no new draft, one email sent by the fork.
     assert count_effects(settings, child.run_id, "draft") == 0
     assert count_effects(settings, child.run_id, "send") == 1

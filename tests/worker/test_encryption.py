@@ -11,7 +11,7 @@ from activities.sql import SqliteDatabase
 from activities.stores import Stores
 from activities.transcript import TranscriptStore
 from starters import runs
-from tests.conftest import run_id, settings_for
+from tests.conftest import key_of, run_id, settings_for
 from worker.client import connect
 from worker.encryption import (
     ENCODING,
@@ -107,7 +107,12 @@ async def run_with_marker(dev_env, settings, rotated=None):
         # Those who hold the key read it back, also after rotating to a new one.
         for reader in (settings, rotated or settings):
             assert MARKER in (await runs.get_state(await connect(reader), rid)).goal
-            assert MARKER in Stores.open(reader).transcript.read(rid)[0]["content"]
+            assert (
+                MARKER
+                in Stores.open(reader).transcript.read(await key_of(await connect(reader), rid))[0][
+                    "content"
+                ]
+            )
     # Read back without a codec: what the server stores and exports.
     history = await dev_env.client.get_workflow_handle(rid).fetch_history()
     return raw_bytes(history)

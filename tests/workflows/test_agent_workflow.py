@@ -10,7 +10,7 @@ from temporalio.client import WorkflowFailureError
 
 from activities.stores import Stores
 from starters import runs
-from tests.conftest import count_effects, eventually, run_id
+from tests.conftest import count_effects, eventually, key_of, run_id
 from worker.main import build_worker
 from workflows.contracts import Decision, RunRequest
 from workflows.state import ApprovalStatus, QuestionStatus, RunStatus, StepStatus
@@ -62,7 +62,7 @@ async def test_rejection_goes_back_to_the_model_and_nothing_is_paid(time_env, ts
     assert "not paid" in (result.final_answer or "")
     assert count_effects(ts_settings, rid, "charge") == 0
     assert count_effects(ts_settings, rid, "send") == 0
-    messages = Stores.open(ts_settings).transcript.read(rid)
+    messages = Stores.open(ts_settings).transcript.read(await key_of(client, rid))
     tool_texts = [m["content"] for m in messages if m["role"] == "tool"]
     assert any(t.startswith("rejected by bob: not this month") for t in tool_texts)
 
@@ -96,7 +96,7 @@ async def test_bad_tool_calls_go_back_to_the_model(time_env, ts_settings, fault,
     result = await runs.wait_result(client, rid)
 
     assert result.status == "completed"
-    messages = Stores.open(ts_settings).transcript.read(rid)
+    messages = Stores.open(ts_settings).transcript.read(await key_of(client, rid))
     errors = [m for m in messages if m["role"] == "tool" and m["content"].startswith(error_text)]
     assert len(errors) == 1
     # The bad call ran no tool; the corrected one ran exactly once.
