@@ -1,13 +1,17 @@
 """The codec server: Temporal's remote codec protocol (POST /encode, /decode) over our keys,
 so the Web UI and `temporal` CLI show decrypted payloads to those who hold the token.
 
-Callers send `Authorization: Bearer <token>` (the CLI's `--codec-auth`). The Web UI
-cannot send a header without single sign-on, so it is given an endpoint carrying the
-token in its path, /ui/<token>; serve that only where the UI's users may read payloads.
+Callers send `Authorization: Bearer <token>` (the CLI's `--codec-auth`); the server reads
+the token from its environment or a file, never from its command line. The Web UI cannot
+send a header without single sign-on, so it is given an endpoint carrying a token of its
+own in its path, /ui/<ui token>: derived from the main one, accepted only on that path.
+The dev server takes that endpoint as a flag, so the UI token is as visible as the local
+Web UI itself; the main token never is. Bodies past MAX_BODY_BYTES are refused (413).
 """
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 import logging
 import os
@@ -26,6 +30,26 @@ from worker.settings import Settings, load_settings
 log = logging.getLogger("durable_agents.codec_server")
 # The protocol's two calls, each a method of the codec.
 Direction = Literal["encode", "decode"]
+# Far above what the Web UI sends for one history page; a larger body is refused unread.
+MAX_BODY_BYTES = 8 * 1024 * 1024
+
+
+def ui_token(token: str) -> str:
+    """The Web UI's own token: whoever reads it from a process list cannot call /encode or
+    /decode with it, only the UI's path."""
+    return hmac.new(token.encode(), b"temporal-web-ui", hashlib.sha256).hexdigest()
+
+
+async def _body(request: Request) -> bytes:
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > MAX_BODY_BYTES:
+        raise HTTPException(413, f"request body over {MAX_BODY_BYTES:,} bytes")
+    body = bytearray()
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > MAX_BODY_BYTES:
+            raise HTTPException(413, f"request body over {MAX_BODY_BYTES:,} bytes")
+    return bytes(body)
 
 
 def codec_app(keyring: Keyring, token: str, origins: list[str]) -> FastAPI:
@@ -39,14 +63,14 @@ def codec_app(keyring: Keyring, token: str, origins: list[str]) -> FastAPI:
         allow_headers=["authorization", "content-type", "x-namespace"],
     )
 
-    def check(given: str | None) -> None:
-        if given is None or not hmac.compare_digest(given.encode(), token.encode()):
+    def check(given: str | None, expected: str = token) -> None:
+        if given is None or not hmac.compare_digest(given.encode(), expected.encode()):
             raise HTTPException(status_code=401, detail="missing or wrong codec token")
 
     async def convert(request: Request, direction: Direction) -> Response:
         try:
-            payloads = json_format.Parse(await request.body(), Payloads())
-        except json_format.ParseError as err:
+            payloads = json_format.Parse(await _body(request), Payloads())
+        except (json_format.ParseError, UnicodeDecodeError) as err:
             raise HTTPException(400, f'expected {{"payloads": [...]}}: {err}') from err
         try:
             done = await getattr(codec, direction)(list(payloads.payloads))
@@ -70,19 +94,19 @@ def codec_app(keyring: Keyring, token: str, origins: list[str]) -> FastAPI:
 
     @app.post("/ui/{path_token}/{direction}")
     async def with_path_token(request: Request, path_token: str, direction: Direction) -> Response:
-        check(path_token)
+        check(path_token, ui_token(token))
         return await convert(request, direction)
 
     @app.get("/health")
     async def health() -> dict[str, str]:
-        return {"status": "ok", "active_key": keyring.active}
+        return {"status": "ok"}  # nothing about keys for a caller with no token
 
     return app
 
 
 def ui_endpoint(settings: Settings, token: str) -> str:
     """What the Web UI is told to call (`--ui-codec-endpoint`)."""
-    return f"{settings.codec_url}/ui/{token}"
+    return f"{settings.codec_url}/ui/{ui_token(token)}"
 
 
 def app_from(settings: Settings) -> FastAPI:

@@ -61,9 +61,7 @@ async def test_a_crash_at_each_instant_ends_in_one_payment(
     key = f"{store_key}/step-3/call_step3_t0_0"
     assert Providers.open(settings.data_dir).payments.replays(key) == provider_replays
     recorded = [
-        e
-        for e in Stores.open(settings).ledger.effects(store_key)
-        if e["tool"] == "pay_invoice"
+        e for e in Stores.open(settings).ledger.effects(store_key) if e["tool"] == "pay_invoice"
     ]
     assert [e["idempotency_key"] for e in recorded] == [key]
     assert count_effects(settings, rid, "send") == 1

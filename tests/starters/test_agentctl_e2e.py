@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
 import re
@@ -283,6 +284,12 @@ def test_an_encrypted_stack_runs_the_demo_and_the_web_ui_decodes(stack):
     base = endpoint.split("/ui/")[0]
     refused = httpx.post(f"{base}/decode", json={"payloads": start["input"]["payloads"]})
     assert refused.status_code == 401
+
+    # The codec server's own token is in no process's command line (the UI's is).
+    token = (Path(stack.env["AGENT_DATA_DIR"]) / "codec-token").read_text().strip()
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        with contextlib.suppress(OSError):
+            assert token.encode() not in cmdline.read_bytes(), cmdline
 
     # `down` stops the codec server even when the keys are no longer set.
     plain = {k: v for k, v in stack.env.items() if k != "AGENT_ENCRYPTION_KEYS"}

@@ -12,6 +12,7 @@ import httpx
 import pytest
 
 from infra.offline_model.embedded import free_port
+from worker.codec_server import MAX_BODY_BYTES, ui_token
 from worker.encryption import new_key
 
 TOKEN = "codec-test-token"
@@ -63,8 +64,8 @@ def test_encode_then_decode_with_the_token(codec_url):
 
     decoded = post(codec_url, "/decode", {"payloads": [sealed]}, **auth)
     assert decoded.json() == {"payloads": [PLAIN]}
-    # The Web UI's endpoint carries the token in its path.
-    assert post(codec_url, f"/ui/{TOKEN}/decode", {"payloads": [sealed]}).json() == {
+    # The Web UI's endpoint carries a token of its own in its path.
+    assert post(codec_url, f"/ui/{ui_token(TOKEN)}/decode", {"payloads": [sealed]}).json() == {
         "payloads": [PLAIN]
     }
 
@@ -77,6 +78,8 @@ def test_encode_then_decode_with_the_token(codec_url):
         ("/decode", {"Authorization": TOKEN}),  # not a bearer
         ("/ui/wrong/decode", {}),
         ("/encode", {}),
+        (f"/ui/{TOKEN}/decode", {}),  # the main token is not the UI's
+        ("/decode", {"Authorization": f"Bearer {ui_token(TOKEN)}"}),  # nor the other way
     ],
 )
 def test_a_request_without_the_token_is_refused(codec_url, path, headers):
@@ -116,3 +119,39 @@ def test_cors_lets_the_web_ui_in_and_no_one_else(codec_url):
     assert allowed.status_code == 200
     assert allowed.headers["access-control-allow-origin"] == UI_ORIGIN
     assert "access-control-allow-origin" not in preflight("http://evil.example").headers
+
+
+def sealed_with(key_id: bytes, data: bytes) -> dict[str, object]:
+    return {
+        "metadata": {
+            "encoding": base64.b64encode(b"binary/encrypted").decode(),
+            "encryption-key-id": base64.b64encode(key_id).decode(),
+        },
+        "data": base64.b64encode(data).decode(),
+    }
+
+
+@pytest.mark.parametrize(
+    "payload, says",
+    [
+        (sealed_with(b"\xff\xfe", b"x" * 40), "not among the configured keys"),
+        (sealed_with(b"k1", b"short"), "too short"),
+        (sealed_with(b"k1", b"x" * 40), "does not decrypt"),
+    ],
+    ids=["non-utf8 key id", "shorter than a nonce", "altered"],
+)
+def test_payloads_that_cannot_decrypt_are_a_4xx_not_a_500(codec_url, payload, says):
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+    response = post(codec_url, "/decode", {"payloads": [payload]}, **auth)
+    assert response.status_code == 422 and says in response.json()["detail"]
+
+
+def test_a_body_past_the_limit_is_refused_unread(codec_url):
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+    huge = b'{"payloads": [' + b" " * MAX_BODY_BYTES + b"]}"
+    response = httpx.post(f"{codec_url}/decode", content=huge, headers=auth, timeout=30)
+    assert response.status_code == 413
+
+
+def test_health_tells_a_caller_with_no_token_nothing_about_keys(codec_url):
+    assert httpx.get(f"{codec_url}/health", timeout=5).json() == {"status": "ok"}
