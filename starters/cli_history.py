@@ -14,7 +14,7 @@ from rich.table import Table
 from starters import stored, timeline
 from starters.errors import fail, run_async
 from starters.render import print_state
-from worker.client import connect
+from worker.client import connect, data_converter
 from worker.settings import Settings, load_settings
 from workflows.contracts import StatePatch, preview
 from workflows.timeline import Moment
@@ -161,7 +161,7 @@ async def export(
 @run_async
 async def replay(files: Annotated[list[Path], typer.Argument(help="History JSON files.")]) -> None:
     """Replay histories against the current workflow code; report any nondeterminism."""
-    results = await timeline.replay_files(files)
+    results = await timeline.replay_files(files, data_converter(load_settings()))
     for result in results:
         where = f" (event {result.event_id})" if result.event_id else ""
         mark = "[green]ok[/]" if result.ok else "[red]FAILED[/]"

@@ -15,6 +15,7 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.api.workflowservice.v1 import ResetWorkflowExecutionRequest
 from temporalio.client import Client, WorkflowHistory
 from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.converter import DataConverter
 from temporalio.service import RPCError
 from temporalio.worker import Replayer
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
@@ -27,13 +28,14 @@ from workflows.contracts import ForkSpec, RunRequest, StatePatch
 from workflows.timeline import Moment
 
 
-def replayer() -> Replayer:
+def replayer(converter: DataConverter = pydantic_data_converter) -> Replayer:
     """The workflow code, replaying; workflows.timeline is shared with the sandbox so the
-    recording made here hears what the workflow offers in there."""
+    recording made here hears what the workflow offers in there. `converter` must be the
+    client's: an encrypted run's history decodes only through its codec."""
     restrictions = SandboxRestrictions.default.with_passthrough_modules("workflows.timeline")
     return Replayer(
         workflows=[AgentWorkflow],
-        data_converter=pydantic_data_converter,
+        data_converter=converter,
         workflow_runner=SandboxedWorkflowRunner(restrictions=restrictions),
     )
 
@@ -91,7 +93,9 @@ async def rebuild(client: Client, run_id: str) -> Timeline:
     chain = await fetch_chain(client, run_id)
     with timeline.recording(run_id) as recorded:
         for temporal_run, history in chain:
-            result = await replayer().replay_workflow(history, raise_on_replay_failure=False)
+            result = await replayer(client.data_converter).replay_workflow(
+                history, raise_on_replay_failure=False
+            )
             if result.replay_failure is not None:
                 raise RunError(f"cannot replay {run_id} ({temporal_run}): {result.replay_failure}")
     return Timeline(run_id, chain, [recorded[i] for i in sorted(recorded)])
@@ -200,7 +204,10 @@ async def rewind(client: Client, run_id: str, moment_index: int, by: str) -> str
 
 def export_history(history: WorkflowHistory, path: Path) -> None:
     """The format of the Web UI's download and `temporal workflow show -o json`."""
-    path.write_text(history.to_json())
+    try:
+        path.write_text(history.to_json())
+    except OSError as err:
+        raise RunError(f"cannot write {path}: {err.strerror or err}") from None
 
 
 @dataclass(frozen=True)
@@ -211,28 +218,46 @@ class ReplayOutcome:
     message: str
 
 
-async def replay_files(paths: list[Path]) -> list[ReplayOutcome]:
+def _agent_history(path: Path) -> WorkflowHistory:
+    """A history file of an agent run, or ValueError saying why not: the SDK's core panics
+    and hangs on some histories it cannot start from, so they never reach it."""
+    history = WorkflowHistory.from_json(path.stem, json.loads(path.read_text()))
+    events = list(history.events)
+    if not events or events[0].event_type != EventType.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED:
+        raise ValueError("it does not begin with a WorkflowExecutionStarted event")
+    started = events[0].workflow_execution_started_event_attributes
+    if started.workflow_type.name != AgentWorkflow.__name__:
+        raise ValueError(f"it is a {started.workflow_type.name!r} run, not an agent run")
+    return history
+
+
+async def replay_files(
+    paths: list[Path], converter: DataConverter = pydantic_data_converter
+) -> list[ReplayOutcome]:
     outcomes = []
     for path in paths:
         try:
-            history = WorkflowHistory.from_json(path.stem, json.loads(path.read_text()))
+            history = _agent_history(path)
         except (OSError, ValueError) as err:
-            outcomes.append(ReplayOutcome(path, False, None, f"not a history file: {err}"))
+            reason = err.strerror if isinstance(err, OSError) and err.strerror else err
+            outcomes.append(ReplayOutcome(path, False, None, f"not a history file: {reason}"))
             continue
-        result = await replayer().replay_workflow(history, raise_on_replay_failure=False)
+        result = await replayer(converter).replay_workflow(history, raise_on_replay_failure=False)
         failure = result.replay_failure
         if failure is None:
             outcomes.append(ReplayOutcome(path, True, None, "replays cleanly"))
             continue
         found = re.search(r"event\W{0,2}id\W{0,2}(\d+)", str(failure), re.IGNORECASE)
-        event_id = int(found.group(1)) if found else await divergence_event(history)
+        event_id = int(found.group(1)) if found else await divergence_event(history, converter)
         outcomes.append(
             ReplayOutcome(path, False, event_id, f"{type(failure).__name__}: {failure}")
         )
     return outcomes
 
 
-async def divergence_event(history: WorkflowHistory) -> int | None:
+async def divergence_event(
+    history: WorkflowHistory, converter: DataConverter = pydantic_data_converter
+) -> int | None:
     """The first event whose recorded command the current code no longer issues.
 
     Replays prefixes of the history, cut after each workflow task's commands, and finds by
@@ -254,7 +279,7 @@ async def divergence_event(history: WorkflowHistory) -> int | None:
 
     async def fails(task: int) -> bool:
         prefix = WorkflowHistory(history.workflow_id, events[: cut_after(task)])
-        result = await replayer().replay_workflow(prefix, raise_on_replay_failure=False)
+        result = await replayer(converter).replay_workflow(prefix, raise_on_replay_failure=False)
         return result.replay_failure is not None
 
     low, high = 0, len(completed) - 1

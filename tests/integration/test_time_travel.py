@@ -119,7 +119,9 @@ async def test_rewind_past_the_payment_still_pays_once(dev_env, settings):
     rid = await paid_run(client, settings, "rewind")
     found = await timeline.rebuild(client, rid)
     asked = moment_of(found, "approval requested")
-    key = f"{rid}/step-3/call_step3_t0_0"
+    key = f"{found.moments[-1].state.store_key}/step-3/call_step3_t0_0"
+    assert Providers.open(settings.data_dir).payments.replays(key) == 0
+    assert key in [e["idempotency_key"] for e in Providers.open(settings.data_dir).effects(rid)]
 
     new_run = await timeline.rewind(client, rid, asked.index, by="ops")
     handle = client.get_workflow_handle(rid)
