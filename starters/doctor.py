@@ -8,14 +8,20 @@ import urllib.request
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
+from temporalio.api.common.v1 import WorkflowExecution
+from temporalio.api.enums.v1 import EventType
 from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
+from temporalio.api.workflowservice.v1 import GetWorkflowExecutionHistoryReverseRequest
+from temporalio.client import Client
 
 from activities.stores import open_database
 from infra.stack import worker_polling
+from starters.runs import WORKFLOW_TYPE
 from worker.client import connect
 from worker.encryption import KeyringError, keyring_from
 from worker.settings import Settings
 from workflows import search_attributes as sa
+from workflows.contracts import preview
 
 TIMEOUT_SECONDS = 5.0
 
@@ -36,6 +42,7 @@ async def diagnose(settings: Settings, only: set[str] | None = None) -> list[Fin
         ("model", _model),
         ("stores", _stores),
         ("encryption", _encryption),
+        ("runs", _runs),
     ]
     unknown = (only or set()) - {part for part, _ in checks}
     if unknown:
@@ -158,3 +165,65 @@ async def _encryption(settings: Settings) -> Finding:
             "`agentctl up` starts it locally; elsewhere run `python -m worker.codec_server`",
         )
     return Finding("encryption", True, f"on (active key {keyring.active!r}); codec server answers")
+
+
+# How many open runs of the task queue `doctor` looks at; a namespace with more is sampled.
+RUNS_EXAMINED = 500
+
+
+async def _runs(settings: Settings) -> Finding:
+    """Open runs whose workflow task keeps failing (nondeterminism, a payload the code cannot
+    read): Temporal retries them for ever and nothing else says so."""
+    try:
+        client = await connect(settings)
+        sick = await wedged_runs(client, settings.task_queue)
+    except Exception as err:
+        return Finding("runs", False, f"cannot list runs: {str(err)[:160]}", "fix temporal")
+    if not sick:
+        return Finding("runs", True, f"no open run of {settings.task_queue!r} is wedged")
+    listed = "; ".join(f"{run} (attempt {attempt}): {message}" for run, attempt, message in sick)
+    return Finding(
+        "runs",
+        False,
+        f"{len(sick)} run(s) whose workflow task keeps failing: {listed}",
+        "rewind each to its last good step (`agentctl history RUN`, then `agentctl rewind RUN "
+        "--to-step K`), reset it (`temporal workflow reset`), or terminate it "
+        "(`temporal workflow terminate`); a nondeterminism error means the code changed "
+        "under the run: deploy the old code or patch the change (docs/changing-workflows.md)",
+    )
+
+
+async def wedged_runs(client: Client, task_queue: str) -> list[tuple[str, int, str]]:
+    """(run id, attempt, last failure) of each open agent run whose workflow task has failed
+    at least twice in a row."""
+    query = (
+        f"WorkflowType = '{WORKFLOW_TYPE}' AND ExecutionStatus = 'Running' "
+        f"AND TaskQueue = '{task_queue}'"
+    )
+    found = []
+    async for execution in client.list_workflows(query, limit=RUNS_EXAMINED):
+        description = await client.get_workflow_handle(execution.id).describe()
+        pending = description.raw_description.pending_workflow_task
+        if pending.attempt >= 2:
+            message = await _last_task_failure(client, execution.id, execution.run_id)
+            found.append((execution.id, pending.attempt, message))
+    return found
+
+
+async def _last_task_failure(client: Client, workflow_id: str, run_id: str) -> str:
+    response = await client.workflow_service.get_workflow_execution_history_reverse(
+        GetWorkflowExecutionHistoryReverseRequest(
+            namespace=client.namespace,
+            execution=WorkflowExecution(workflow_id=workflow_id, run_id=run_id),
+            maximum_page_size=100,
+        )
+    )
+    for event in response.history.events:
+        if event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED:
+            failure = event.workflow_task_failed_event_attributes.failure
+            try:  # an encrypted stack keeps the message in the failure's encoded attributes
+                message = str(await client.data_converter.decode_failure(failure))
+            except Exception:
+                message = failure.message
+            return preview(message or "(no message)", 200)
+    return "(the failure is not in its last 100 events)"

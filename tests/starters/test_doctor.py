@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 import pytest
@@ -92,3 +93,24 @@ async def test_only_checks_the_parts_asked_for(settings):
     assert [f.part for f in findings] == ["stores", "encryption"]
     with pytest.raises(ValueError, match="no part named codec"):
         await diagnose(settings, {"codec"})
+
+
+async def test_a_wedged_run_is_reported_with_its_failure_and_the_fix(worker, dev_env, settings):
+    """A run started with an input the workflow cannot read: its first workflow task fails
+    on every attempt. doctor names the run, the failure and the way out."""
+    client = dev_env.client
+    handle = await client.start_workflow(
+        "AgentWorkflow", 42, id=f"wedged-{uuid.uuid4().hex[:8]}", task_queue=settings.task_queue
+    )
+
+    async def failed_twice() -> bool:
+        pending = (await handle.describe()).raw_description.pending_workflow_task
+        return bool(pending.attempt >= 2)
+
+    await eventually(failed_twice, within=60)
+    finding = by_part(await diagnose(settings, {"runs"}))["runs"]
+    assert not finding.ok
+    assert handle.id in finding.says and "Failed decoding arguments" in finding.says
+    assert "agentctl rewind" in finding.fix and "terminate" in finding.fix
+    await handle.terminate("test over")
+    assert by_part(await diagnose(settings, {"runs"}))["runs"].ok
