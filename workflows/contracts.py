@@ -2,7 +2,7 @@
 
 Activity payloads carry references (run id, sequence number) and short previews,
 never the conversation: the conversation lives in the transcript store. That is
-what keeps history per step constant (DESIGN.md, invariant 3).
+what keeps history per step constant (docs/architecture.md, invariant 3).
 """
 
 from __future__ import annotations

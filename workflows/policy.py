@@ -1,6 +1,6 @@
 """Who must say yes before a tool runs, and who may say it. Decided here, in workflow
 code, from the tool's declared risk and the run's policy: never from anything the
-model wrote (invariant 5)."""
+model wrote (docs/architecture.md, invariant 5)."""
 
 from __future__ import annotations
 
