@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.table import Table
 
 from starters import stored, timeline
-from starters.errors import fail, run_async
+from starters.errors import RunIdArgument, fail, run_async
 from starters.render import print_state
 from worker.client import connect, data_converter
 from worker.settings import Settings, load_settings
@@ -49,7 +49,7 @@ def outcomes(settings: Settings, store_key: str, moments: list[Moment]) -> dict[
 
 @run_async
 async def history(
-    run_id: str,
+    run_id: RunIdArgument,
     step: Annotated[int | None, typer.Option(help="The whole state as of step K.")] = None,
     diff: Annotated[int | None, typer.Option(help="What changed from step K-1 to K.")] = None,
     as_json: JsonOption = False,
@@ -109,7 +109,7 @@ def _print_diff(found: timeline.Timeline, index: int, as_json: bool) -> None:
 
 @run_async
 async def fork(
-    run_id: str,
+    run_id: RunIdArgument,
     from_step: Annotated[int, typer.Option(help="The step (moment) to start from.", min=1)],
     edit: Annotated[
         Path | None, typer.Option(help="A JSON patch applied to the fork.", exists=True)
@@ -137,7 +137,7 @@ async def fork(
 
 @run_async
 async def rewind(
-    run_id: str,
+    run_id: RunIdArgument,
     to_step: Annotated[int, typer.Option(help="The step (moment) to go back to.", min=1)],
     by: Annotated[str | None, typer.Option("--as", help="Who rewinds (default: you).")] = None,
 ) -> None:
@@ -149,7 +149,7 @@ async def rewind(
 
 @run_async
 async def export(
-    run_id: str,
+    run_id: RunIdArgument,
     output: Annotated[Path, typer.Option("-o", "--output", help="Where to write the JSON.")],
 ) -> None:
     """Write a run's history as JSON (the Web UI's and `temporal workflow show` format)."""

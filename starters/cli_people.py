@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.table import Table
 
 from starters import runs
-from starters.errors import fail, run_async
+from starters.errors import RunIdArgument, fail, run_async
 from worker.client import connect
 from worker.settings import load_settings
 from workflows.contracts import Actor, Answer, DecideRequest, StatePatch
@@ -29,7 +29,7 @@ def _who(name: str | None) -> str:
 def _decision_command(approve: bool):  # type: ignore[no-untyped-def]
     @run_async
     async def decide(
-        run_id: str,
+        run_id: RunIdArgument,
         request_id: Annotated[
             str | None, typer.Argument(help="Which request (default: the only one pending).")
         ] = None,
@@ -48,7 +48,7 @@ def _decision_command(approve: bool):  # type: ignore[no-untyped-def]
 
 @run_async
 async def answer(
-    run_id: str,
+    run_id: RunIdArgument,
     text: Annotated[str, typer.Argument(help="The answer (one of the options, if offered).")],
     question_id: Annotated[str | None, typer.Option(help="Which question.")] = None,
     by: AsOption = None,
@@ -62,7 +62,7 @@ async def answer(
 def _actor_command(verb: str, doc: str):  # type: ignore[no-untyped-def]
     @run_async
     async def act(
-        run_id: str,
+        run_id: RunIdArgument,
         by: AsOption = None,
         reason: Annotated[str, typer.Option(help="Why; recorded in the audit log.")] = "",
     ) -> None:
@@ -90,7 +90,7 @@ def parse_assignments(assignments: list[str]) -> dict[str, Any]:
 
 @run_async
 async def edit(
-    run_id: str,
+    run_id: RunIdArgument,
     assignments: Annotated[
         list[str] | None,
         typer.Option("--set", help="goal=TEXT, pending_steps='[\"a\",\"b\"]', context='[...]'"),

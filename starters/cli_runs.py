@@ -13,7 +13,7 @@ from rich.table import Table
 
 from infra.offline_model.scenarios import Fault, ScenarioError, ScenarioSpec, load
 from starters import runs
-from starters.errors import run_async
+from starters.errors import RunIdArgument, run_async
 from starters.render import print_state, runs_table, summary_panel
 from starters.stored import run_effects
 from worker.client import connect
@@ -64,6 +64,8 @@ async def run(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """Start a run (or attach to the running one with that id)."""
+    if run_id is not None:
+        runs.check_run_id(run_id)
     settings = load_settings()
     spec = scenario_spec(scenario, steps, reply_bytes, fault or [])
     request = RunRequest(
@@ -108,7 +110,8 @@ async def list_runs(
 
 @run_async
 async def show(
-    run_id: str, as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False
+    run_id: RunIdArgument,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """Show a run's whole state."""
     client = await connect(load_settings())
@@ -121,7 +124,7 @@ async def show(
 
 @run_async
 async def watch(
-    run_id: str,
+    run_id: RunIdArgument,
     interval: Annotated[float, typer.Option(help="Seconds between refreshes.", min=0.1)] = 0.5,
 ) -> None:
     """Follow a run live until it ends (Ctrl-C stops watching, not the run)."""
@@ -136,7 +139,8 @@ async def watch(
 
 @run_async
 async def effects(
-    run_id: str, as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False
+    run_id: RunIdArgument,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """List the effects a run performed, as our effect ledger recorded them."""
     settings = load_settings()

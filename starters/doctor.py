@@ -17,7 +17,7 @@ from temporalio.client import Client
 from activities.stores import open_database
 from infra.stack import worker_polling
 from starters.runs import WORKFLOW_TYPE
-from worker.client import connect
+from worker.client import connect, connect_failure
 from worker.encryption import KeyringError, keyring_from
 from worker.settings import Settings
 from workflows import search_attributes as sa
@@ -72,7 +72,7 @@ async def _temporal(settings: Settings) -> Finding:
         return Finding(
             "temporal",
             False,
-            f"cannot reach Temporal at {where}: {str(err)[:160]}",
+            f"cannot reach Temporal at {where}: {connect_failure(str(err))}",
             "start the local stack with `agentctl up`, or set AGENT_TEMPORAL_HOST, "
             "AGENT_TEMPORAL_PORT and AGENT_NAMESPACE to your cluster",
         )

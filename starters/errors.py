@@ -6,8 +6,9 @@ import asyncio
 import functools
 import sys
 from collections.abc import Callable, Coroutine
-from typing import Any, ParamSpec, TypeVar
+from typing import Annotated, Any, ParamSpec, TypeVar
 
+import click
 import typer
 from pydantic import ValidationError
 from temporalio.service import RPCError
@@ -15,7 +16,8 @@ from temporalio.service import RPCError
 from infra.binaries import BinaryMissing
 from infra.offline_model.scenarios import ScenarioError
 from infra.processes import StackError
-from starters.runs import RunError
+from starters.runs import RunError, check_run_id
+from worker.client import connect_failure
 from worker.encryption import KeyringError
 from worker.settings import SettingsFileMissing
 
@@ -39,9 +41,11 @@ def one_line(err: BaseException) -> str:
         return f"Temporal refused: {err.message}"
     text = str(err)
     if text.startswith("Failed client connect"):
-        detail = text.split(":", 1)[-1].strip()[:200]
-        return f"cannot reach Temporal ({detail}); is the stack up? run `agentctl up`"
-    return text
+        return (
+            f"cannot reach Temporal ({connect_failure(text)}); is the stack up? run `agentctl up`"
+        )
+    # StackError messages may carry a log tail after the first line: run_async keeps it.
+    return text if isinstance(err, StackError) else " ".join(text.split())
 
 
 KNOWN = (
@@ -64,6 +68,8 @@ def run_async(fn: Callable[P, Coroutine[Any, Any, R]]) -> Callable[P, R]:
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
         try:
             return asyncio.run(fn(*args, **kwargs))
+        except (typer.Exit, click.exceptions.Exit):
+            raise  # the command chose its exit code (a RuntimeError to click: not an error)
         except KNOWN as err:
             # StackError messages may carry a log tail after the first line: keep it.
             first, _, rest = one_line(err).partition("\n")
@@ -76,3 +82,14 @@ def run_async(fn: Callable[P, Coroutine[Any, Any, R]]) -> Callable[P, R]:
             sys.exit(130)
 
     return wrapper
+
+
+def _checked_run_id(value: str) -> str:
+    try:
+        return check_run_id(value)
+    except RunError as err:
+        raise fail(str(err)) from None
+
+
+# A verb's RUN_ID argument, refused in one line before anything connects.
+RunIdArgument = Annotated[str, typer.Argument(help="The run's id.", callback=_checked_run_id)]

@@ -14,6 +14,7 @@ from temporalio.client import (
     WorkflowExecutionStatus,
     WorkflowFailureError,
     WorkflowHandle,
+    WorkflowQueryFailedError,
     WorkflowUpdateFailedError,
 )
 from temporalio.common import (
@@ -59,6 +60,13 @@ def new_run_id() -> str:
     return f"run-{uuid.uuid4().hex[:12]}"
 
 
+def check_run_id(run_id: str) -> str:
+    """A run id as people and scripts may write it, or RunError before anything is sent."""
+    if not re.fullmatch(RUN_ID_PATTERN, run_id):
+        raise RunError(f"bad run id {run_id!r}: use letters, digits and . _ : - (at most 200)")
+    return run_id
+
+
 async def start_run(
     client: Client,
     settings: Settings,
@@ -66,10 +74,10 @@ async def start_run(
     run_id: str | None = None,
     memo: dict[str, Any] | None = None,
 ) -> StartedRun:
-    """Start a run, or attach to the one already running under that id (never a second)."""
-    run_id = run_id or new_run_id()
-    if not re.match(RUN_ID_PATTERN, run_id):
-        raise RunError(f"bad run id {run_id!r}: use letters, digits and . _ : - (at most 200)")
+    """Start a run, or attach to the one already running under that id (never a second),
+    when it was started with the same request; another request under a running id is
+    refused rather than silently joined."""
+    run_id = check_run_id(new_run_id() if run_id is None else run_id)
     try:
         await client.start_workflow(
             AgentWorkflow.run,
@@ -86,11 +94,34 @@ async def start_run(
     except WorkflowAlreadyStartedError:
         description = await client.get_workflow_handle(run_id).describe()
         if description.status == WorkflowExecutionStatus.RUNNING:
+            if await _started_with(client, run_id) != _what_it_asks(request):
+                raise RunError(
+                    f"run {run_id} is already running with another request (goal, scenario, "
+                    "policy or limits); choose another --id, or repeat the same request to "
+                    "attach to it"
+                ) from None
             return StartedRun(run_id=run_id, attached=True)
         status = description.status.name.lower() if description.status else "closed"
         raise RunError(
             f"run {run_id} already exists and is {status}; choose another --id"
         ) from None
+
+
+def _what_it_asks(request: RunRequest) -> tuple[Any, ...]:
+    """What makes two start requests the same run: continue-as-new carries these along."""
+    return (request.goal, request.scenario, request.policy, request.limits)
+
+
+async def _started_with(client: Client, run_id: str) -> tuple[Any, ...] | None:
+    """What the running execution of a run was started with (its first event's input)."""
+    async for event in client.get_workflow_handle(run_id).fetch_history_events():
+        started = event.workflow_execution_started_event_attributes
+        try:
+            [request] = await client.data_converter.decode(started.input.payloads, [RunRequest])
+        except Exception:
+            return None
+        return _what_it_asks(request) if isinstance(request, RunRequest) else None
+    return None
 
 
 def _initial_attributes() -> TypedSearchAttributes:
@@ -114,10 +145,29 @@ async def _query(client: Client, run_id: str, name: str, result_type: type[T]) -
     try:
         result: T = await handle(client, run_id).query(name, result_type=result_type)
         return result
+    except WorkflowQueryFailedError as err:
+        raise RunError(f"run {run_id} could not answer: {one_line_of(err.message)}") from None
     except RPCError as err:
         if err.status == RPCStatusCode.NOT_FOUND:
             raise RunError(f"no run with id {run_id}") from None
+        if WEDGED in err.message:
+            raise wedged(run_id) from None
         raise RunError(f"cannot read run {run_id}: {err.message}") from None
+
+
+# What Temporal says of a query or update to a run whose workflow task keeps failing.
+WEDGED = "Workflow Task in failed state"
+
+
+def wedged(run_id: str) -> RunError:
+    return RunError(
+        f"run {run_id} is wedged: its workflow task keeps failing, so it takes no action now; "
+        "`agentctl doctor` says why and how to fix it"
+    )
+
+
+def one_line_of(text: str) -> str:
+    return preview(text, 300)
 
 
 async def approve(client: Client, run_id: str, decision: Decision) -> None:
@@ -210,9 +260,13 @@ async def worker_answers(client: Client, run_id: str) -> bool:
         await handle(client, run_id).query(
             "summary", result_type=RunSummary, rpc_timeout=timedelta(seconds=3)
         )
+    except WorkflowQueryFailedError:
+        return True  # a worker ran the query (and it failed): the update will say why
     except RPCError as err:
         if err.status == RPCStatusCode.NOT_FOUND:
             raise RunError(f"no run with id {run_id}") from None
+        if WEDGED in err.message:
+            raise wedged(run_id) from None
         return False
     return True
 
@@ -272,6 +326,8 @@ async def _update(
 
 async def _not_acting(client: Client, run_id: str, err: RPCError) -> RunError:
     """Why a run took no signal or update: gone, closed, or the server said something else."""
+    if WEDGED in err.message:
+        return wedged(run_id)
     if err.status != RPCStatusCode.NOT_FOUND and "already completed" not in err.message:
         return RunError(f"run {run_id} did not take it: {err.message}")
     try:

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import uuid
 from collections.abc import AsyncIterator, Iterator
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -45,6 +46,8 @@ async def dev_env() -> AsyncIterator[WorkflowEnvironment]:
         search_attributes=sa.ALL,
         data_converter=pydantic_data_converter,
         dev_server_log_level="error",
+        # The SDK waits 5 s by default; a loaded 2-core machine has taken longer.
+        dev_server_startup_timeout=timedelta(seconds=60),
     )
     yield env
     await env.shutdown()
@@ -55,6 +58,7 @@ async def time_env() -> AsyncIterator[WorkflowEnvironment]:
     env = await WorkflowEnvironment.start_time_skipping(
         test_server_existing_path=str(temporal_test_server()),
         data_converter=pydantic_data_converter,
+        test_server_startup_timeout=timedelta(seconds=60),
     )
     await register_search_attributes(env.client)
     yield env

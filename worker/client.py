@@ -4,6 +4,7 @@ encrypted when keys are set, traced when tracing is on."""
 from __future__ import annotations
 
 import dataclasses
+import re
 from functools import cache
 
 from temporalio.client import Client, Interceptor
@@ -50,3 +51,11 @@ def _encrypted_converter(keys: str, tolerant: bool) -> DataConverter:
         payload_codec=EncryptionCodec(Keyring.parse(keys), tolerant=tolerant),
         failure_converter_class=DefaultFailureConverterWithEncodedAttributes,
     )
+
+
+def connect_failure(text: str) -> str:
+    """The reason inside the SDK's long connection error: "connection refused", say."""
+    found = re.search(r'message: "([^"]+)"', text)
+    if found:
+        return found.group(1).lower()
+    return " ".join(text.split(":", 1)[-1].split())[:160]

@@ -7,6 +7,7 @@ flight finish (up to a grace period) instead of leaving them to time out.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import signal
@@ -15,6 +16,7 @@ from collections.abc import Sequence
 from datetime import timedelta
 
 from temporalio.client import Client
+from temporalio.runtime import Runtime
 from temporalio.worker import Worker
 
 from activities.crash_points import CrashPoints
@@ -24,7 +26,7 @@ from activities.stores import Stores
 from activities.tools import ToolActivities
 from activities.transcript import TranscriptActivities
 from worker import run_metrics, telemetry
-from worker.client import connect
+from worker.client import connect, connect_failure
 from worker.encryption import KeyringError
 from worker.settings import Settings, SettingsFileMissing, load_settings
 from workflows.agent import AgentWorkflow
@@ -60,7 +62,14 @@ def build_worker(
 async def run_worker(settings: Settings) -> None:
     telemetry.install_tracing(settings)
     runtime = telemetry.runtime_for(settings)
-    client = await connect(settings, runtime=runtime, for_worker=True)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    client = await connect_patiently(settings, runtime, stop)
+    if client is None:
+        log.info("stopped before Temporal answered")
+        return
     worker = build_worker(client, settings)
     gauges = None
     if runtime is not None:
@@ -69,10 +78,6 @@ async def run_worker(settings: Settings) -> None:
                 client, telemetry.RunGauges(runtime.metric_meter), settings.metrics_refresh_seconds
             )
         )
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, stop.set)
     log.info(
         "worker on task queue %r at %s; model %s at %s; metrics %s; tracing %s; encryption %s",
         settings.task_queue,
@@ -90,6 +95,33 @@ async def run_worker(settings: Settings) -> None:
         gauges.cancel()
     telemetry.flush_tracing()
     log.info("worker stopped")
+
+
+# Waits between attempts to reach Temporal: doubling, up to this.
+MAX_CONNECT_DELAY_SECONDS = 30.0
+
+
+async def connect_patiently(
+    settings: Settings, runtime: Runtime | None, stop: asyncio.Event
+) -> Client | None:
+    """Reach Temporal as a service does: wait and retry, saying so, until it answers or
+    the worker is told to stop (None)."""
+    delay = 1.0
+    while not stop.is_set():
+        try:
+            return await connect(settings, runtime=runtime, for_worker=True)
+        except RuntimeError as err:
+            reason = connect_failure(str(err))
+            log.warning(
+                "cannot reach Temporal at %s (%s); retrying in %.0f s",
+                settings.temporal_address,
+                reason,
+                delay,
+            )
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), delay)
+        delay = min(delay * 2, MAX_CONNECT_DELAY_SECONDS)
+    return None
 
 
 def main() -> None:

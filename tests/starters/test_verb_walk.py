@@ -1,0 +1,126 @@
+"""Every verb, walked as a careless operator would: with the server down, a bad or unknown
+id, an unwritable path, a wedged run, a running id reused for another goal. Each ends in
+one `error:` line and exit 1: never a traceback, never a hang."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+
+import pytest
+from typer.testing import CliRunner
+
+from infra.offline_model.embedded import free_port
+from infra.stack import settings_env
+from starters import runs
+from starters.cli import app
+from tests.conftest import wait_for_approval
+from workflows.contracts import Actor, RunRequest
+
+# Every verb that takes a run id, with what else it needs.
+ON_A_RUN = [
+    ["show", "{id}"],
+    ["watch", "{id}"],
+    ["effects", "{id}"],
+    ["approve", "{id}"],
+    ["reject", "{id}"],
+    ["answer", "{id}", "yes"],
+    ["pause", "{id}"],
+    ["resume", "{id}"],
+    ["cancel", "{id}"],
+    ["edit", "{id}", "--set", "goal=other"],
+    ["history", "{id}"],
+    ["history", "{id}", "--step", "1"],
+    ["history", "{id}", "--diff", "1"],
+    ["fork", "{id}", "--from-step", "1"],
+    ["rewind", "{id}", "--to-step", "1"],
+    ["export", "{id}", "-o", "{tmp}/out.json"],
+]
+NO_RUN = [["run", "hello"], ["list"], ["inbox"], ["prune", "--older-than", "1d"], ["setup"]]
+
+
+async def agentctl(env: dict[str, str], *args: str):
+    """The CLI in process, in a thread (each verb runs its own event loop); a hang fails."""
+    runner = CliRunner()
+    return await asyncio.wait_for(asyncio.to_thread(runner.invoke, app, list(args), env=env), 60)
+
+
+def assert_one_error_line(result, args, says: str = "") -> None:
+    assert result.exit_code == 1, (args, result.stdout, result.stderr)
+    assert result.exception is None or isinstance(result.exception, SystemExit), (
+        args,
+        result.exception,
+    )
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: "), (args, result.stderr)
+    assert "Traceback" not in result.stdout + result.stderr
+    assert says in lines[0], (args, lines[0])
+
+
+def filled(args: list[str], **values: str) -> list[str]:
+    return [a.format(**values) for a in args]
+
+
+async def test_with_the_server_down_every_verb_says_so(settings, tmp_path):
+    env = settings_env(settings) | {"AGENT_TEMPORAL_PORT": str(free_port())}
+    for args in [*ON_A_RUN, *NO_RUN]:
+        args = filled(args, id="r-1", tmp=str(tmp_path))
+        result = await agentctl(env, *args)
+        assert_one_error_line(result, args, "cannot reach Temporal (connection refused)")
+
+
+@pytest.mark.usefixtures("worker")
+async def test_bad_and_unknown_ids_and_unwritable_paths(dev_env, settings, tmp_path):
+    env = settings_env(settings)
+    for args in ON_A_RUN:
+        for bad in ("", "two words", "ends-with-newline\n"):
+            result = await agentctl(env, *filled(args, id=bad, tmp=str(tmp_path)))
+            assert_one_error_line(result, args, "bad run id")
+        result = await agentctl(env, *filled(args, id="nobody-ran-this", tmp=str(tmp_path)))
+        assert_one_error_line(result, args, "nobody-ran-this")
+    assert_one_error_line(await agentctl(env, "run", "x", "--id", ""), "run", "bad run id")
+
+    rid = f"walk-{uuid.uuid4().hex[:8]}"
+    await runs.start_run(
+        dev_env.client, settings, RunRequest(goal="pay", scenario="pay-invoice"), rid
+    )
+    await wait_for_approval(dev_env.client, rid)
+    unwritable = await agentctl(env, "export", rid, "-o", str(tmp_path / "missing" / "x.json"))
+    assert_one_error_line(unwritable, "export", "cannot write")
+    # A running id with another goal is refused; the same request attaches.
+    other = await agentctl(env, "run", "something else", "--id", rid, "--scenario", "pay-invoice")
+    assert_one_error_line(other, "run", "already running with another request")
+    same = await agentctl(env, "run", "pay", "--id", rid, "--scenario", "pay-invoice")
+    assert same.exit_code == 0 and "attached to running run" in same.stdout
+
+    no_start = tmp_path / "no-start.json"
+    no_start.write_text(json.dumps({"events": [{"eventId": "5", "eventType": "TimerFired"}]}))
+    replayed = await agentctl(env, "replay", str(no_start))
+    assert replayed.exit_code == 1 and "does not begin with" in replayed.stdout
+    assert replayed.stderr == "" and "Traceback" not in replayed.stdout
+    await runs.cancel(dev_env.client, rid, Actor(by="test"))
+
+
+@pytest.mark.usefixtures("worker")
+async def test_a_wedged_run_is_named_wedged_by_every_verb(dev_env, settings, tmp_path):
+    client, rid = dev_env.client, f"wedged-{uuid.uuid4().hex[:8]}"
+    handle = await client.start_workflow(
+        "AgentWorkflow", 42, id=rid, task_queue=settings.task_queue
+    )
+
+    async def failed_twice() -> bool:
+        return bool((await handle.describe()).raw_description.pending_workflow_task.attempt >= 2)
+
+    from tests.conftest import eventually
+
+    await eventually(failed_twice, within=60)
+    env = settings_env(settings)
+    for args in (
+        ["show", rid],
+        ["approve", rid],
+        ["answer", rid, "x"],
+        ["edit", rid, "--set", "goal=x"],
+    ):
+        assert_one_error_line(await agentctl(env, *args), args, "wedged")
+    await handle.terminate("test over")
