@@ -1,6 +1,12 @@
-"""Chaos run: many pay-invoice runs while workers are SIGKILLed at random and the Temporal
-dev server is restarted once on the same SQLite file. Then it counts, from the providers'
-side and the model server's side, what was lost, done twice, or paid for twice.
+"""Chaos run: many pay-invoice runs while workers are SIGKILLed and the Temporal dev server
+is restarted once on the same SQLite file. Then it counts, from the providers' side and the
+model server's side, what was lost, done twice, or paid for twice.
+
+The faults land by construction, not by luck: runs start in waves, and each wave's first
+model call at step 1 is held by the offline model (a delay fault); once every run of the
+wave sits in that call, every worker is SIGKILLed, so each planned kill interrupts
+activities in flight. Runs are then held at their approvals until the dev server has
+been restarted; only then are they approved, while random kills go on.
 
 Usage: python -m bench.chaos [--runs 200] [--seed 7]   (make chaos)
 """
@@ -24,7 +30,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from temporalio.client import Client
 from tenacity import AsyncRetrying, stop_after_attempt, wait_fixed
@@ -38,19 +44,30 @@ from starters import runs
 from worker.client import connect
 from worker.settings import Settings
 from workflows.contracts import Decision, RunRequest
+from workflows.state import workflow_id_of
 
 T = TypeVar("T")
 EFFECTS_PER_RUN = 3  # draft_email, pay_invoice, send_email
+
+
+# How long the offline model holds each run's first step-1 call: far longer than a kill
+# takes to land; the retry after the kill is not held (the fault fires once per run).
+HELD_CALL_SECONDS = 10
 
 
 @dataclass
 class ChaosConfig:
     runs: int = 200
     workers: int = 2
-    kill_every: tuple[float, float] = (0.5, 2.0)
-    restart_server_at: float = 0.4  # share of runs closed when the server restarts
+    planned_kills: int = 3  # each one kills every worker while calls are in flight
+    # Random kills once runs are approved (None: none beyond the planned ones).
+    kill_every: tuple[float, float] | None = (0.5, 2.0)
     drain_timeout: float = 900.0
     seed: int = 7
+
+
+# The size CI runs (tests/integration/test_chaos.py) and bench/chaos_repeat.py repeats.
+CI_CHAOS = ChaosConfig(runs=10, planned_kills=3, kill_every=(1.0, 2.0), seed=11, drain_timeout=300)
 
 
 @dataclass
@@ -60,12 +77,16 @@ class ChaosReport:
     failed: int = 0
     lost: int = 0
     kills: int = 0
-    kills_in_flight: int = 0
+    kills_in_flight: int = 0  # planned kills, each while model calls were in flight
+    # Activity attempts that did not finish and were retried, read from the histories: the
+    # proof that kills interrupted work, whatever the kill loop believed.
+    interrupted_activities: int = 0
     server_restarts: int = 0
     effects: int = 0
     duplicate_effects: int = 0
     runs_missing_effects: int = 0
     model_calls_paid_twice: int = 0
+    model_calls_abandoned: int = 0  # held calls whose worker died: never served
     drain_seconds: float = 0.0
     elapsed_seconds: float = 0.0
     problems: list[str] = field(default_factory=list)
@@ -79,10 +100,11 @@ class ChaosReport:
             "model calls paid twice": self.model_calls_paid_twice,
         }
         self.problems = [f"{name}: {count}" for name, count in checks.items() if count]
-        if self.kills_in_flight < min_kills:
+        if self.kills_in_flight < min_kills or self.interrupted_activities < min_kills:
             self.problems.append(
-                f"only {self.kills_in_flight} kills landed while runs were in flight "
-                f"(needs {min_kills}): the faults did not happen, so nothing is proven"
+                f"only {self.kills_in_flight} kills landed while runs were in flight and "
+                f"{self.interrupted_activities} activities were interrupted (needs "
+                f"{min_kills}): the faults did not happen, so nothing is proven"
             )
         if self.server_restarts < 1:
             self.problems.append("the dev server was not restarted")
@@ -93,12 +115,16 @@ class ChaosReport:
             f"runs completed            {self.completed}",
             f"runs failed               {self.failed}",
             f"runs lost                 {self.lost}",
-            f"worker kills (SIGKILL)    {self.kills} ({self.kills_in_flight} with runs in flight)",
+            f"worker kills (SIGKILL)    {self.kills} "
+            f"({self.kills_in_flight} planned kills with model calls in flight)",
+            f"activities interrupted    {self.interrupted_activities} (retried attempts, "
+            "from the histories)",
             f"dev server restarts       {self.server_restarts}",
             f"effects at the providers  {self.effects} "
             f"(duplicates per key: {self.duplicate_effects}, "
             f"runs missing effects: {self.runs_missing_effects})",
-            f"model calls paid twice    {self.model_calls_paid_twice}",
+            f"model calls paid twice    {self.model_calls_paid_twice} "
+            f"({self.model_calls_abandoned} abandoned by killed workers, never served)",
             f"drain after last fault    {self.drain_seconds:.1f} s",
             f"total time                {self.elapsed_seconds:.1f} s",
             "verdict                   "
@@ -118,7 +144,6 @@ class Chaos:
         self.workers: dict[str, subprocess.Popen[bytes]] = {}
         self.last_fault = time.monotonic()
         self.drained_at = 0.0
-        self.halfway = asyncio.Event()
         self.done = asyncio.Event()
 
     async def run(self) -> ChaosReport:
@@ -131,8 +156,12 @@ class Chaos:
                 await self._start_worker(f"worker-{i + 1}")
             # One client throughout: it reconnects by itself after the server restart.
             self.client = await self._connect()
-            await self._start_runs(self.client)
-            loops = [self._approve(), self._kill(), self._restart_server_once(), self._watch()]
+            await self._start_runs_under_planned_kills(self.client)
+            await self._hold_until_all_wait_for_approval()
+            await self._restart_server()
+            loops = [self._approve(), self._watch()]
+            if self.config.kill_every is not None:
+                loops.append(self._kill_at_random(self.config.kill_every))
             tasks = [asyncio.create_task(loop) for loop in loops]
             try:
                 await asyncio.wait_for(self.done.wait(), self.config.drain_timeout)
@@ -169,20 +198,53 @@ class Chaos:
         env = spec.env | {"AGENT_METRICS_PORT": "0"}
         self.workers[name] = await self._start(dataclasses.replace(spec, name=name, env=env))
 
-    async def _start_runs(self, client) -> None:  # type: ignore[no-untyped-def]
+    async def _start_runs_under_planned_kills(self, client) -> None:  # type: ignore[no-untyped-def]
         request = RunRequest.model_validate(
             {
                 "goal": "Pay invoice INV-1001 and confirm by email.",
-                "scenario": "pay-invoice",
+                "scenario": f"pay-invoice?fault=step1:delay={HELD_CALL_SECONDS}",
                 "limits": {"model_timeout_seconds": 15, "tool_timeout_seconds": 15},
             }
         )
-        for i in range(self.config.runs):
-            run_id = f"chaos-{i:04d}"
-            await runs.start_run(client, self.settings, request, run_id)
-            self.run_ids.append(run_id)
+        waves = max(1, self.config.planned_kills)
+        for wave in range(waves):
+            share = range(wave * self.config.runs // waves, (wave + 1) * self.config.runs // waves)
+            for i in share:
+                run_id = f"chaos-{i:04d}"
+                await runs.start_run(client, self.settings, request, run_id)
+                self.run_ids.append(run_id)
+            if wave < self.config.planned_kills:
+                await self._wait_for_held_calls(len(self.run_ids))
+                await self._kill_every_worker()
         self.report.started = len(self.run_ids)
-        self.say(f"started {self.report.started} runs")
+        self.say(f"started {self.report.started} runs in {waves} waves")
+
+    async def _wait_for_held_calls(self, count: int) -> None:
+        """Until `count` runs have entered their held model call (the model counts them)."""
+        while self._model_stats()["totals"].get("fault_delay", 0) < count:  # noqa: ASYNC110
+            await asyncio.sleep(0.1)  # another process's counter: nothing to await
+
+    async def _kill_every_worker(self) -> None:
+        """SIGKILL every worker while held model calls are in flight on them, then restart."""
+        for process in self.workers.values():
+            if process.poll() is None:
+                process.send_signal(signal.SIGKILL)
+                process.wait()
+                self.report.kills += 1
+        self.report.kills_in_flight += 1
+        self.last_fault = time.monotonic()
+        self.say(f"  killed every worker with {len(self.run_ids)} runs' model calls in flight")
+        for name in sorted(self.workers):
+            await self._start_worker(name)
+
+    async def _hold_until_all_wait_for_approval(self) -> None:
+        """Every run waits for its approval: none can close before the server restart."""
+        while True:
+            with contextlib.suppress(Exception):
+                waiting = await runs.list_waiting(self.client, ("approval",), limit=10_000)
+                if len(waiting) >= len(self.run_ids):
+                    return
+            await asyncio.sleep(0.5)
 
     async def _approve(self) -> None:
         """A person who approves whatever waits, whether or not a worker is up."""
@@ -194,32 +256,35 @@ class Chaos:
                         await runs.approve(self.client, run.run_id, approver)
             await asyncio.sleep(0.5)
 
-    async def _kill(self) -> None:
-        low, high = self.config.kill_every
+    async def _kill_at_random(self, every: tuple[float, float]) -> None:
+        low, high = every
         while True:
             await asyncio.sleep(self.random.uniform(low, high))
             name = self.random.choice(sorted(self.workers))
             process = self.workers[name]
             if process.poll() is not None:
                 continue
-            in_flight = len(self.closed) < len(self.run_ids)
             process.send_signal(signal.SIGKILL)
             process.wait()
             self.report.kills += 1
-            self.report.kills_in_flight += int(in_flight)
             self.last_fault = time.monotonic()
             await asyncio.sleep(self.random.uniform(0.2, 1.0))
             with contextlib.suppress(Exception):
                 await self._start_worker(name)
 
-    async def _restart_server_once(self) -> None:
-        await self.halfway.wait()
-        self.say(f"restarting the dev server ({len(self.closed)} runs closed)")
+    async def _restart_server(self) -> None:
+        self.say(f"restarting the dev server ({len(self.run_ids)} runs held at approval)")
         stop(stack.files_for(self.settings, "temporal"))
         spec = next(s for s in stack.part_specs(self.settings) if s.name == "temporal")
         await self._start(spec)
         self.report.server_restarts += 1
         self.last_fault = time.monotonic()
+
+    def _model_stats(self) -> dict[str, Any]:
+        url = f"http://127.0.0.1:{self.settings.offline_model_port}/v1/scripted/stats"
+        with urllib.request.urlopen(url, timeout=10) as response:
+            stats: dict[str, Any] = json.loads(response.read())
+        return stats
 
     async def _watch(self) -> None:
         """Follow the runs to their end and show progress."""
@@ -230,8 +295,6 @@ class Chaos:
                     "WorkflowType = 'AgentWorkflow' AND ExecutionStatus != 'Running'"
                 ):
                     self.closed.add(execution.id)
-            if len(self.closed) >= self.config.restart_server_at * len(self.run_ids):
-                self.halfway.set()
             if len(self.closed) != shown:
                 shown = len(self.closed)
                 self.say(
@@ -258,21 +321,32 @@ class Chaos:
             e for p in (providers.payments, providers.email) for e in p.effects() if e["run_id"]
         ]
         per_key = Counter(e["idempotency_key"] for e in effects)
-        per_run = Counter(e["run_id"] for e in effects)
+        per_run = Counter(workflow_id_of(e["run_id"]) for e in effects)
         self.report.effects = len(effects)
         self.report.duplicate_effects = sum(n - 1 for n in per_key.values() if n > 1)
         self.report.runs_missing_effects = sum(
             1 for run_id in self.run_ids if per_run[run_id] != EFFECTS_PER_RUN
         )
         self.report.model_calls_paid_twice = self._paid_twice()
+        self.report.model_calls_abandoned = self._model_stats()["totals"].get("abandoned", 0)
+        self.report.interrupted_activities = await self._interrupted(client)
+
+    async def _interrupted(self, client) -> int:  # type: ignore[no-untyped-def]
+        """Activity attempts cut short: each ActivityTaskStarted beyond a first attempt."""
+        interrupted = 0
+        for run_id in self.run_ids:
+            async for event in client.get_workflow_handle(run_id).fetch_history_events():
+                if event.HasField("activity_task_started_event_attributes"):
+                    interrupted += event.activity_task_started_event_attributes.attempt - 1
+        return interrupted
 
     def _paid_twice(self) -> int:
         """Completions the model served for a (run, seq) after an answer for it was stored."""
-        url = f"http://127.0.0.1:{self.settings.offline_model_port}/v1/scripted/stats"
-        with urllib.request.urlopen(url, timeout=10) as response:
-            served = json.loads(response.read())["served"]
-        transcript = Stores.open(self.settings).transcript
-        stored = {run_id: transcript.stored_answers(run_id) for run_id in self.run_ids}
+        served = self._model_stats()["served"]
+        stores = Stores.open(self.settings)
+        # Answers are stored under each run's identity, which the model hears as its run.
+        keys = [row["run_id"] for row in stores.db.query("SELECT DISTINCT run_id FROM model_calls")]
+        stored = {key: stores.transcript.stored_answers(key) for key in keys}
         twice = 0
         for entry in served:
             at = stored.get(entry["run"], {}).get(entry["seq"])
@@ -302,7 +376,7 @@ def chaos_settings(data_dir: Path) -> Settings:
 
 async def run_chaos(config: ChaosConfig, data_dir: Path, say=print) -> ChaosReport:  # type: ignore[no-untyped-def]
     report = await Chaos(config, chaos_settings(data_dir), say).run()
-    report.judge(config, min_kills=max(1, config.runs // 10))
+    report.judge(config, min_kills=config.planned_kills)
     return report
 
 
@@ -311,8 +385,11 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=200)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--planned-kills", type=int, default=3)
     args = parser.parse_args()
-    config = ChaosConfig(runs=args.runs, workers=args.workers, seed=args.seed)
+    config = ChaosConfig(
+        runs=args.runs, workers=args.workers, seed=args.seed, planned_kills=args.planned_kills
+    )
     with tempfile.TemporaryDirectory(prefix="chaos-") as data_dir:
         report = asyncio.run(run_chaos(config, Path(data_dir)))
     print("\n".join(report.lines()))

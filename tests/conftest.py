@@ -11,6 +11,7 @@ import uuid
 from collections.abc import AsyncIterator, Iterator
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 from temporalio.client import Client
@@ -200,3 +201,18 @@ def spawn_worker(settings: Settings, log_path: Path, **env: str) -> subprocess.P
 async def key_of(client: Client, rid: str) -> str:
     """The key of a run's rows in our stores: its identity across its chain."""
     return (await runs.get_state(client, rid)).store_key
+
+
+async def start_wedged_run(client: Client, task_queue: str) -> Any:
+    """A run started with an input the workflow cannot read: its first workflow task fails
+    on every attempt. Returned once it has failed twice."""
+    handle = await client.start_workflow(
+        "AgentWorkflow", 42, id=f"wedged-{uuid.uuid4().hex[:8]}", task_queue=task_queue
+    )
+
+    async def failed_twice() -> bool:
+        pending = (await handle.describe()).raw_description.pending_workflow_task
+        return bool(pending.attempt >= 2)
+
+    await eventually(failed_twice, within=60)
+    return handle

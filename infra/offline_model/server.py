@@ -90,6 +90,10 @@ def create_app() -> FastAPI:
             stats[f"fault_{fault.kind}"] += 1
             if fault.kind == "delay":
                 await asyncio.sleep(fault.delay_seconds)
+                if await request.is_disconnected():
+                    # The caller is gone (a killed worker): nothing is served, or paid for.
+                    stats["abandoned"] += 1
+                    return _error(499, "client_closed_request", "the caller went away")
                 break
             return _http_fault(fault.kind, fault.retry_after_seconds)
         tools = [t["function"]["name"] for t in body.get("tools") or []]

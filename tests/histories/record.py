@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
@@ -118,6 +119,20 @@ async def continued_as_new(bench: Bench, rid: str) -> None:
     await runs.start_run(bench.client, bench.settings, request, rid)
 
 
+async def malformed_signals(bench: Bench, rid: str) -> None:
+    """Signals with no input, two inputs or the wrong shape, dropped; then a normal run."""
+    await runs.start_run(
+        bench.client, bench.settings, RunRequest(goal="pay", scenario="pay-invoice"), rid
+    )
+    await until(bench, rid, waiting)
+    handle = bench.client.get_workflow_handle(rid)
+    await handle.signal("approve")
+    await handle.signal("reject", args=[{}, {"by": "mallory"}])
+    await handle.signal("cancel", 42)
+    await handle.signal("pause", {"launch": True})
+    await runs.approve(bench.client, rid, Decision(by="alice"))
+
+
 BEHAVIOURS: dict[str, Callable[[Bench, str], Awaitable[None]]] = {
     "happy-path": happy_path,
     "rejected-approval": rejected_approval,
@@ -129,13 +144,24 @@ BEHAVIOURS: dict[str, Callable[[Bench, str], Awaitable[None]]] = {
     "failed": failed,
     "forked": forked,
     "continued-as-new": continued_as_new,  # the first run of the chain, ending in CAN
+    # Recorded with the run identity (the "run-identity" patch) and payload-proof handlers:
+    "identity-happy-path": happy_path,
+    "malformed-signals": malformed_signals,
 }
 
 
-async def record() -> None:
-    manifest = {}
+async def record(only: list[str]) -> None:
+    """Record every behaviour, or only those named (older fixtures stay as recorded: they
+    prove that runs started on older code still replay)."""
+    manifest_path = HERE / "manifest.json"
+    manifest = json.loads(manifest_path.read_text()) if only else {}
+    unknown = set(only) - set(BEHAVIOURS)
+    if unknown:
+        raise SystemExit(f"no behaviour named {', '.join(sorted(unknown))}")
     async with bench_stack() as bench:
         for name, behaviour in BEHAVIOURS.items():
+            if only and name not in only:
+                continue
             await behaviour(bench, name)
             await runs.wait_for_outcome(bench.client, name)
             _, history = (await timeline.fetch_chain(bench.client, name))[0]
@@ -145,8 +171,8 @@ async def record() -> None:
                 await timeline.replayer().replay_workflow(history)
             manifest[name] = moments[max(moments)].state.status.value
             print(f"  {name}: {manifest[name]}, {len(history.events)} events")
-    (HERE / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+    manifest_path.write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
 
 
 if __name__ == "__main__":
-    asyncio.run(record())
+    asyncio.run(record(sys.argv[1:]))

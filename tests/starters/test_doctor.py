@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import uuid
 from pathlib import Path
 
 import pytest
@@ -14,7 +13,7 @@ from pydantic import SecretStr
 from infra.offline_model.embedded import free_port
 from infra.stack import worker_polling
 from starters.doctor import diagnose
-from tests.conftest import eventually
+from tests.conftest import eventually, start_wedged_run
 from worker.encryption import new_key
 
 AGENTCTL = str(Path(sys.executable).parent / "agentctl")
@@ -98,16 +97,7 @@ async def test_only_checks_the_parts_asked_for(settings):
 async def test_a_wedged_run_is_reported_with_its_failure_and_the_fix(worker, dev_env, settings):
     """A run started with an input the workflow cannot read: its first workflow task fails
     on every attempt. doctor names the run, the failure and the way out."""
-    client = dev_env.client
-    handle = await client.start_workflow(
-        "AgentWorkflow", 42, id=f"wedged-{uuid.uuid4().hex[:8]}", task_queue=settings.task_queue
-    )
-
-    async def failed_twice() -> bool:
-        pending = (await handle.describe()).raw_description.pending_workflow_task
-        return bool(pending.attempt >= 2)
-
-    await eventually(failed_twice, within=60)
+    handle = await start_wedged_run(dev_env.client, settings.task_queue)
     finding = by_part(await diagnose(settings, {"runs"}))["runs"]
     assert not finding.ok
     assert handle.id in finding.says and "Failed decoding arguments" in finding.says

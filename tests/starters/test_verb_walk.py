@@ -15,7 +15,7 @@ from infra.offline_model.embedded import free_port
 from infra.stack import settings_env
 from starters import runs
 from starters.cli import app
-from tests.conftest import wait_for_approval
+from tests.conftest import start_wedged_run, wait_for_approval
 from workflows.contracts import Actor, RunRequest
 
 # Every verb that takes a run id, with what else it needs.
@@ -104,17 +104,8 @@ async def test_bad_and_unknown_ids_and_unwritable_paths(dev_env, settings, tmp_p
 
 @pytest.mark.usefixtures("worker")
 async def test_a_wedged_run_is_named_wedged_by_every_verb(dev_env, settings, tmp_path):
-    client, rid = dev_env.client, f"wedged-{uuid.uuid4().hex[:8]}"
-    handle = await client.start_workflow(
-        "AgentWorkflow", 42, id=rid, task_queue=settings.task_queue
-    )
-
-    async def failed_twice() -> bool:
-        return bool((await handle.describe()).raw_description.pending_workflow_task.attempt >= 2)
-
-    from tests.conftest import eventually
-
-    await eventually(failed_twice, within=60)
+    handle = await start_wedged_run(dev_env.client, settings.task_queue)
+    rid = handle.id
     env = settings_env(settings)
     for args in (
         ["show", rid],

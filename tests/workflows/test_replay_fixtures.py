@@ -19,7 +19,7 @@ MANIFEST = json.loads((HISTORIES / "manifest.json").read_text())
 def test_every_behaviour_has_a_fixture():
     behaviours = {"happy-path", "rejected-approval", "question-answered", "edited"}
     behaviours |= {"paused-and-resumed", "retried-model-errors", "cancelled", "failed", "forked"}
-    behaviours |= {"continued-as-new"}
+    behaviours |= {"continued-as-new", "identity-happy-path", "malformed-signals"}
     assert set(MANIFEST) == behaviours
     assert {p.stem for p in HISTORIES.glob("*.json")} - {"manifest"} == behaviours
 
@@ -34,3 +34,19 @@ async def test_recorded_history_replays(name):
         await replayer().replay_workflow(history)
     last = moments[max(moments)]
     assert last.state.status.value == MANIFEST[name]
+
+
+async def test_runs_recorded_before_the_identity_keep_their_workflow_id_as_store_key():
+    """Runs in flight across the upgrade keep their stored data where it was."""
+
+    async def last_state(name):
+        path = HISTORIES / f"{name}.json"
+        history = WorkflowHistory.from_json(name, json.loads(path.read_text()))
+        with timeline.recording(name) as moments:
+            await replayer().replay_workflow(history)
+        return moments[max(moments)].state
+
+    assert (await last_state("happy-path")).store_key == "happy-path"
+    recorded_after = await last_state("identity-happy-path")
+    assert recorded_after.store_key.startswith("identity-happy-path@")
+    assert recorded_after.identity == recorded_after.store_key
