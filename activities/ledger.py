@@ -54,7 +54,7 @@ class EffectLedger:
                 f"idempotency key {key!r} was already used for a different {tool} request; "
                 "refusing to perform a second, different effect under it"
             )
-        result: dict[str, Any] = self.sealed.load(rows[0]["result"])
+        result: dict[str, Any] = self.sealed.load(rows[0]["result"], _row(key))
         return result
 
     def record(
@@ -66,7 +66,7 @@ class EffectLedger:
                 "INSERT INTO effects (idempotency_key, run_id, tool, fingerprint, result,"
                 " created_at) VALUES (?, ?, ?, ?, ?, ?)"
                 " ON CONFLICT (idempotency_key) DO NOTHING",
-                (key, run_id, tool, digest, self.sealed.dump(result), now_text()),
+                (key, run_id, tool, digest, self.sealed.dump(result, _row(key)), now_text()),
             )
         stored = self.recorded(key, tool, digest)
         assert stored is not None
@@ -78,4 +78,11 @@ class EffectLedger:
             " WHERE run_id=? ORDER BY created_at",
             (run_id,),
         )
-        return [row | {"result": self.sealed.load(row["result"])} for row in rows]
+        return [
+            row | {"result": self.sealed.load(row["result"], _row(row["idempotency_key"]))}
+            for row in rows
+        ]
+
+
+def _row(key: str) -> str:
+    return f"effects/{key}"

@@ -86,8 +86,9 @@ def finish_tool_span(span: Span, outcome: ToolOutcome) -> None:
 
 
 def count_effect(call: ToolCallInput, outcome: ToolOutcome) -> None:
-    """An effect performed now; one answered from the ledger was performed before."""
-    if call.idempotency_key is None or outcome.replayed_from_ledger:
+    """An effect performed now: not one answered from the ledger (performed before), nor
+    one the provider refused (nothing happened)."""
+    if call.idempotency_key is None or outcome.replayed_from_ledger or not outcome.ok:
         return
     meter = activity.metric_meter()
     effects = meter.create_counter("durable_agents_effects", "Side effects performed", "effects")

@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, ParamSpec, Protocol, TypeVar
+from urllib.parse import urlsplit
 
 from worker.encryption import Keyring, KeyringError
 
@@ -125,7 +126,8 @@ class PostgresDatabase:
 
     @property
     def where(self) -> str:
-        return "postgresql:" + self.url.split("@")[-1]
+        """The server and database, never the user or password."""
+        return "postgresql:" + redacted_url(self.url)
 
     def _connection(self) -> Any:
         conn = getattr(self._local, "conn", None)
@@ -154,6 +156,14 @@ class PostgresDatabase:
             return tx.execute(sql, params)
 
 
+def redacted_url(url: str) -> str:
+    """A database URL as it may be shown or logged: host, port and database only."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    port = f":{parts.port}" if parts.port else ""
+    return f"//{host}{port}{parts.path}"
+
+
 def apply_schema(db: SqlDatabase, schema: str) -> None:
     with db.transaction() as tx:
         for statement in schema.split(";"):
@@ -170,31 +180,39 @@ async def store_call(db: SqlDatabase, work: Callable[P, T], *args: P.args, **kwa
     return await asyncio.to_thread(work, *args, **kwargs)
 
 
-# A sealed value: "enc1:<key id>:<base64 nonce+ciphertext>". Plain JSON never starts so.
-SEALED_PREFIX = "enc1:"
+# A sealed value: "enc2:<key id>:<base64 nonce+ciphertext>", bound to its row (associated
+# data), so two rows' ciphertexts cannot be swapped unnoticed. "enc1:" values, written
+# before binding, still read. Plain JSON never starts so.
+SEALED_PREFIX = "enc2:"
+UNBOUND_PREFIX = "enc1:"
 
 
 class Sealed:
     """JSON values as stored: encrypted when a keyring is given, plain otherwise; either
-    kind reads back, so turning encryption on keeps older rows readable."""
+    kind reads back, so turning encryption on keeps older rows readable. `row` names where
+    the value lives (table and key); a value read from another row does not decrypt."""
 
     def __init__(self, keyring: Keyring | None) -> None:
         self.keyring = keyring
 
-    def dump(self, value: Any) -> str:
+    def dump(self, value: Any, row: str) -> str:
         text = json.dumps(value)
         if self.keyring is None:
             return text
-        key_id, data = self.keyring.encrypt(text.encode())
+        key_id, data = self.keyring.encrypt(text.encode(), row.encode())
         return f"{SEALED_PREFIX}{key_id}:{base64.b64encode(data).decode()}"
 
-    def load(self, stored: str) -> Any:
-        if not stored.startswith(SEALED_PREFIX):
+    def load(self, stored: str, row: str) -> Any:
+        if stored.startswith(SEALED_PREFIX):
+            prefix, bound_to = SEALED_PREFIX, row.encode()
+        elif stored.startswith(UNBOUND_PREFIX):
+            prefix, bound_to = UNBOUND_PREFIX, None
+        else:
             return json.loads(stored)
         if self.keyring is None:
             raise KeyringError(
                 "the store holds encrypted data but no encryption keys are set; "
                 "set AGENT_ENCRYPTION_KEYS"
             )
-        key_id, _, encoded = stored.removeprefix(SEALED_PREFIX).partition(":")
-        return json.loads(self.keyring.decrypt(key_id, base64.b64decode(encoded)))
+        key_id, _, encoded = stored.removeprefix(prefix).partition(":")
+        return json.loads(self.keyring.decrypt(key_id, base64.b64decode(encoded), bound_to))

@@ -62,7 +62,7 @@ class TranscriptStore:
         """The conversation in order. With `window_from`: only the goal (seq 0) and the
         messages from there on, what a step-scoped model sees; only those rows are read,
         so a call costs the same at step 10 and at step 2,000."""
-        sql = "SELECT message FROM transcript WHERE run_id = ?"
+        sql = "SELECT seq, message FROM transcript WHERE run_id = ?"
         params: list[Any] = [run_id]
         if window_from is not None:
             sql += " AND (seq = 0 OR seq >= ?)"
@@ -71,7 +71,7 @@ class TranscriptStore:
             sql += " AND seq < ?"
             params.append(before_seq)
         rows = self.db.query(sql + " ORDER BY seq", params)
-        return [self.sealed.load(row["message"]) for row in rows]
+        return [self.sealed.load(row["message"], _message_row(run_id, row["seq"])) for row in rows]
 
     def recall(self, run_id: str, seq: int, fingerprint: str) -> dict[str, Any] | None:
         """The stored answer to exactly this request at this point of the run, if any."""
@@ -79,7 +79,8 @@ class TranscriptStore:
             "SELECT response FROM model_calls WHERE run_id=? AND seq=? AND fingerprint=?",
             (run_id, seq, fingerprint),
         )
-        return self.sealed.load(rows[0]["response"]) if rows else None
+        row = _answer_row(run_id, seq, fingerprint)
+        return self.sealed.load(rows[0]["response"], row) if rows else None
 
     def remember(
         self,
@@ -94,23 +95,50 @@ class TranscriptStore:
             tx.execute(
                 "INSERT INTO model_calls (run_id, seq, fingerprint, response, created_at)"
                 " VALUES (?, ?, ?, ?, ?) ON CONFLICT (run_id, seq, fingerprint) DO NOTHING",
-                (run_id, seq, fingerprint, self.sealed.dump(response), now_text()),
+                (
+                    run_id,
+                    seq,
+                    fingerprint,
+                    self.sealed.dump(response, _answer_row(run_id, seq, fingerprint)),
+                    now_text(),
+                ),
             )
             self._upsert(tx, run_id, seq, message)
 
     def copy(self, from_run_id: str, to_run_id: str, before_seq: int) -> int:
-        """The rows before `before_seq`, each at its own seq, in one statement."""
-        with self.db.transaction() as tx:
-            tx.execute(
-                "INSERT INTO transcript (run_id, seq, role, message, created_at)"
-                " SELECT ?, seq, role, message, ? FROM transcript WHERE run_id = ? AND seq < ?"
-                " ON CONFLICT (run_id, seq) DO UPDATE"
-                " SET role=excluded.role, message=excluded.message",
-                (to_run_id, now_text(), from_run_id, before_seq),
+        """The rows before `before_seq`, each at its own seq, in one transaction. Sealed
+        rows are bound to their run and seq, so each is opened and sealed anew for its new
+        row; plain rows are copied by the database."""
+        if self.sealed.keyring is None:
+            with self.db.transaction() as tx:
+                tx.execute(
+                    "INSERT INTO transcript (run_id, seq, role, message, created_at)"
+                    " SELECT ?, seq, role, message, ? FROM transcript"
+                    " WHERE run_id = ? AND seq < ?"
+                    " ON CONFLICT (run_id, seq) DO UPDATE"
+                    " SET role=excluded.role, message=excluded.message",
+                    (to_run_id, now_text(), from_run_id, before_seq),
+                )
+            return self._count(to_run_id, before_seq)
+        rows = self.db.query(
+            "SELECT seq, message FROM transcript WHERE run_id = ? AND seq < ? ORDER BY seq",
+            (from_run_id, before_seq),
+        )
+        opened = [
+            (
+                int(row["seq"]),
+                self.sealed.load(row["message"], _message_row(from_run_id, row["seq"])),
             )
+            for row in rows
+        ]
+        self.put_many(to_run_id, opened)
+        return self._count(to_run_id, before_seq)
+
+    def _count(self, run_id: str, before_seq: int) -> int:
+        with self.db.transaction() as tx:
             rows = tx.execute(
                 "SELECT count(*) AS n FROM transcript WHERE run_id = ? AND seq < ?",
-                (to_run_id, before_seq),
+                (run_id, before_seq),
             )
         return int(rows[0]["n"])
 
@@ -127,8 +155,22 @@ class TranscriptStore:
             "INSERT INTO transcript (run_id, seq, role, message, created_at)"
             " VALUES (?, ?, ?, ?, ?) ON CONFLICT (run_id, seq) DO UPDATE"
             " SET role=excluded.role, message=excluded.message",
-            (run_id, seq, message["role"], self.sealed.dump(message), now_text()),
+            (
+                run_id,
+                seq,
+                message["role"],
+                self.sealed.dump(message, _message_row(run_id, seq)),
+                now_text(),
+            ),
         )
+
+
+def _message_row(run_id: str, seq: int) -> str:
+    return f"transcript/{run_id}/{seq}"
+
+
+def _answer_row(run_id: str, seq: int, fingerprint: str) -> str:
+    return f"model_calls/{run_id}/{seq}/{fingerprint}"
 
 
 class TranscriptActivities:

@@ -70,12 +70,14 @@ class Keyring:
             raise KeyringError("no encryption key given")
         return cls(keys=keys, active=order[0])
 
-    def encrypt(self, plaintext: bytes) -> tuple[str, bytes]:
+    def encrypt(self, plaintext: bytes, bound_to: bytes | None = None) -> tuple[str, bytes]:
+        """`bound_to` (associated data) ties the ciphertext to where it is stored: moved
+        elsewhere, it no longer decrypts."""
         nonce = os.urandom(NONCE_BYTES)
-        sealed = AESGCM(self.keys[self.active]).encrypt(nonce, plaintext, None)
+        sealed = AESGCM(self.keys[self.active]).encrypt(nonce, plaintext, bound_to)
         return self.active, nonce + sealed
 
-    def decrypt(self, key_id: str, data: bytes) -> bytes:
+    def decrypt(self, key_id: str, data: bytes, bound_to: bytes | None = None) -> bytes:
         key = self.keys.get(key_id)
         if key is None:
             raise KeyringError(
@@ -85,11 +87,11 @@ class Keyring:
         if len(data) <= NONCE_BYTES:
             raise KeyringError(f"data under key {key_id!r} is too short to be encrypted data")
         try:
-            return AESGCM(key).decrypt(data[:NONCE_BYTES], data[NONCE_BYTES:], None)
+            return AESGCM(key).decrypt(data[:NONCE_BYTES], data[NONCE_BYTES:], bound_to)
         except (InvalidTag, ValueError) as err:
             raise KeyringError(
-                f"data under key {key_id!r} does not decrypt: altered, or a different key "
-                "now carries that id"
+                f"data under key {key_id!r} does not decrypt: altered, moved from another "
+                "row, or a different key now carries that id"
             ) from err
 
 

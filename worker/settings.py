@@ -38,7 +38,11 @@ class Settings(BaseSettings):
     prune_schedule_id: str = "durable-agents-prune"
     # PostgreSQL for our stores (transcript, ledger); unset: SQLite under the data dir.
     database_url: str | None = None
-    database_schema: str | None = None
+    # A PostgreSQL schema for our tables: a plain identifier, as it goes into SQL and into
+    # a connection option (letters, digits, underscores; not starting with a digit).
+    database_schema: str | None = Field(
+        default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,62}$", max_length=63
+    )
     # Fault hook for crash tests: kill the worker at a named instant of a tool call.
     crash_at: str | None = None
     price_input_per_mtok: float = Field(default=0.0, ge=0)

@@ -78,3 +78,28 @@ async def test_the_metrics_endpoint_serves_sdk_and_agent_metrics(dev_env, settin
     providers = Providers.open(settings.data_dir)
     charges = [e for e in providers.payments.effects(rid) if e["operation"] == "charge"]
     assert value(text, "durable_agents_effects", tool="pay_invoice") == len(charges) == 1
+
+
+async def test_a_refused_payment_is_not_counted_as_an_effect(dev_env, settings):
+    """The provider refuses (the invoice was paid elsewhere): nothing happened, so the
+    effects counter does not move for it; the effects that happened are counted."""
+    port = free_port()
+    settings = settings.model_copy(update={"metrics_port": port})
+    runtime = telemetry.runtime_for(settings)
+    assert runtime is not None
+    client = await connect(settings, runtime=runtime)
+    payments = Providers.open(settings.data_dir).payments
+    with payments.db.transaction() as tx:
+        tx.execute("UPDATE invoices SET status='paid' WHERE invoice_id='INV-1001'")
+    rid = run_id("refused")
+    async with build_worker(client, settings):
+        await runs.start_run(client, settings, RunRequest(goal="pay", scenario="pay-invoice"), rid)
+        await wait_for_approval(client, rid)
+        await runs.approve(client, rid, Decision(by="alice"))
+        assert (await runs.wait_result(client, rid)).status == "completed"
+        state = await runs.get_state(client, rid)
+    [paid] = [r for r in state.results if r.tool == "pay_invoice"]
+    assert not paid.ok and "already paid" in paid.summary
+    text = scrape(port)
+    assert value(text, "durable_agents_effects", tool="pay_invoice") == 0
+    assert value(text, "durable_agents_effects", tool="draft_email") == 1

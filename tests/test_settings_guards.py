@@ -1,0 +1,33 @@
+"""Settings that reach SQL or a log are checked or redacted."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+
+from activities.sql import PostgresDatabase
+from worker.settings import Settings
+
+
+@pytest.mark.parametrize("schema", ['x"; DROP TABLE effects; --', "1abc", "a b", "a-b", "x" * 64])
+def test_a_database_schema_must_be_an_identifier(schema):
+    with pytest.raises(ValidationError, match="database_schema"):
+        Settings(database_schema=schema)
+
+
+def test_a_plain_schema_name_is_taken():
+    assert Settings(database_schema="agents_prod").database_schema == "agents_prod"
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "postgresql://agent:s3cret-pw@db.internal:5432/agents",
+        "postgresql://db.internal:5432/agents?user=agent&password=s3cret-pw",
+        "postgresql://agent:s3cret@pw@db.internal:5432/agents",
+    ],
+)
+def test_the_database_url_is_shown_without_its_user_or_password(url):
+    db = PostgresDatabase(url)
+    assert db.where == "postgresql://db.internal:5432/agents"
+    assert "s3cret" not in db.where and "user=" not in db.where and "agent:" not in db.where
