@@ -15,8 +15,11 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-# Set in each process's environment so a recycled pid is never mistaken for ours.
+# Set in each process's environment as "<part>@<data dir>", so a recycled pid, or a part of
+# another stack (another data dir), is never mistaken for ours.
 MARKER = "DURABLE_AGENTS_PROCESS"
+# What every part inherits from our environment; nothing else unless its spec says so.
+BASE_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR", "VIRTUAL_ENV")
 
 
 class StackError(RuntimeError):
@@ -29,6 +32,22 @@ class ProcessSpec:
     argv: list[str]
     port: int | None
     env: dict[str, str]
+    # Which of our own environment variables the part also inherits, by prefix ("" for
+    # all): the worker needs the model key and the encryption keys, the dev server and
+    # the offline model need neither.
+    inherit: tuple[str, ...] = ()
+    withhold: tuple[str, ...] = ()  # never passed on, whatever `inherit` says
+
+
+def environment_for(spec: ProcessSpec, ours: dict[str, str], marker: str) -> dict[str, str]:
+    """The part's whole environment: the base, what it inherits, its own settings."""
+    env = {k: v for k, v in ours.items() if k in BASE_ENV}
+    env |= {
+        k: v
+        for k, v in ours.items()
+        if any(k.startswith(p) for p in spec.inherit) and not any(w in k for w in spec.withhold)
+    }
+    return env | spec.env | {MARKER: marker}
 
 
 @dataclass(frozen=True)
@@ -58,8 +77,11 @@ class ProcessFiles:
             return None
         if stat.rsplit(") ", 1)[-1].startswith("Z"):
             return None  # exited, waiting to be reaped
-        marker = f"{MARKER}={self.name}".encode()
-        return pid if marker in environ else None
+        return pid if f"{MARKER}={self.marker}".encode() in environ else None
+
+    @property
+    def marker(self) -> str:
+        return f"{self.name}@{self.root}"
 
     def tail(self, lines: int = 15) -> str:
         try:
@@ -82,8 +104,7 @@ def port_in_use(port: int, host: str = "127.0.0.1") -> bool:
 def spawn(spec: ProcessSpec, files: ProcessFiles) -> subprocess.Popen[bytes]:
     files.pid_file.parent.mkdir(parents=True, exist_ok=True)
     files.log_file.parent.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, **spec.env}
-    env[MARKER] = spec.name
+    env = environment_for(spec, dict(os.environ), files.marker)
     with files.log_file.open("ab") as log:
         process = subprocess.Popen(
             [*spec.argv],
@@ -98,20 +119,33 @@ def spawn(spec: ProcessSpec, files: ProcessFiles) -> subprocess.Popen[bytes]:
 
 
 def stop(files: ProcessFiles, timeout: float = 15.0) -> bool:
-    """SIGTERM, wait, then SIGKILL. Returns whether a process was running."""
+    """SIGTERM, wait, then SIGKILL. Returns whether a process was running.
+
+    The process is held by a pidfd opened before it is checked: signals go to that very
+    process, so a pid reused between the check and the kill is never signalled."""
     pid = files.running_pid()
     if pid is None:
         files.pid_file.unlink(missing_ok=True)
         return False
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and files.running_pid() == pid:
-        time.sleep(0.1)
-    if files.running_pid() == pid:
+    try:
+        pidfd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        files.pid_file.unlink(missing_ok=True)
+        return False
+    try:
+        if files.running_pid() != pid:  # checked again, now that the pidfd pins it
+            return False
         with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
-    files.pid_file.unlink(missing_ok=True)
+            signal.pidfd_send_signal(pidfd, signal.SIGTERM)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and files.running_pid() == pid:
+            time.sleep(0.1)
+        with contextlib.suppress(ProcessLookupError):
+            if files.running_pid() == pid:
+                signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+    finally:
+        os.close(pidfd)
+        files.pid_file.unlink(missing_ok=True)
     return True
 
 
@@ -127,7 +161,9 @@ def stop_strays(root: Path) -> list[int]:
             environ = (proc / "environ").read_bytes().split(b"\0")
         except OSError:
             continue
-        if wanted in environ and any(item.startswith(MARKER.encode()) for item in environ):
+        ours = f"@{root}".encode()
+        marked = any(i.startswith(MARKER.encode()) and i.endswith(ours) for i in environ)
+        if wanted in environ and marked:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(int(proc.name), signal.SIGKILL)
                 killed.append(int(proc.name))

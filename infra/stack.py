@@ -73,9 +73,10 @@ def part_specs(settings: Settings) -> list[ProcessSpec]:
     data = settings.data_dir.resolve()
     env = settings_env(settings)
     codec_flags: list[str] = []
+    codec_env = env
     if settings.encryption_on:
         token = codec_token(settings)
-        env = env | {"AGENT_CODEC_TOKEN": token}
+        codec_env = env | {"AGENT_CODEC_TOKEN": token}
         codec_flags = ["--ui-codec-endpoint", ui_endpoint(settings, token)]
     temporal = ProcessSpec(
         name="temporal",
@@ -114,16 +115,22 @@ def part_specs(settings: Settings) -> list[ProcessSpec]:
         port=settings.offline_model_port,
         env=env,
     )
-    worker = ProcessSpec(name="worker", argv=[sys.executable, "-m", "worker"], port=None, env=env)
+    # The worker is the application: every setting of ours, the model key included.
+    worker = ProcessSpec(
+        name="worker", argv=[sys.executable, "-m", "worker"], port=None, env=env, inherit=("",)
+    )
     parts = [temporal, worker]
     if settings.uses_offline_model:
         parts.insert(1, model)
     if settings.encryption_on:
+        # The codec server: our settings (the keys among them), never the model key.
         codec = ProcessSpec(
             name="codec",
             argv=[sys.executable, "-m", "worker.codec_server"],
             port=settings.codec_port,
-            env=env,
+            env=codec_env,
+            inherit=("AGENT_",),
+            withhold=("OPENAI",),
         )
         parts.insert(1, codec)
     return parts

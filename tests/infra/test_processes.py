@@ -1,0 +1,79 @@
+"""The local stack's processes: each part gets only the environment it needs, and a pid
+is ours only when its marker names the part and our data dir."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from infra.processes import ProcessFiles, ProcessSpec, environment_for, spawn, stop
+from infra.stack import part_specs
+from worker.settings import Settings
+
+OURS = {
+    "PATH": "/usr/bin",
+    "HOME": "/root",
+    "OPENAI_API_KEY": "sk-never-leaves-the-worker",
+    "AGENT_OPENAI_API_KEY": "sk-alias",
+    "AGENT_ENCRYPTION_KEYS": "k1=secret",
+    "AWS_SECRET_ACCESS_KEY": "unrelated",
+}
+
+
+def specs(tmp_path: Path) -> dict[str, ProcessSpec]:
+    settings = Settings(data_dir=tmp_path, encryption_keys="k1=" + "A" * 43 + "=")
+    return {spec.name: spec for spec in part_specs(settings)}
+
+
+def test_each_part_gets_only_what_it_needs(tmp_path):
+    parts = specs(tmp_path)
+    temporal = environment_for(parts["temporal"], OURS, "m")
+    model = environment_for(parts["model"], OURS, "m")
+    codec = environment_for(parts["codec"], OURS, "m")
+    worker = environment_for(parts["worker"], OURS, "m")
+    for env in (temporal, model):
+        assert not any("secret" in v or v.startswith("sk-") for v in env.values()), env
+        assert "AGENT_CODEC_TOKEN" not in env
+    assert codec["AGENT_ENCRYPTION_KEYS"] == "k1=secret" and "AGENT_CODEC_TOKEN" in codec
+    assert not any(k in codec for k in ("OPENAI_API_KEY", "AGENT_OPENAI_API_KEY"))
+    assert "AWS_SECRET_ACCESS_KEY" not in codec
+    assert worker["OPENAI_API_KEY"] == "sk-never-leaves-the-worker"
+    assert "AGENT_CODEC_TOKEN" not in worker
+    assert all(env["PATH"] == "/usr/bin" for env in (temporal, model, codec, worker))
+
+
+def test_a_spawned_part_does_not_receive_the_model_key(tmp_path, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-spawn-marker")
+    spec = ProcessSpec(
+        name="sleeper",
+        argv=[sys.executable, "-c", "import time; time.sleep(60)"],
+        port=None,
+        env={},
+    )
+    files = ProcessFiles(tmp_path, "sleeper")
+    process = spawn(spec, files)
+    try:
+        environ = Path(f"/proc/{process.pid}/environ").read_bytes()
+        assert b"sk-spawn-marker" not in environ
+        assert files.running_pid() == process.pid
+        # The same part name under another data dir is another stack's, never ours.
+        assert ProcessFiles(tmp_path / "other", "sleeper").running_pid() is None
+        stranger = ProcessFiles(tmp_path / "other", "sleeper")
+        stranger.pid_file.parent.mkdir(parents=True)
+        stranger.pid_file.write_text(str(process.pid))
+        assert stranger.running_pid() is None and stop(stranger) is False
+        assert process.poll() is None  # untouched by the other stack's stop
+    finally:
+        assert stop(files) is True
+    assert process.wait(timeout=10) is not None
+
+
+@pytest.mark.skipif(not hasattr(os, "pidfd_open"), reason="needs Linux pidfds")
+def test_stop_of_a_dead_pid_signals_nothing(tmp_path):
+    files = ProcessFiles(tmp_path, "gone")
+    files.pid_file.parent.mkdir(parents=True)
+    files.pid_file.write_text("999999999")
+    assert stop(files) is False and not files.pid_file.exists()
