@@ -39,6 +39,8 @@ async def finish_even_if_cancelled(work: Awaitable[T]) -> T:
     try:
         return await asyncio.shield(task)
     except asyncio.CancelledError:
-        with contextlib.suppress(Exception):
+        try:
             await task
+        except Exception as err:  # the cancellation wins, but what failed is said
+            activity.logger.warning("work finished with an error while cancelled: %s", err)
         raise

@@ -91,7 +91,7 @@ async def rebuild(client: Client, run_id: str) -> Timeline:
     """Every moment of the run, across its continue-as-new chain, replayed from the
     histories through the current code."""
     chain = await fetch_chain(client, run_id)
-    with timeline.recording(run_id) as recorded:
+    with timeline.recording(run_id, [temporal_run for temporal_run, _ in chain]) as recorded:
         for temporal_run, history in chain:
             result = await replayer(client.data_converter).replay_workflow(
                 history, raise_on_replay_failure=False

@@ -10,7 +10,7 @@ what the workflow offers inside. Offering changes nothing the workflow does.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
@@ -42,14 +42,26 @@ class Moment:
         return RunState.model_validate_json(self.state_json)
 
 
-_recordings: dict[str, dict[int, Moment]] = {}
+@dataclass(frozen=True)
+class _Recording:
+    moments: dict[int, Moment]
+    runs: frozenset[str] | None  # the Temporal runs being replayed (None: any)
+
+
+# Process-wide, keyed by workflow id: a live worker in the same process never adds to one,
+# as it records only while replaying, and only the runs being rebuilt.
+_recordings: dict[str, _Recording] = {}
 
 
 def offer(state: RunState, kind: str, detail: str) -> None:
     recording = _recordings.get(workflow.info().workflow_id)
-    if recording is None or state.moment in recording:
+    if recording is None or not workflow.unsafe.is_replaying():
         return
-    recording[state.moment] = Moment(
+    if recording.runs is not None and workflow.info().run_id not in recording.runs:
+        return
+    if state.moment in recording.moments:
+        return
+    recording.moments[state.moment] = Moment(
         index=state.moment,
         at=workflow.now(),
         kind=kind,
@@ -61,10 +73,11 @@ def offer(state: RunState, kind: str, detail: str) -> None:
 
 
 @contextmanager
-def recording(workflow_id: str) -> Iterator[dict[int, Moment]]:
-    """Keep every moment the workflow offers while its history is replayed here."""
+def recording(workflow_id: str, runs: Collection[str] | None = None) -> Iterator[dict[int, Moment]]:
+    """Keep every moment the workflow offers while its history (of `runs`, the Temporal run
+    ids of the chain being replayed) is replayed here."""
     moments: dict[int, Moment] = {}
-    _recordings[workflow_id] = moments
+    _recordings[workflow_id] = _Recording(moments, frozenset(runs) if runs is not None else None)
     try:
         yield moments
     finally:

@@ -10,6 +10,7 @@ import pytest
 from activities.providers import Providers
 from starters import runs, timeline
 from tests.conftest import approve_when_asked, count_effects, run_id, wait_for_approval
+from workflows import timeline as timeline_hook
 from workflows.contracts import Actor, Decision, RunRequest, StatePatch
 from workflows.state import RunStatus
 
@@ -206,3 +207,17 @@ async def test_a_long_run_continues_as_new_and_its_timeline_spans_the_chain(dev_
         await timeline.rewind(client, rid, early.index, by="ops")
     child = await timeline.fork(client, settings, rid, early.index)
     assert (await runs.wait_result(client, child.run_id)).status == "completed"
+
+
+async def test_a_live_run_in_the_same_process_adds_nothing_to_a_recording(dev_env, settings):
+    """Recordings listen only while replaying: the worker of this very process, moving the
+    run live under an open recording of its id, adds no moment to it."""
+    client, rid = dev_env.client, run_id("live")
+    await runs.start_run(client, settings, RunRequest(goal="pay", scenario="pay-invoice"), rid)
+    await wait_for_approval(client, rid)
+    with timeline_hook.recording(rid) as moments:
+        await runs.approve(client, rid, Decision(by="alice"))
+        assert (await runs.wait_result(client, rid)).status == "completed"
+    assert moments == {}
+    found = await timeline.rebuild(client, rid)
+    assert found.moments[-1].kind == "completed"
