@@ -60,10 +60,14 @@ async def setup() -> None:
 async def prune(
     older_than: Annotated[str, typer.Option(help="Age of closed runs to prune: 30d, 12h, 0s.")],
     dry_run: Annotated[bool, typer.Option(help="Say what would go; delete nothing.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
 ) -> None:
     """Remove our stored data of runs closed longer ago than --older-than (never open runs)."""
     settings = load_settings()
     report = await pruning.prune(await connect(settings), settings, older_than, dry_run)
+    if as_json:
+        typer.echo(report.model_dump_json())
+        return
     verb = "would prune" if report.dry_run else "pruned"
     console.print(
         f"{verb} {len(report.pruned)} runs ({report.rows_deleted} rows); kept "

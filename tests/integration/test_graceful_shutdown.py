@@ -61,6 +61,10 @@ async def test_a_stopped_worker_finishes_its_activity_in_flight(
     assert all(s.attempt == 1 for s in started)
     completed = types.count(EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED)
     assert completed == len(started)
+    # Nothing was dropped: no activity waits to be retried, every one scheduled completed.
+    described = await client.get_workflow_handle(rid).describe()
+    assert list(described.raw_description.pending_activities) == []
+    assert completed == types.count(EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED)
 
     # Another worker takes the run on from there, with nothing to redo.
     second = spawn_worker(settings, tmp_path / "worker2.log")

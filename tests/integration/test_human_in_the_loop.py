@@ -8,7 +8,7 @@ import json
 
 import pytest
 from pydantic import ValidationError
-from temporalio.api.enums.v1 import EventType
+from temporalio.api.enums.v1 import EventType, PendingActivityState
 from temporalio.client import (
     WorkflowExecutionStatus,
     WorkflowFailureError,
@@ -216,7 +216,9 @@ class TestQuestionsAndEdits:
         await runs.pause(client, rid, Actor(by="eve", reason="look first"))
         paused = await until(client, rid, lambda s: s.status is RunStatus.PAUSED)
         assert paused.waiting_for == "resume"
-        await asyncio.sleep(1.0)
+        # Paused means stopped between activities: none is scheduled or running.
+        described = await client.get_workflow_handle(rid).describe()
+        assert list(described.raw_description.pending_activities) == []
         assert (await runs.get_summary(client, rid)).steps_done == paused.steps_done
 
         await refused_unchanged(
@@ -304,7 +306,16 @@ class TestCancel:
         client = dev_env.client
         rid = await start(client, settings, "long?steps=3&fault=step2:delay=60", "cancel-hb")
         await until(client, rid, lambda s: s.current_step == 2)
-        await asyncio.sleep(0.5)
+
+        async def slow_call_started() -> bool:
+            described = await client.get_workflow_handle(rid).describe()
+            return any(
+                a.activity_type.name == "call_model"
+                and a.state == PendingActivityState.PENDING_ACTIVITY_STATE_STARTED
+                for a in described.raw_description.pending_activities
+            )
+
+        await eventually(slow_call_started)  # the cancel must reach a running activity
         await runs.cancel(client, rid, Actor(by="carol"))
         result = await asyncio.wait_for(runs.wait_result(client, rid), timeout=20)
         assert result.status == "cancelled"

@@ -126,6 +126,15 @@ def test_pay_invoice_through_approval_and_across_a_restart(stack):
 
     kept = stack("prune", "--older-than", "30d", "--dry-run").stdout
     assert kept.startswith("would prune 0 runs")
+    # An open run is kept whatever its age; the closed one goes at age zero.
+    stack("run", "stays open", "--id", "e2e-open", "--scenario", "pay-invoice")
+    stack.wait_status("e2e-open", "awaiting_approval")
+    now = stack("prune", "--older-than", "0s", "--dry-run", "--json").stdout
+    report = json.loads(now)
+    assert [key.split("@")[0] for key in report["pruned"]] == ["e2e-1"]
+    assert report["kept_open"] == 1
+    stack("cancel", "e2e-open")
+    stack.wait_status("e2e-open", "cancelled")
 
     listed = stack("list", "--status", "completed", "--json").stdout
     assert [r["run_id"] for r in json.loads(listed)] == ["e2e-1"]

@@ -3,16 +3,23 @@
 from __future__ import annotations
 
 import re
+from collections.abc import AsyncIterator
+from datetime import timedelta
 
 import httpx
+import pytest
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.testing import WorkflowEnvironment
 
 from activities.providers import Providers
+from infra.binaries import temporal_cli
 from infra.offline_model.embedded import free_port
 from starters import runs
-from tests.conftest import eventually, run_id, wait_for_approval
+from tests.conftest import eventually, run_id, settings_for, wait_for_approval
 from worker import run_metrics, telemetry
 from worker.client import connect
 from worker.main import build_worker
+from workflows import search_attributes as sa
 from workflows.contracts import Decision, RunRequest
 
 
@@ -35,8 +42,26 @@ def value(text: str, name: str, **labels: str) -> float:
     return total
 
 
-async def test_the_metrics_endpoint_serves_sdk_and_agent_metrics(dev_env, settings):
+@pytest.fixture(scope="module")
+async def own_server() -> AsyncIterator[WorkflowEnvironment]:
+    """A dev server for this module alone: the run gauges count the whole namespace, and
+    their exact differences must not depend on what other tests left open."""
+    env = await WorkflowEnvironment.start_local(
+        dev_server_existing_path=str(temporal_cli()),
+        search_attributes=sa.ALL,
+        data_converter=pydantic_data_converter,
+        dev_server_log_level="error",
+        dev_server_startup_timeout=timedelta(seconds=60),
+    )
+    yield env
+    await env.shutdown()
+
+
+async def test_the_metrics_endpoint_serves_sdk_and_agent_metrics(
+    own_server, model_server, tmp_path
+):
     port = free_port()
+    settings = settings_for(own_server.client, tmp_path / "data", model_server.port)
     settings = settings.model_copy(
         update={"metrics_port": port, "price_input_per_mtok": 3.0, "price_output_per_mtok": 15.0}
     )
@@ -45,25 +70,31 @@ async def test_the_metrics_endpoint_serves_sdk_and_agent_metrics(dev_env, settin
     client = await connect(settings, runtime=runtime)
     gauges = telemetry.RunGauges(runtime.metric_meter)
     rid = run_id("metered")
+
+    async def gauge(name: str, **labels: str) -> float:
+        await run_metrics.refresh(client, gauges)
+        return value(scrape(port), name, **labels)
+
     async with build_worker(client, settings):
+        waiting_before = await gauge("durable_agents_approvals_waiting")
+        completed_before = await gauge("durable_agents_runs", status="completed")
         await runs.start_run(client, settings, RunRequest(goal="pay", scenario="pay-invoice"), rid)
         await wait_for_approval(client, rid)
 
         async def approvals_seen():
-            await run_metrics.refresh(client, gauges)
-            return value(scrape(port), "durable_agents_approvals_waiting") >= 1
+            return await gauge("durable_agents_approvals_waiting") == waiting_before + 1
 
         await eventually(approvals_seen)
         text = scrape(port)
-        assert value(text, "durable_agents_runs", status="awaiting_approval") >= 1
+        assert value(text, "durable_agents_runs", status="awaiting_approval") == waiting_before + 1
         await runs.approve(client, rid, Decision(by="alice"))
         assert (await runs.wait_result(client, rid)).status == "completed"
 
         async def completed_counted():
-            await run_metrics.refresh(client, gauges)
-            return value(scrape(port), "durable_agents_runs", status="completed") >= 1
+            return await gauge("durable_agents_runs", status="completed") == completed_before + 1
 
         await eventually(completed_counted)
+        assert await gauge("durable_agents_approvals_waiting") == waiting_before
         usage = (await runs.get_summary(client, rid)).usage
 
     text = scrape(port)

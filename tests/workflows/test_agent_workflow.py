@@ -12,7 +12,7 @@ from activities.stores import Stores
 from starters import runs
 from tests.conftest import count_effects, eventually, key_of, run_id
 from worker.main import build_worker
-from workflows.contracts import Decision, RunRequest
+from workflows.contracts import Actor, Decision, RunRequest
 from workflows.state import ApprovalStatus, QuestionStatus, RunStatus, StepStatus
 
 pytestmark = pytest.mark.usefixtures("ts_worker")
@@ -67,12 +67,30 @@ async def test_rejection_goes_back_to_the_model_and_nothing_is_paid(time_env, ts
     assert any(t.startswith("rejected by bob: not this month") for t in tool_texts)
 
 
+async def signals_applied(client, rid) -> None:
+    """Wait until every signal sent so far has been applied: signals apply in order, so a
+    probe (pause, then resume) seen by the workflow comes after them all."""
+    await runs.pause(client, rid, Actor(by="probe"))
+
+    async def probe_seen() -> bool:
+        return (await runs.get_state(client, rid)).pause_requested
+
+    await eventually(probe_seen)
+    await runs.resume(client, rid, Actor(by="probe"))
+
+    async def probe_gone() -> bool:
+        return not (await runs.get_state(client, rid)).pause_requested
+
+    await eventually(probe_gone)
+
+
 async def test_a_decision_for_no_pending_request_changes_nothing(time_env, ts_settings):
     client, rid = time_env.client, run_id("stray")
     await runs.start_run(client, ts_settings, RunRequest(goal="pay", scenario="pay-invoice"), rid)
     await waiting_approval(client, rid)
     before = await runs.get_state(client, rid)
     await runs.approve(client, rid, Decision(request_id="no-such-request", by="mallory"))
+    await signals_applied(client, rid)
     after = await runs.get_state(client, rid)
     assert after.approvals == before.approvals
     assert after.status is RunStatus.AWAITING_APPROVAL
@@ -174,6 +192,7 @@ async def test_an_escalated_approval_is_decided_by_the_escalation_approvers(time
 
     await eventually(escalated)
     await runs.approve(client, rid, Decision(by="alice"))  # no longer alice's call: ignored
+    await signals_applied(client, rid)
     state = await runs.get_state(client, rid)
     assert state.approvals[0].status is ApprovalStatus.PENDING
     await runs.approve(client, rid, Decision(by="boss"))

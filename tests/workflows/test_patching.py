@@ -78,9 +78,19 @@ async def test_new_runs_take_the_patched_path(time_env, ts_settings):
         await runs.approve(client, rid, Decision(by="alice"))
         await runs.wait_result(client, rid)
     history = await client.get_workflow_handle(rid).fetch_history()
-    kinds = [e.event_type for e in history.events]
-    assert EventType.EVENT_TYPE_TIMER_STARTED in kinds
-    assert EventType.EVENT_TYPE_MARKER_RECORDED in kinds  # the patch marker
+    markers = [
+        e.marker_recorded_event_attributes.SerializeToString()
+        for e in history.events
+        if e.event_type == EventType.EVENT_TYPE_MARKER_RECORDED
+    ]
+    assert any(PATCH.encode() in marker for marker in markers)  # this change's own marker
+    # The one-second timer only the patched code starts (the approval's deadline is a day).
+    timers = [
+        e.timer_started_event_attributes.start_to_fire_timeout.ToTimedelta()
+        for e in history.events
+        if e.event_type == EventType.EVENT_TYPE_TIMER_STARTED
+    ]
+    assert timedelta(seconds=1) in timers
 
 
 async def test_replay_reports_the_event_where_a_history_diverges(tmp_path):
