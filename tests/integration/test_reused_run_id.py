@@ -59,7 +59,11 @@ async def test_a_reused_id_acts_afresh(dev_env, settings):
     new_key = await key_of(client, rid)
     assert new_key != old_key and new_key.startswith(f"{rid}@")
 
-    # The old run's rows go on prune's schedule; the new, open run's stay.
+    # The old run's rows go on prune's schedule: kept while younger than the age, removed
+    # after it; the new, open run's stay.
+    recent = await pruning.prune(client, settings, "30d", dry_run=False)
+    assert old_key not in recent.pruned and recent.kept_recent >= 1
+    assert Stores.open(settings).ledger.effects(old_key) != []
     report = await pruning.prune(client, settings, "0s", dry_run=False)
     assert old_key in report.pruned and new_key not in report.pruned
     stores = Stores.open(settings)

@@ -132,3 +132,30 @@ async def test_with_keys_no_plaintext_reaches_history_or_stores(dev_env, model_s
     )
     assert MARKER.encode() not in await run_with_marker(dev_env, settings, rotated)
     assert MARKER.encode() not in files_bytes(settings.data_dir)
+
+
+async def failed_run_history(dev_env, settings) -> bytes:
+    """A run the model endpoint refuses (HTTP 401 at planning): it fails, with the
+    endpoint's words in its failure. The history as the server exports it."""
+    client = await connect(settings)
+    rid = run_id("failing")
+    request = RunRequest(goal="pay", scenario="pay-invoice?fault=plan:401")
+    async with build_worker(await connect(settings, for_worker=True), settings):
+        await runs.start_run(client, settings, request, rid)
+        outcome = await runs.wait_for_outcome(client, rid)
+    assert outcome["status"] == "failed" and "HTTP 401" in outcome["error"]  # keys read it
+    history = await dev_env.client.get_workflow_handle(rid).fetch_history()
+    return raw_bytes(history)
+
+
+async def test_failure_messages_and_stack_traces_are_encrypted(dev_env, model_server, tmp_path):
+    plain = settings_for(dev_env.client, tmp_path / "plain", model_server.port)
+    clear = await failed_run_history(dev_env, plain)
+    # Without keys both are there to find: the checks below can fail.
+    assert b"HTTP 401" in clear and b"activities/model.py" in clear
+    keyed = plain.model_copy(
+        update={"data_dir": tmp_path / "keyed", "encryption_keys": SecretStr(f"k1={KEY_OLD}")}
+    )
+    sealed = await failed_run_history(dev_env, keyed)
+    assert b"HTTP 401" not in sealed and b"model endpoint refused" not in sealed
+    assert b"activities/model.py" not in sealed  # no stack trace either

@@ -9,9 +9,13 @@ from datetime import timedelta
 import httpx
 import pytest
 from temporalio.contrib.pydantic import pydantic_data_converter
-from temporalio.testing import WorkflowEnvironment
+from temporalio.testing import ActivityEnvironment, WorkflowEnvironment
 
+from activities.crash_points import CrashPoints
+from activities.model import ModelActivities
 from activities.providers import Providers
+from activities.stores import Stores
+from activities.tools import ToolActivities
 from infra.binaries import temporal_cli
 from infra.offline_model.embedded import free_port
 from starters import runs
@@ -20,7 +24,7 @@ from worker import run_metrics, telemetry
 from worker.client import connect
 from worker.main import build_worker
 from workflows import search_attributes as sa
-from workflows.contracts import Decision, RunRequest
+from workflows.contracts import ChatMessage, Decision, ModelCallInput, RunRequest, ToolCallInput
 
 
 def scrape(port: int) -> str:
@@ -134,3 +138,52 @@ async def test_a_refused_payment_is_not_counted_as_an_effect(dev_env, settings):
     text = scrape(port)
     assert value(text, "durable_agents_effects", tool="pay_invoice") == 0
     assert value(text, "durable_agents_effects", tool="draft_email") == 1
+
+
+async def test_a_ledger_replay_and_a_memoized_answer_count_nothing(settings):
+    """Through the activities themselves, on a real metrics endpoint: a second attempt
+    of a tool call is answered by the ledger and is no new effect; a second attempt of a
+    model call is answered by the memo and spends no tokens."""
+    port = free_port()
+    settings = settings.model_copy(update={"metrics_port": port})
+    runtime = telemetry.runtime_for(settings)
+    assert runtime is not None
+    env = ActivityEnvironment()
+    env.metric_meter = runtime.metric_meter
+    stores = Stores.open(settings)
+
+    tools = ToolActivities(stores, CrashPoints(None, settings.data_dir))
+    pay = ToolCallInput(
+        run_id="metered@first",
+        step=3,
+        tool_call_id="call-1",
+        name="pay_invoice",
+        arguments={"invoice_id": "INV-1001", "amount": "1250.00", "currency": "EUR"},
+        result_seq=7,
+        idempotency_key="metered@first/step-3/call-1",
+    )
+    first, again = await env.run(tools.run_tool, pay), await env.run(tools.run_tool, pay)
+    assert first.ok and not first.replayed_from_ledger and again.replayed_from_ledger
+    assert value(scrape(port), "durable_agents_effects", tool="pay_invoice") == 1
+
+    model = ModelActivities(settings, stores)
+    plan = ModelCallInput(
+        run_id="metered@first",
+        append=[ChatMessage(seq=0, role="user", content="Goal: pay invoice INV-1001")],
+        reply_seq=1,
+        tools=["submit_plan"],
+        force_tool="submit_plan",
+        scenario="pay-invoice",
+    )
+    answered, memoized = (
+        await env.run(model.call_model, plan),
+        await env.run(model.call_model, plan),
+    )
+    assert not answered.memoized and memoized.memoized
+    text = scrape(port)
+    assert value(text, "durable_agents_model_tokens", direction="input") == (
+        answered.usage.input_tokens
+    )
+    assert value(text, "durable_agents_model_tokens", direction="output") == (
+        answered.usage.output_tokens
+    )

@@ -3,6 +3,7 @@ model over HTTP: the plan, the approval gate, and what goes back to the model.""
 
 from __future__ import annotations
 
+import logging
 from datetime import timedelta
 
 import pytest
@@ -84,16 +85,18 @@ async def signals_applied(client, rid) -> None:
     await eventually(probe_gone)
 
 
-async def test_a_decision_for_no_pending_request_changes_nothing(time_env, ts_settings):
+async def test_a_decision_for_no_pending_request_changes_nothing(time_env, ts_settings, caplog):
     client, rid = time_env.client, run_id("stray")
     await runs.start_run(client, ts_settings, RunRequest(goal="pay", scenario="pay-invoice"), rid)
     await waiting_approval(client, rid)
     before = await runs.get_state(client, rid)
-    await runs.approve(client, rid, Decision(request_id="no-such-request", by="mallory"))
-    await signals_applied(client, rid)
+    with caplog.at_level(logging.WARNING, logger="temporalio.workflow"):
+        await runs.approve(client, rid, Decision(request_id="no-such-request", by="mallory"))
+        await signals_applied(client, rid)
     after = await runs.get_state(client, rid)
     assert after.approvals == before.approvals
     assert after.status is RunStatus.AWAITING_APPROVAL
+    assert "decision ignored: no approval request 'no-such-request'" in caplog.text
     await runs.approve(client, rid, Decision(by="alice"))
     assert (await runs.wait_result(client, rid)).status == "completed"
 
@@ -199,6 +202,30 @@ async def test_an_escalated_approval_is_decided_by_the_escalation_approvers(time
     await runs.wait_result(client, rid)
     assert (await runs.get_state(client, rid)).approvals[0].decided_by == "boss"
     assert count_effects(ts_settings, rid, "charge") == 1
+
+
+async def test_after_escalation_the_second_timeout_rejects(time_env, ts_settings):
+    client, rid = time_env.client, run_id("escalate-twice")
+    policy = {"decision_timeout_seconds": 3600, "on_timeout": "escalate", "escalate_to": ["boss"]}
+    request = RunRequest.model_validate(
+        {"goal": "pay", "scenario": "pay-invoice", "policy": policy}
+    )
+    await runs.start_run(client, ts_settings, request, rid)
+    await waiting_approval(client, rid)
+    await time_env.sleep(timedelta(minutes=90))  # the first deadline: escalated
+
+    async def escalated():
+        summary = await runs.get_summary(client, rid)
+        return summary.pending_approvals and summary.pending_approvals[0].escalated
+
+    await eventually(escalated)
+    await time_env.sleep(timedelta(minutes=90))  # the second: nobody decided, rejected
+    result = await runs.wait_result(client, rid)
+    [approval] = (await runs.get_state(client, rid)).approvals
+    assert approval.status is ApprovalStatus.REJECTED and approval.escalated
+    assert approval.decided_by == "deadline"
+    assert count_effects(ts_settings, rid, "charge") == 0
+    assert "not paid" in (result.final_answer or "")
 
 
 async def test_a_question_past_its_deadline_expires_and_the_model_decides(time_env, ts_settings):
