@@ -1,0 +1,66 @@
+"""Cancel waits for a tool's store work: a cancellation that arrives between the provider
+acting and the ledger recording it is held until the ledger has the record, so no effect
+is ever left unrecorded (and repeated by the retry of a fork or rewind)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+
+import pytest
+from temporalio.testing import ActivityEnvironment
+
+from activities.crash_points import CrashPoints
+from activities.providers import Providers
+from activities.stores import Stores
+from activities.tools import ToolActivities
+from workflows.contracts import ToolCallInput
+
+KEY = "cancel@first/step-3/call-1"
+
+
+class HeldAfterProvider(CrashPoints):
+    """Holds the tool between the provider's charge and the ledger's record."""
+
+    def __init__(self, settings) -> None:
+        super().__init__(None, settings.data_dir)
+        self.arrived = threading.Event()
+        self.release = threading.Event()
+
+    def reached(self, instant: str, tool: str, key: str) -> None:
+        if instant == "after_provider":
+            self.arrived.set()
+            self.release.wait(timeout=30)
+
+
+async def test_a_cancelled_tool_finishes_its_store_work_first(settings):
+    stores = Stores.open(settings)
+    held = HeldAfterProvider(settings)
+    tools = ToolActivities(stores, held)
+    pay = ToolCallInput(
+        run_id="cancel@first",
+        step=3,
+        tool_call_id="call-1",
+        name="pay_invoice",
+        arguments={"invoice_id": "INV-1001", "amount": "1250.00", "currency": "EUR"},
+        result_seq=7,
+        idempotency_key=KEY,
+    )
+    env = ActivityEnvironment()
+    running = asyncio.ensure_future(env.run(tools.run_tool, pay))
+    await asyncio.to_thread(held.arrived.wait, 30)  # charged, not yet recorded
+    env.cancel()
+    # However long it is given, the activity does not end while the record is pending.
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(asyncio.shield(running), timeout=0.5)
+    assert not running.done()
+    assert stores.ledger.effects("cancel@first") == []
+    held.release.set()
+    with pytest.raises(asyncio.CancelledError):
+        await running
+    # When the cancellation is reported, the effect is recorded: one charge, one record.
+    [recorded] = stores.ledger.effects("cancel@first")
+    assert recorded["idempotency_key"] == KEY and recorded["result"]["ok"]
+    charges = Providers.open(settings.data_dir).payments.effects("cancel@first")
+    assert [c["idempotency_key"] for c in charges] == [KEY]
