@@ -6,12 +6,15 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from temporalio import workflow
 
 from activities.providers import Providers
 from starters import runs, timeline
 from tests.conftest import approve_when_asked, count_effects, run_id, wait_for_approval
+from worker.main import build_worker
 from workflows import timeline as timeline_hook
-from workflows.contracts import Actor, Decision, RunRequest, StatePatch
+from workflows.agent import AgentWorkflow
+from workflows.contracts import Actor, Decision, RunRequest, RunResult, StatePatch
 from workflows.state import RunStatus
 
 pytestmark = pytest.mark.usefixtures("worker")
@@ -209,15 +212,27 @@ async def test_a_long_run_continues_as_new_and_its_timeline_spans_the_chain(dev_
     assert (await runs.wait_result(client, child.run_id)).status == "completed"
 
 
+@workflow.defn(name="AgentWorkflow", sandboxed=False)
+class UnsandboxedAgent(AgentWorkflow):
+    """The agent outside the sandbox: it shares workflows.timeline with this process, as
+    a worker with that module passed through would."""
+
+    @workflow.run
+    async def run(self, request: RunRequest) -> RunResult:
+        return await super().run(request)
+
+
 async def test_a_live_run_in_the_same_process_adds_nothing_to_a_recording(dev_env, settings):
-    """Recordings listen only while replaying: the worker of this very process, moving the
-    run live under an open recording of its id, adds no moment to it."""
+    """Recordings listen only while replaying: a live worker of this very process, moving
+    the run under an open recording of its id, adds no moment to it."""
     client, rid = dev_env.client, run_id("live")
-    await runs.start_run(client, settings, RunRequest(goal="pay", scenario="pay-invoice"), rid)
-    await wait_for_approval(client, rid)
-    with timeline_hook.recording(rid) as moments:
-        await runs.approve(client, rid, Decision(by="alice"))
-        assert (await runs.wait_result(client, rid)).status == "completed"
+    settings = settings.model_copy(update={"task_queue": f"{settings.task_queue}-live"})
+    async with build_worker(client, settings, workflows=[UnsandboxedAgent]):
+        await runs.start_run(client, settings, RunRequest(goal="pay", scenario="pay-invoice"), rid)
+        await wait_for_approval(client, rid)
+        with timeline_hook.recording(rid) as moments:
+            await runs.approve(client, rid, Decision(by="alice"))
+            assert (await runs.wait_result(client, rid)).status == "completed"
     assert moments == {}
     found = await timeline.rebuild(client, rid)
     assert found.moments[-1].kind == "completed"
