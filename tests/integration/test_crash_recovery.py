@@ -23,9 +23,10 @@ def effects_per_step(settings, rid):
     return dict(Counter(note["detail"]["step"] for note in notes))
 
 
-def completions(model_server, rid):
+def completions(model_server, store_key):
+    """Answers the model served for a run: it hears the run's identity, not its id."""
     with urllib.request.urlopen(f"{model_server.base_url}/scripted/stats") as response:
-        return json.loads(response.read())["completions_by_run"].get(rid, 0)
+        return json.loads(response.read())["completions_by_run"].get(store_key, 0)
 
 
 async def test_sigkill_mid_run_loses_nothing_and_repeats_nothing(
@@ -67,5 +68,6 @@ async def test_sigkill_mid_run_loses_nothing_and_repeats_nothing(
     assert per_step == {step: 1 for step in range(1, STEPS + 1)}
     # Plan + one turn per step + final answer; a kill may lose at most the one answer
     # that was in flight, never one already stored.
-    assert STEPS + 2 <= completions(model_server, rid) <= STEPS + 3
+    served = completions(model_server, state.store_key)
+    assert STEPS + 2 <= served <= STEPS + 3
     assert len(state.completed_steps) == STEPS

@@ -37,10 +37,11 @@ async def test_pay_invoice_with_stores_on_postgres(dev_env, pg_settings):
         await wait_for_approval(client, rid)
         await runs.approve(client, rid, Decision(by="alice"))
         assert (await runs.wait_result(client, rid)).status == "completed"
+        key = await key_of(client, rid)
 
     stores = Stores.open(pg_settings)
     assert stores.db.where.startswith("postgresql:")
-    messages = stores.transcript.read(key := await key_of(client, rid))
+    messages = stores.transcript.read(key)
     assert messages[0]["content"].startswith("Goal: pay")
     assert len(stores.transcript.stored_answers(key)) == 10  # every model answer memoized
     assert {e["tool"] for e in stores.ledger.effects(key)} == {
