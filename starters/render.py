@@ -77,6 +77,14 @@ def print_state(console: Console, state: RunState) -> None:
         for a in state.approvals:
             table.add_row(a.request_id, a.tool, a.status.value, a.decided_by or "", a.comment)
         console.print(table)
+    if state.effects.total:
+        shown = len(state.effects.recent)
+        table = Table(title=f"effects performed (ledger): {state.effects.total}, last {shown}")
+        for column in ("tool", "ok", "idempotency key"):
+            table.add_column(column)
+        for e in state.effects.recent:
+            table.add_row(e.tool, "yes" if e.ok else "refused", e.idempotency_key)
+        console.print(table)
 
 
 def runs_table(listings: list[RunListing]) -> Table:

@@ -36,11 +36,13 @@ with workflow.unsafe.imports_passed_through():
         tool_spec,
     )
     from workflows.contracts import (
+        CUT_SHORT_REASONS,
         PREVIEW_CHARS,
         Actor,
         Answer,
         DecideRequest,
         Decision,
+        EffectSummary,
         ForkSpec,
         ModelCallInput,
         ModelTurn,
@@ -80,6 +82,8 @@ DEADLINE_ACTOR = "deadline"
 # Runs started from this version on keep their stored data under the chain's identity
 # (workflow id + first execution's run id); older runs in flight keep their workflow id.
 RUN_IDENTITY_PATCH = "run-identity"
+# A reply cut short no longer ends a step or the final answer (asked only where one came).
+CUT_SHORT_PATCH = "cut-short-replies-go-on"
 
 
 class RunFailed(Exception):
@@ -147,7 +151,12 @@ class AgentWorkflow:
         self.state.complete(answer, workflow.now())
         self._publish()
         self._moment("completed", preview(answer, 80))
-        return RunResult(run_id=self.state.run_id, status=self.state.status, final_answer=answer)
+        return RunResult(
+            run_id=self.state.run_id,
+            status=self.state.status,
+            final_answer=answer,
+            effects=self.state.effects,
+        )
 
     def _fail(self, err: BaseException) -> NoReturn:
         reason = _failure_reason(err)
@@ -220,6 +229,13 @@ class AgentWorkflow:
             step.turns += 1
             turn = await self._model_turn(f"step {step.index}", STEP_TOOLS)
             if not turn.tool_calls:
+                if self._cut_short(turn):
+                    reason = turn.finish_reason or "?"
+                    self.state.queue_message("user", prompts.CUT_SHORT.format(reason=reason))
+                    continue
+                if self.state.limits.steps_end == "complete_step":
+                    self.state.queue_message("user", prompts.END_WITH_COMPLETE_STEP)
+                    continue
                 self.state.complete_step(step, turn.content_preview, workflow.now())
                 return
             done_summary: str | None = None
@@ -339,6 +355,9 @@ class AgentWorkflow:
             cancellation_type=workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
             summary=f"tool: {spec.name}",
         )
+        if key is not None:  # the ledger's recorded result for this key: what really happened
+            effect = EffectSummary(tool=spec.name, idempotency_key=key, ok=outcome.ok)
+            self.state.record_effect(effect)
         record = ToolResultRecord(
             step=step.index,
             tool_call_id=call.id,
@@ -354,8 +373,20 @@ class AgentWorkflow:
         self.state.flush_notes()
         recap = self.state.context if self.state.limits.context == "step" else []
         self.state.queue_message("user", prompts.final_message(recap))
-        turn = await self._model_turn("final answer", (), preview_chars=FINAL_ANSWER_CHARS)
-        return turn.content_preview
+        parts: list[str] = []
+        for _ in range(self.state.limits.max_turns_per_step):
+            turn = await self._model_turn("final answer", (), preview_chars=FINAL_ANSWER_CHARS)
+            parts.append(turn.content_preview)
+            if not self._cut_short(turn):
+                break
+            reason = turn.finish_reason or "?"
+            self.state.queue_message("user", prompts.FINAL_CUT_SHORT.format(reason=reason))
+        return " ".join(part for part in parts if part)
+
+    @staticmethod
+    def _cut_short(turn: ModelTurn) -> bool:
+        """A reply the endpoint cut before the model was done: not an answer."""
+        return turn.finish_reason in CUT_SHORT_REASONS and workflow.patched(CUT_SHORT_PATCH)
 
     # -- helpers --------------------------------------------------------------------------
     async def _model_turn(

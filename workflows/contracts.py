@@ -13,6 +13,8 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 PREVIEW_CHARS = 200
+# finish_reason values of a reply that stopped before the model was done.
+CUT_SHORT_REASONS = ("length", "content_filter")
 RUN_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,199}$"
 
 
@@ -44,6 +46,9 @@ class RunLimits(StrictModel):
     # What the model sees: the whole conversation, or the goal, a recap and the current
     # step's messages ("step": each call costs the same however long the run is).
     context: Literal["full", "step"] = "full"
+    # How a step may end: with any answer that calls no tool, or only through complete_step
+    # (an answer without it is sent back; the turn limit still applies).
+    steps_end: Literal["answer", "complete_step"] = "answer"
 
 
 DAY_SECONDS = 24 * 3600.0
@@ -225,11 +230,32 @@ class StatePatch(StrictModel):
         return self.model_dump(exclude={"by"}, exclude_none=True)
 
 
+class EffectSummary(StrictModel):
+    """One side effect as the effect ledger recorded it."""
+
+    tool: str
+    idempotency_key: str
+    ok: bool
+
+
+# How many effects a run's result lists (the most recent); `effects_total` counts them all.
+EFFECTS_LISTED = 50
+
+
+class EffectsReport(StrictModel):
+    """The effects a run performed, as the ledger recorded them: beside the model's final
+    answer, what the run really did."""
+
+    total: int = 0
+    recent: list[EffectSummary] = Field(default_factory=list)
+
+
 class RunResult(StrictModel):
     run_id: str
     status: str
     final_answer: str | None = None
     error: str | None = None
+    effects: EffectsReport | None = None
 
 
 class PruneRequest(StrictModel):

@@ -37,6 +37,16 @@ def final_message(recap: list[str]) -> str:
     return FINAL_MESSAGE + "\nWhat the steps found:\n" + "\n".join(recap)
 
 
+# Real endpoints cut replies short (finish_reason "length" or "content_filter"): such a
+# reply is not an answer, so the turn goes on.
+CUT_SHORT = (
+    "Your reply was cut short ({reason}) before you finished. Go on from where you "
+    "stopped: call the tool you meant to call, or finish the step."
+)
+END_WITH_COMPLETE_STEP = "This step ends only when you call complete_step with a summary."
+FINAL_CUT_SHORT = "Your answer was cut short ({reason}). Go on from where you stopped."
+
+
 PLAN_ACCEPTED = "Plan accepted."
 STEP_MARKED_DONE = "Step marked as done."
 

@@ -17,10 +17,13 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, Field
 
 from workflows.contracts import (
+    EFFECTS_LISTED,
     Actor,
     Answer,
     ChatMessage,
     Decision,
+    EffectsReport,
+    EffectSummary,
     RunLimits,
     RunPolicy,
     RunRequest,
@@ -177,6 +180,9 @@ class RunState(BaseModel):
     usage: Usage = Field(default_factory=Usage)
     errors: list[str] = Field(default_factory=list)
     final_answer: str | None = None
+    # The side effects this run performed: each tool call's result as the effect ledger
+    # recorded it under its idempotency key (the most recent, and how many in all).
+    effects: EffectsReport = Field(default_factory=EffectsReport)
     next_seq: int = 0
     outbox: list[ChatMessage] = Field(default_factory=list)
     # Things people did (edits) that the model must hear about on its next turn.
@@ -269,6 +275,10 @@ class RunState(BaseModel):
         self.results = self.results[-RECENT_RESULTS_KEPT:]
         self.results_total += 1
         self.updated_at = now
+
+    def record_effect(self, effect: EffectSummary) -> None:
+        self.effects.total += 1
+        self.effects.recent = [*self.effects.recent, effect][-EFFECTS_LISTED:]
 
     def record_usage(self, usage: TokenUsage, *, memoized: bool) -> None:
         self.usage.add(usage, memoized=memoized)
@@ -480,6 +490,7 @@ class RunState(BaseModel):
             if q.step not in restarting and q.status is not QuestionStatus.PENDING
         ]
         fork.outbox, fork.notes_for_model, fork.errors = [], [], []
+        fork.effects = EffectsReport()  # the parent's effects were the parent's
         fork.current_step, fork.final_answer = None, None
         fork.pause_requested, fork.cancel_requested_by = False, None
         fork.status = RunStatus.RUNNING if fork.plan else RunStatus.PLANNING

@@ -14,11 +14,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from infra.offline_model.scenarios import Fault, Reply, Scenario, ScriptedCall, Turn
-from workflows.prompts import FINAL_MESSAGE, STEP_PATTERN
+from workflows.prompts import END_WITH_COMPLETE_STEP, FINAL_MESSAGE, STEP_PATTERN
 
 FAULT_ID_PREFIX = "fault_"
 # Faults in what the model says (a tool call the agent must refuse), not in how it answers.
-CONTENT_FAULTS = ("malformed_args", "unknown_tool", "oversized_args")
+CONTENT_FAULTS = (
+    "malformed_args", "unknown_tool", "oversized_args", "length", "content_filter"
+)  # fmt: skip
+# A reply cut short (finish_reason length or content_filter), as real endpoints give: no
+# tool call, half a sentence. Recognised in the conversation by its opening words.
+CUT_REPLY = "(scripted, cut short) I am going to proceed with the"
+CUT_FAULTS = ("length", "content_filter")
 # Arguments of an oversized_args fault: well past what the agent carries into history.
 OVERSIZED_ARGUMENT_CHARS = 100_000
 
@@ -50,7 +56,8 @@ def position(messages: list[dict[str, Any]]) -> Position:
         if message.get("role") != "assistant":
             continue
         ids = [c.get("id", "") for c in message.get("tool_calls") or []]
-        if ids and all(i.startswith(FAULT_ID_PREFIX) for i in ids):
+        cut = str(message.get("content") or "").startswith(CUT_REPLY)
+        if cut or (ids and all(i.startswith(FAULT_ID_PREFIX) for i in ids)):
             faults += 1
         else:
             turn += 1
@@ -128,3 +135,21 @@ def render_fault(fault: Fault, reply: Reply, where: Position, tools: list[str]) 
         "type": "function",
         "function": {"name": name, "arguments": arguments},
     }
+
+
+def told_to_complete_step(messages: list[dict[str, Any]]) -> Reply | None:
+    """Asked to end the step only through complete_step (a run whose steps must), the
+    scripted model does: it summarises what it last said."""
+    if not messages or messages[-1].get("role") != "user":
+        return None
+    if str(messages[-1].get("content") or "") != END_WITH_COMPLETE_STEP:
+        return None
+    said = next(
+        (
+            str(m["content"])
+            for m in reversed(messages)
+            if m.get("role") == "assistant" and m.get("content")
+        ),
+        "done",
+    )
+    return Reply(tool_calls=[ScriptedCall(name="complete_step", arguments={"summary": said[:200]})])

@@ -20,7 +20,7 @@ FAULT_KINDS = ("429", "500", "401", "delay", "malformed_args", "unknown_tool", "
 HTTP_FAULTS = ("429", "500", "401", "delay")
 _FAULT_RE = re.compile(
     r"^(?P<phase>plan|final|step\d+)(?:\.(?P<turn>\d+))?:"
-    r"(?P<kind>429|500|401|malformed_args|unknown_tool|oversized_args|delay(?:=(?P<delay>\d+(?:\.\d+)?))?)"
+    r"(?P<kind>429|500|401|malformed_args|unknown_tool|oversized_args|length|content_filter|delay(?:=(?P<delay>\d+(?:\.\d+)?))?)"
     r"(?:\*(?P<times>\d+))?$"
 )
 
@@ -34,7 +34,17 @@ class Fault(BaseModel):
 
     phase: str
     turn: int = 0
-    kind: Literal["429", "500", "401", "delay", "malformed_args", "unknown_tool", "oversized_args"]
+    kind: Literal[
+        "429",
+        "500",
+        "401",
+        "delay",
+        "malformed_args",
+        "unknown_tool",
+        "oversized_args",
+        "length",
+        "content_filter",
+    ]
     times: int = 1
     delay_seconds: float = 30.0
     retry_after_seconds: float = 1.0

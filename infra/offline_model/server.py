@@ -97,9 +97,15 @@ def create_app() -> FastAPI:
                 break
             return _http_fault(fault.kind, fault.retry_after_seconds)
         tools = [t["function"]["name"] for t in body.get("tools") or []]
-        reply = engine.scripted_turn(scenario, where).choose(engine.tool_results(messages))
+        reply = engine.told_to_complete_step(messages) or engine.scripted_turn(
+            scenario, where
+        ).choose(engine.tool_results(messages))
         content_fault = engine.content_fault(scenario, where)
-        if content_fault is not None:
+        finish_reason = None
+        if content_fault is not None and content_fault.kind in engine.CUT_FAULTS:
+            stats[f"fault_{content_fault.kind}"] += 1
+            calls, content, finish_reason = [], engine.CUT_REPLY, content_fault.kind
+        elif content_fault is not None:
             stats[f"fault_{content_fault.kind}"] += 1
             calls = [engine.render_fault(content_fault, reply, where, tools)]
             content = None
@@ -109,13 +115,17 @@ def create_app() -> FastAPI:
         stats["completions"] += 1
         by_run[run] += 1
         served.append({"run": run, "seq": x_agent_seq, "at": datetime.now(UTC).isoformat()})
-        return _completion(body, content, calls, messages)
+        return _completion(body, content, calls, messages, finish_reason)
 
     return app
 
 
 def _completion(
-    body: dict[str, Any], content: str | None, calls: list[dict[str, Any]], messages: list[Any]
+    body: dict[str, Any],
+    content: str | None,
+    calls: list[dict[str, Any]],
+    messages: list[Any],
+    finish_reason: str | None = None,
 ) -> dict[str, Any]:
     message: dict[str, Any] = {"role": "assistant", "content": content}
     if calls:
@@ -133,7 +143,7 @@ def _completion(
             {
                 "index": 0,
                 "message": message,
-                "finish_reason": "tool_calls" if calls else "stop",
+                "finish_reason": finish_reason or ("tool_calls" if calls else "stop"),
             }
         ],
         "usage": {

@@ -107,6 +107,13 @@ def test_pay_invoice_through_approval_and_across_a_restart(stack):
     assert set(done) >= {"run_id", "status", "plan", "usage"}
     assert done["approvals"][0]["decided_by"] == "carol"
     assert all(step["status"] == "done" for step in done["plan"])
+    # Beside the final answer, what the run performed, from the ledger.
+    assert done["effects"]["total"] == 3
+    assert [e["tool"] for e in done["effects"]["recent"]] == [
+        "draft_email",
+        "pay_invoice",
+        "send_email",
+    ]
 
     effects = json.loads(stack("effects", "e2e-1", "--json").stdout)
     # From the effect ledger, our store: readable wherever the store is.
