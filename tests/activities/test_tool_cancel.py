@@ -15,9 +15,9 @@ from activities.crash_points import CrashPoints
 from activities.providers import Providers
 from activities.stores import Stores
 from activities.tools import ToolActivities
-from workflows.contracts import ToolCallInput
+from tests.conftest import pay_invoice_call
 
-KEY = "cancel@first/step-3/call-1"
+KEY = pay_invoice_call("cancel@first").idempotency_key
 
 
 class HeldAfterProvider(CrashPoints):
@@ -38,15 +38,7 @@ async def test_a_cancelled_tool_finishes_its_store_work_first(settings):
     stores = Stores.open(settings)
     held = HeldAfterProvider(settings)
     tools = ToolActivities(stores, held)
-    pay = ToolCallInput(
-        run_id="cancel@first",
-        step=3,
-        tool_call_id="call-1",
-        name="pay_invoice",
-        arguments={"invoice_id": "INV-1001", "amount": "1250.00", "currency": "EUR"},
-        result_seq=7,
-        idempotency_key=KEY,
-    )
+    pay = pay_invoice_call("cancel@first")
     env = ActivityEnvironment()
     running = asyncio.ensure_future(env.run(tools.run_tool, pay))
     await asyncio.to_thread(held.arrived.wait, 30)  # charged, not yet recorded

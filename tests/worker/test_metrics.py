@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import AsyncIterator
-from datetime import timedelta
 
 import httpx
 import pytest
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import ActivityEnvironment, WorkflowEnvironment
 
 from activities.crash_points import CrashPoints
@@ -16,15 +14,20 @@ from activities.model import ModelActivities
 from activities.providers import Providers
 from activities.stores import Stores
 from activities.tools import ToolActivities
-from infra.binaries import temporal_cli
 from infra.offline_model.embedded import free_port
 from starters import runs
-from tests.conftest import eventually, run_id, settings_for, wait_for_approval
+from tests.conftest import (
+    eventually,
+    pay_invoice_call,
+    run_id,
+    settings_for,
+    start_dev_server,
+    wait_for_approval,
+)
 from worker import run_metrics, telemetry
 from worker.client import connect
 from worker.main import build_worker
-from workflows import search_attributes as sa
-from workflows.contracts import ChatMessage, Decision, ModelCallInput, RunRequest, ToolCallInput
+from workflows.contracts import ChatMessage, Decision, ModelCallInput, RunRequest
 
 
 def scrape(port: int) -> str:
@@ -50,13 +53,7 @@ def value(text: str, name: str, **labels: str) -> float:
 async def own_server() -> AsyncIterator[WorkflowEnvironment]:
     """A dev server for this module alone: the run gauges count the whole namespace, and
     their exact differences must not depend on what other tests left open."""
-    env = await WorkflowEnvironment.start_local(
-        dev_server_existing_path=str(temporal_cli()),
-        search_attributes=sa.ALL,
-        data_converter=pydantic_data_converter,
-        dev_server_log_level="error",
-        dev_server_startup_timeout=timedelta(seconds=60),
-    )
+    env = await start_dev_server()
     yield env
     await env.shutdown()
 
@@ -153,15 +150,7 @@ async def test_a_ledger_replay_and_a_memoized_answer_count_nothing(settings):
     stores = Stores.open(settings)
 
     tools = ToolActivities(stores, CrashPoints(None, settings.data_dir))
-    pay = ToolCallInput(
-        run_id="metered@first",
-        step=3,
-        tool_call_id="call-1",
-        name="pay_invoice",
-        arguments={"invoice_id": "INV-1001", "amount": "1250.00", "currency": "EUR"},
-        result_seq=7,
-        idempotency_key="metered@first/step-3/call-1",
-    )
+    pay = pay_invoice_call("metered@first")
     first, again = await env.run(tools.run_tool, pay), await env.run(tools.run_tool, pay)
     assert first.ok and not first.replayed_from_ledger and again.replayed_from_ledger
     assert value(scrape(port), "durable_agents_effects", tool="pay_invoice") == 1

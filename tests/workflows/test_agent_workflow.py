@@ -179,8 +179,9 @@ async def test_an_approval_past_its_deadline_is_rejected(time_env, ts_settings):
     assert count_effects(ts_settings, rid, "charge") == 0
 
 
-async def test_an_escalated_approval_is_decided_by_the_escalation_approvers(time_env, ts_settings):
-    client, rid = time_env.client, run_id("escalate")
+async def escalated_run(time_env, ts_settings, rid) -> None:
+    """A pay-invoice run whose approval passed its first deadline and went to "boss"."""
+    client = time_env.client
     policy = {"decision_timeout_seconds": 3600, "on_timeout": "escalate", "escalate_to": ["boss"]}
     request = RunRequest.model_validate(
         {"goal": "pay", "scenario": "pay-invoice", "policy": policy}
@@ -194,6 +195,11 @@ async def test_an_escalated_approval_is_decided_by_the_escalation_approvers(time
         return summary.pending_approvals and summary.pending_approvals[0].escalated
 
     await eventually(escalated)
+
+
+async def test_an_escalated_approval_is_decided_by_the_escalation_approvers(time_env, ts_settings):
+    client, rid = time_env.client, run_id("escalate")
+    await escalated_run(time_env, ts_settings, rid)
     await runs.approve(client, rid, Decision(by="alice"))  # no longer alice's call: ignored
     await signals_applied(client, rid)
     state = await runs.get_state(client, rid)
@@ -206,19 +212,7 @@ async def test_an_escalated_approval_is_decided_by_the_escalation_approvers(time
 
 async def test_after_escalation_the_second_timeout_rejects(time_env, ts_settings):
     client, rid = time_env.client, run_id("escalate-twice")
-    policy = {"decision_timeout_seconds": 3600, "on_timeout": "escalate", "escalate_to": ["boss"]}
-    request = RunRequest.model_validate(
-        {"goal": "pay", "scenario": "pay-invoice", "policy": policy}
-    )
-    await runs.start_run(client, ts_settings, request, rid)
-    await waiting_approval(client, rid)
-    await time_env.sleep(timedelta(minutes=90))  # the first deadline: escalated
-
-    async def escalated():
-        summary = await runs.get_summary(client, rid)
-        return summary.pending_approvals and summary.pending_approvals[0].escalated
-
-    await eventually(escalated)
+    await escalated_run(time_env, ts_settings, rid)
     await time_env.sleep(timedelta(minutes=90))  # the second: nobody decided, rejected
     result = await runs.wait_result(client, rid)
     [approval] = (await runs.get_state(client, rid)).approvals
