@@ -15,6 +15,7 @@ from activities.transcript import TranscriptStore
 from starters.runs import RunError
 from worker.encryption import keyring_from
 from worker.settings import Settings
+from workflows.agent import RUN_IDENTITY_PATCH
 from workflows.state import IDENTITY_SEPARATOR
 
 
@@ -41,9 +42,14 @@ def effect_ledger(settings: Settings) -> EffectLedger:
     return EffectLedger(open_database(settings), keyring_from(settings))
 
 
-async def store_keys(client: Client, run_id: str) -> list[str]:
-    """Where a run's rows may be, most likely first: under its chain's identity (runs of
-    this version), then under its bare workflow id (runs started before identities)."""
+# The run-identity marker is written in a run's first workflow task: far within this.
+IDENTITY_MARKER_WITHIN_EVENTS = 50
+
+
+async def store_key(client: Client, run_id: str) -> str:
+    """Where a run's rows are: under its chain's identity when its first execution took the
+    run-identity patch, else (a run started before identities) under its workflow id. Never
+    under a bare id for a newer chain, which would show an older run's rows."""
     try:
         description = await client.get_workflow_handle(run_id).describe()
     except RPCError as err:
@@ -51,16 +57,25 @@ async def store_keys(client: Client, run_id: str) -> list[str]:
             raise RunError(f"no run with id {run_id}") from None
         raise RunError(f"cannot read run {run_id}: {err.message}") from None
     first = description.raw_description.workflow_execution_info.first_run_id or description.run_id
-    return [f"{run_id}{IDENTITY_SEPARATOR}{first}", run_id]
+    first_execution = client.get_workflow_handle(run_id, run_id=first)
+    seen = 0
+    async for event in first_execution.fetch_history_events():
+        marker = event.marker_recorded_event_attributes
+        if event.HasField("marker_recorded_event_attributes") and (
+            RUN_IDENTITY_PATCH.encode() in marker.SerializeToString()
+        ):
+            return f"{run_id}{IDENTITY_SEPARATOR}{first}"
+        seen += 1
+        if seen >= IDENTITY_MARKER_WITHIN_EVENTS:
+            break
+    return run_id
 
 
 async def run_effects(client: Client, settings: Settings, run_id: str) -> list[dict[str, Any]]:
     """The effects our ledger recorded for a run: what the run really did."""
-    keys = await store_keys(client, run_id)
-    ledger = effect_ledger(settings)
-    for key in keys:
-        if found := ledger.effects(key):
-            return found
-    if settings.database_url is None:
+    key = await store_key(client, run_id)
+    if found := effect_ledger(settings).effects(key):
+        return found
+    if settings.database_url is None and not transcript_store(settings).read(key, 1):
         raise RunError(f"no effects of {run_id} in this machine's store; {_local_note(settings)}")
     return []
