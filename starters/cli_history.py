@@ -14,7 +14,9 @@ from rich.table import Table
 from starters import stored, timeline
 from starters.errors import RunIdArgument, fail, run_async
 from starters.render import print_state
+from starters.runs import RunError
 from worker.client import connect, data_converter
+from worker.encryption import KeyringError
 from worker.settings import Settings, load_settings
 from workflows.contracts import StatePatch, preview
 from workflows.timeline import Moment
@@ -27,8 +29,8 @@ def outcomes(settings: Settings, store_key: str, moments: list[Moment]) -> dict[
     """What each model or tool moment produced, read from the transcript store: a store
     this machine can reach (starters/stored.py), else the timeline says why it has none."""
     try:
-        messages = stored.transcript_store(settings).read(store_key)
-    except Exception as err:  # the texts are extra: say why they are missing, go on
+        messages = stored.read_messages(settings, store_key)
+    except (RunError, KeyringError) as err:  # the texts are extra: say why, go on
         typer.echo(f"note: no model and tool texts: {err}", err=True)
         return {}
     found = {}

@@ -169,6 +169,7 @@ async def _encryption(settings: Settings) -> Finding:
 
 # How many open runs of the task queue `doctor` looks at; a namespace with more is sampled.
 RUNS_EXAMINED = 500
+DESCRIBES_AT_ONCE = 20
 
 
 async def _runs(settings: Settings) -> Finding:
@@ -178,7 +179,9 @@ async def _runs(settings: Settings) -> Finding:
         client = await connect(settings)
         sick = await wedged_runs(client, settings.task_queue)
     except Exception as err:
-        return Finding("runs", False, f"cannot list runs: {str(err)[:160]}", "fix temporal")
+        return Finding(
+            "runs", False, f"cannot list runs: {connect_failure(str(err))}", "fix temporal"
+        )
     if not sick:
         return Finding("runs", True, f"no open run of {settings.task_queue!r} is wedged")
     listed = "; ".join(f"{run} (attempt {attempt}): {message}" for run, attempt, message in sick)
@@ -200,14 +203,20 @@ async def wedged_runs(client: Client, task_queue: str) -> list[tuple[str, int, s
         f"WorkflowType = '{WORKFLOW_TYPE}' AND ExecutionStatus = 'Running' "
         f"AND TaskQueue = '{task_queue}'"
     )
-    found = []
-    async for execution in client.list_workflows(query, limit=RUNS_EXAMINED):
-        description = await client.get_workflow_handle(execution.id).describe()
-        pending = description.raw_description.pending_workflow_task
-        if pending.attempt >= 2:
-            message = await _last_task_failure(client, execution.id, execution.run_id)
-            found.append((execution.id, pending.attempt, message))
-    return found
+    executions = [e async for e in client.list_workflows(query, limit=RUNS_EXAMINED)]
+    gate = asyncio.Semaphore(DESCRIBES_AT_ONCE)
+
+    async def attempt(workflow_id: str) -> int:
+        async with gate:
+            description = await client.get_workflow_handle(workflow_id).describe()
+        return int(description.raw_description.pending_workflow_task.attempt)
+
+    attempts = await asyncio.gather(*(attempt(e.id) for e in executions))
+    return [
+        (e.id, tries, await _last_task_failure(client, e.id, e.run_id))
+        for e, tries in zip(executions, attempts, strict=True)
+        if tries >= 2
+    ]
 
 
 async def _last_task_failure(client: Client, workflow_id: str, run_id: str) -> str:

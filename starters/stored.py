@@ -4,12 +4,17 @@ verb that needs it says so instead of reading another disk's copy."""
 
 from __future__ import annotations
 
+import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
+import psycopg
 from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
 from activities.ledger import EffectLedger
+from activities.sql import redacted_url
 from activities.stores import open_database
 from activities.transcript import TranscriptStore
 from starters.runs import RunError
@@ -32,14 +37,35 @@ def _check_reachable(settings: Settings) -> None:
         raise RunError(f"no store here: {_local_note(settings)}")
 
 
+@contextmanager
+def _store_errors(settings: Settings) -> Iterator[None]:
+    """A database that is down, refuses us or is not ours: one line, not a traceback."""
+    try:
+        yield
+    except (sqlite3.Error, psycopg.Error, OSError) as err:
+        url = settings.database_url
+        where = f"postgresql:{redacted_url(url)}" if url else "SQLite"
+        reason = " ".join(str(err).split())[:200]
+        raise RunError(f"cannot read our stores ({where}): {reason}") from None
+
+
 def transcript_store(settings: Settings) -> TranscriptStore:
     _check_reachable(settings)
-    return TranscriptStore(open_database(settings), keyring_from(settings))
+    with _store_errors(settings):
+        return TranscriptStore(open_database(settings), keyring_from(settings))
 
 
 def effect_ledger(settings: Settings) -> EffectLedger:
     _check_reachable(settings)
-    return EffectLedger(open_database(settings), keyring_from(settings))
+    with _store_errors(settings):
+        return EffectLedger(open_database(settings), keyring_from(settings))
+
+
+def read_messages(settings: Settings, store_key: str) -> list[dict[str, Any]]:
+    """A run's conversation from our transcript store, as this machine can reach it."""
+    store = transcript_store(settings)
+    with _store_errors(settings):
+        return store.read(store_key)
 
 
 # The run-identity marker is written in a run's first workflow task: far within this.
@@ -74,8 +100,12 @@ async def store_key(client: Client, run_id: str) -> str:
 async def run_effects(client: Client, settings: Settings, run_id: str) -> list[dict[str, Any]]:
     """The effects our ledger recorded for a run: what the run really did."""
     key = await store_key(client, run_id)
-    if found := effect_ledger(settings).effects(key):
-        return found
-    if settings.database_url is None and not transcript_store(settings).read(key, 1):
+    ledger = effect_ledger(settings)
+    with _store_errors(settings):
+        found = ledger.effects(key)
+        if found or settings.database_url is not None:
+            return found
+        started_here = bool(transcript_store(settings).read(key, 1))
+    if not started_here:
         raise RunError(f"no effects of {run_id} in this machine's store; {_local_note(settings)}")
-    return []
+    return []  # the run is in this store and performed none

@@ -94,6 +94,14 @@ async def test_bad_and_unknown_ids_and_unwritable_paths(dev_env, settings, tmp_p
     same = await agentctl(env, "run", "pay", "--id", rid, "--scenario", "pay-invoice")
     assert same.exit_code == 0 and "attached to running run" in same.stdout
 
+    # A database that does not answer: one line, and the timeline goes on without texts.
+    no_db = env | {"AGENT_DATABASE_URL": f"postgresql://nobody:pw@127.0.0.1:{free_port()}/none"}
+    effects = await agentctl(no_db, "effects", rid)
+    assert_one_error_line(effects, "effects", "cannot read our stores (postgresql://127.0.0.1:")
+    assert "pw" not in effects.stderr and "nobody" not in effects.stderr
+    timeline = await agentctl(no_db, "history", rid, "--json")
+    assert timeline.exit_code == 0 and timeline.stderr.startswith("note: no model and tool texts")
+
     no_start = tmp_path / "no-start.json"
     no_start.write_text(json.dumps({"events": [{"eventId": "5", "eventType": "TimerFired"}]}))
     replayed = await agentctl(env, "replay", str(no_start))
