@@ -1,44 +1,81 @@
 """The `call_model` activity: one chat completion, memoized by (run, seq, request).
 
-The client never retries by itself; Temporal does, with our classification: requests
-the endpoint refused (400/401/403/404/422) fail at once, the rest retry, and a
-Retry-After header becomes the next retry's delay.
+The run's agent says which model, which instructions and which tools; a `ModelClient`
+(activities/model_client.py) speaks to the endpoint. The client never retries by
+itself; Temporal does, with our classification: requests the endpoint refused fail at
+once, the rest retry, and a Retry-After becomes the next retry's delay.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
-import openai
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities import observe
 from activities.fingerprints import fingerprint
 from activities.heartbeat import heartbeating
+from activities.model_client import (
+    CallMeta,
+    ModelClient,
+    ModelRefused,
+    ModelReply,
+    ModelRequest,
+    ModelUnavailable,
+    ToolSchema,
+)
+from activities.openai_chat import OpenAIChatClient, reply_from_wire
 from activities.sql import store_call
 from activities.stores import Stores
 from worker.settings import Settings
-from workflows.catalog import tool_spec
+from workflows.agents import BEFORE_AGENTS, Agent, AgentRegistry, Model
 from workflows.contracts import ModelCallInput, ModelTurn, TokenUsage, ToolCall, preview
-from workflows.prompts import SYSTEM_PROMPT
+from workflows.prompts import system_prompt
+from workflows.tools import INTERNAL_TOOLS
 
-# Every other 4xx is the endpoint refusing the request: retrying would not change it.
-RETRYABLE_STATUS = {408, 409, 429}
+# Makes the client for an agent's model: (settings, the agent's model or None) -> client.
+ClientFactory = Callable[[Settings, Model | None], ModelClient]
+
+
+def openai_clients(settings: Settings, model: Model | None) -> ModelClient:
+    """The OpenAI-compatible client: the worker's endpoint, or the agent's own."""
+    if model is None or model.base_url is None:
+        return OpenAIChatClient(settings.model_base_url, settings.model_api_key)
+    key = settings.key_from_environment(model.api_key_env) if model.api_key_env else None
+    if model.api_key_env and not key:
+        raise ApplicationError(
+            f"the worker's environment has no {model.api_key_env}, which holds the key of "
+            f"{model.base_url}",
+            type="ModelKeyMissing",
+        )
+    return OpenAIChatClient(model.base_url, key or "no-key")
 
 
 class ModelActivities:
-    def __init__(self, settings: Settings, stores: Stores) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        stores: Stores,
+        registry: AgentRegistry,
+        clients: ClientFactory = openai_clients,
+    ) -> None:
         self.settings = settings
         self.stores = stores
-        # The key is read here, in the worker, from its own environment: never from a
-        # workflow input, so it cannot reach the history (invariant 7).
-        self.client = openai.AsyncOpenAI(
-            base_url=settings.model_base_url,
-            api_key=settings.model_api_key,
-            max_retries=0,
-        )
+        self.registry = registry
+        self.make_client = clients
+        # Keys are read here, in the worker, from its own environment: never from a
+        # workflow input, so they cannot reach the history (invariant 7).
+        self._clients: dict[tuple[str | None, str | None], ModelClient] = {}
+
+    def _client(self, model: Model | None) -> ModelClient:
+        slot = (model.base_url, model.api_key_env) if model else (None, None)
+        client = self._clients.get(slot)
+        if client is None:
+            client = self._clients[slot] = self.make_client(self.settings, model)
+        return client
 
     @activity.defn(name="call_model")
     async def call_model(self, call: ModelCallInput) -> ModelTurn:
@@ -46,114 +83,96 @@ class ModelActivities:
             return await self._call_model(call)
 
     async def _call_model(self, call: ModelCallInput) -> ModelTurn:
+        agent = self._agent(call.agent or BEFORE_AGENTS)
+        model_name = self._model_name(agent)
         provider = "offline" if self.settings.uses_offline_model else "openai"
-        with observe.model_span(call, provider, self.settings.effective_model_name) as span:
-            turn = await self._answer(call)
+        with observe.model_span(call, provider, model_name) as span:
+            turn = await self._answer(call, agent, model_name)
             observe.finish_model_span(span, turn)
         observe.count_model_usage(turn)
         return turn
 
-    async def _answer(self, call: ModelCallInput) -> ModelTurn:
-        request, digest, stored = await store_call(self.stores.db, self._prepare, call)
+    def _agent(self, name: str) -> Agent:
+        agent = self.registry.agents.get(name)
+        if agent is None:  # another worker may have it: retried, as a rolling deploy needs
+            raise ApplicationError(f"this worker has no agent {name!r}", type="AgentNotHere")
+        return agent
+
+    def _model_name(self, agent: Agent) -> str:
+        model = agent.model_spec
+        return model.name if model is not None else self.settings.effective_model_name
+
+    async def _answer(self, call: ModelCallInput, agent: Agent, model_name: str) -> ModelTurn:
+        request, digest, stored = await store_call(
+            self.stores.db, self._prepare, call, agent, model_name
+        )
         if stored is not None:
-            return _turn(call, stored, memoized=True)
-        transcript = self.stores.transcript
-        response = await self._complete(call, request)
-        message = response["choices"][0]["message"]
+            return _turn(call, _stored_reply(stored), memoized=True)
+        meta = CallMeta(
+            run_id=call.run_id,
+            seq=call.reply_seq,
+            run_label=call.run_label,
+            timeout_seconds=_seconds_left(),
+        )
+        try:
+            reply = await self._client(agent.model_spec).complete(request, meta)
+        except ModelRefused as err:
+            raise ApplicationError(
+                str(err), type="ModelRequestRejected", non_retryable=True
+            ) from err
+        except ModelUnavailable as err:
+            delay = timedelta(seconds=err.retry_after) if err.retry_after is not None else None
+            raise ApplicationError(
+                str(err), type="ModelUnavailable", next_retry_delay=delay
+            ) from err
         await store_call(
             self.stores.db,
-            transcript.remember,
+            self.stores.transcript.remember,
             call.run_id,
             call.reply_seq,
             digest,
-            response,
-            _assistant(message),
+            reply.model_dump(mode="json"),
+            reply.as_message(),
         )
-        return _turn(call, response, memoized=False, settings=self.settings)
+        return _turn(call, reply, memoized=False, settings=self.settings)
 
-    def _prepare(self, call: ModelCallInput) -> tuple[dict[str, Any], str, dict[str, Any] | None]:
+    def _prepare(
+        self, call: ModelCallInput, agent: Agent, model_name: str
+    ) -> tuple[ModelRequest, str, dict[str, Any] | None]:
         """Store the appended messages, build the request from the store, and look for an
         answer already given to it: (request, fingerprint, stored answer or None)."""
         transcript = self.stores.transcript
-        appended = [(m.seq, _as_openai_message(m.model_dump())) for m in call.append]
+        appended = [(m.seq, _message(m.model_dump())) for m in call.append]
         transcript.put_many(call.run_id, appended)
         history = transcript.read(call.run_id, call.reply_seq, window_from=call.context_from_seq)
-        request = self._request(call, history)
-        digest = fingerprint(request)
+        request = ModelRequest(
+            model=model_name,
+            system=system_prompt(agent.instructions, planning=agent.planning),
+            messages=[clip_for_model(message) for message in history],
+            tools=[self._schema(name) for name in call.tools],
+            force_tool=call.force_tool,
+        )
+        digest = fingerprint(request.fingerprinted())
         return request, digest, transcript.recall(call.run_id, call.reply_seq, digest)
 
-    def _request(self, call: ModelCallInput, history: list[dict[str, Any]]) -> dict[str, Any]:
-        messages = [clip_for_model(message) for message in history]
-        request: dict[str, Any] = {
-            "model": self.settings.effective_model_name,
-            "messages": [{"role": "system", "content": SYSTEM_PROMPT}, *messages],
-        }
-        specs = [spec for name in call.tools if (spec := tool_spec(name)) is not None]
-        if specs:
-            request["tools"] = [spec.openai_schema() for spec in specs]
-            if call.force_tool:
-                request["tool_choice"] = {"type": "function", "function": {"name": call.force_tool}}
-        return request
-
-    async def _complete(self, call: ModelCallInput, request: dict[str, Any]) -> dict[str, Any]:
-        headers = {}
-        if call.scenario:  # only the offline model reads these; real endpoints ignore them
-            headers = {
-                "X-Scenario": call.scenario,
-                "X-Agent-Run": call.run_id,
-                "X-Agent-Seq": str(call.reply_seq),
-            }
-        try:
-            # The openai client's own POST, its JSON kept as JSON: `create` walks every
-            # message to transform it and builds a typed reply we would only dump again,
-            # and together they were a fifth of the worker's CPU per step.
-            response: dict[str, Any] = await self.client.post(
-                "/chat/completions",
-                cast_to=dict[str, Any],
-                body=request,
-                options={"headers": headers, "timeout": _seconds_left()},
-            )
-        except openai.APIStatusError as err:
-            raise _classify(err) from err
-        except (openai.APITimeoutError, openai.APIConnectionError) as err:
-            raise ApplicationError(
-                f"model endpoint {self.settings.model_base_url} unreachable: {err}",
-                type="ModelUnavailable",
-            ) from err
-        choices = response.get("choices") if isinstance(response, dict) else None
-        if not choices or not isinstance(choices[0].get("message"), dict):
-            raise ApplicationError("model answered with no choices", type="ModelBadResponse")
-        return response
+    def _schema(self, name: str) -> ToolSchema:
+        spec = INTERNAL_TOOLS.get(name) or self.registry.tools.get(name)
+        if spec is None:
+            raise ApplicationError(f"this worker has no tool {name!r}", type="ToolNotHere")
+        return ToolSchema(name=spec.name, description=spec.description, parameters=spec.schema)
 
 
-def _classify(err: openai.APIStatusError) -> ApplicationError:
-    status = err.status_code
-    detail = preview(str(err.message), 300)
-    if 400 <= status < 500 and status not in RETRYABLE_STATUS:
-        return ApplicationError(
-            f"model endpoint refused the request (HTTP {status}): {detail}",
-            type="ModelRequestRejected",
-            non_retryable=True,
-        )
-    delay = _retry_after(err.response.headers.get("retry-after"))
-    return ApplicationError(
-        f"model endpoint busy or failing (HTTP {status}): {detail}",
-        type="ModelUnavailable",
-        next_retry_delay=timedelta(seconds=delay) if delay is not None else None,
-    )
+def _stored_reply(stored: dict[str, Any]) -> ModelReply:
+    """A memoized answer; rows of earlier versions hold the endpoint's raw response."""
+    if "choices" in stored:
+        return reply_from_wire(stored)
+    return ModelReply.model_validate(stored)
 
 
 def _seconds_left() -> float | None:
     """The HTTP timeout: what remains of the activity's start-to-close timeout."""
     timeout = activity.info().start_to_close_timeout
     return timeout.total_seconds() if timeout else None
-
-
-def _retry_after(value: str | None) -> float | None:
-    try:
-        return max(0.0, float(value)) if value is not None else None
-    except ValueError:
-        return None
 
 
 # A message longer than this goes to the model clipped, with a note; the transcript keeps
@@ -174,61 +193,47 @@ def clip_for_model(message: dict[str, Any]) -> dict[str, Any]:
     return message | {"content": content[:MODEL_MESSAGE_CHARS] + note}
 
 
-def _as_openai_message(message: dict[str, Any]) -> dict[str, Any]:
+def _message(message: dict[str, Any]) -> dict[str, Any]:
     out = {"role": message["role"], "content": message["content"]}
     if message.get("tool_call_id"):
         out["tool_call_id"] = message["tool_call_id"]
     return out
 
 
-def _assistant(message: dict[str, Any]) -> dict[str, Any]:
-    """The reply as it goes back to the model on the next turn."""
-    out: dict[str, Any] = {"role": "assistant", "content": message.get("content")}
-    if message.get("tool_calls"):
-        out["tool_calls"] = message["tool_calls"]
-    return out
-
-
-def _tool_call(raw: dict[str, Any]) -> ToolCall:
-    arguments = raw["function"].get("arguments") or ""
-    if len(arguments) > INLINE_ARGUMENT_CHARS:
-        # Kept whole in the transcript; the workflow only hears that it was too large.
-        return ToolCall(
-            id=raw["id"], name=raw["function"]["name"], arguments="", oversized=len(arguments)
-        )
-    return ToolCall(id=raw["id"], name=raw["function"]["name"], arguments=arguments)
-
-
 def _turn(
     call: ModelCallInput,
-    response: dict[str, Any],
+    reply: ModelReply,
     *,
     memoized: bool,
     settings: Settings | None = None,
 ) -> ModelTurn:
-    choice = response["choices"][0]
-    message = choice["message"]
-    usage = response.get("usage") or {}
-    input_tokens = int(usage.get("prompt_tokens", 0))
-    output_tokens = int(usage.get("completion_tokens", 0))
     cost = 0.0
     if settings is not None:
         cost = (
-            input_tokens * settings.price_input_per_mtok
-            + output_tokens * settings.price_output_per_mtok
+            reply.input_tokens * settings.price_input_per_mtok
+            + reply.output_tokens * settings.price_output_per_mtok
         ) / 1_000_000
-    calls = [_tool_call(c) for c in message.get("tool_calls") or []]
+    calls = [
+        ToolCall(id=c.id, name=c.name, arguments="", oversized=len(c.arguments))
+        if len(c.arguments) > INLINE_ARGUMENT_CHARS
+        # Kept whole in the transcript; the workflow only hears that it was too large.
+        else ToolCall(id=c.id, name=c.name, arguments=c.arguments)
+        for c in reply.tool_calls
+    ]
+    chars = call.preview_chars
+    if not calls and call.answer_chars is not None:
+        chars = call.answer_chars
     return ModelTurn(
         seq=call.reply_seq,
-        content_preview=preview(
-            message.get("content"), call.preview_chars, single_line=call.preview_chars <= 200
-        ),
+        content_preview=preview(reply.content, chars, single_line=chars <= 200),
         tool_calls=calls,
-        finish_reason=choice.get("finish_reason"),
-        model=str(response.get("model", "")),
+        finish_reason=reply.finish_reason,
+        model=reply.model,
         # A memoized answer spent no tokens now: it was paid for when first given.
         usage=TokenUsage()
         if memoized
-        else TokenUsage(input_tokens=input_tokens, output_tokens=output_tokens, cost_usd=cost),
+        else TokenUsage(
+            input_tokens=reply.input_tokens, output_tokens=reply.output_tokens, cost_usd=cost
+        ),
         memoized=memoized,
     )

@@ -10,7 +10,6 @@ from opentelemetry.trace import Span, Status, StatusCode
 from temporalio import activity
 
 from worker import telemetry
-from workflows.catalog import tool_spec
 from workflows.contracts import ModelCallInput, ModelTurn, ToolCallInput, ToolOutcome
 
 
@@ -56,13 +55,12 @@ def count_model_usage(turn: ModelTurn) -> None:
 
 
 @contextmanager
-def tool_span(call: ToolCallInput) -> Iterator[Span]:
-    spec = tool_spec(call.name)
+def tool_span(call: ToolCallInput, risk: str) -> Iterator[Span]:
     attributes: dict[str, str | int] = {
         "gen_ai.operation.name": "execute_tool",
         "gen_ai.tool.name": call.name,
         "gen_ai.tool.call.id": call.tool_call_id,
-        "agent.tool.risk": spec.risk.value if spec else "unknown",
+        "agent.tool.risk": risk,
         "agent.run_id": call.run_id,
         "agent.step": call.step,
     }

@@ -1,11 +1,10 @@
-"""The stores and providers a worker needs, opened once from the settings."""
+"""The stores a worker needs, opened once from the settings."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from activities.ledger import EffectLedger
-from activities.providers import Providers
 from activities.sql import PostgresDatabase, SqlDatabase, SqliteDatabase
 from activities.transcript import TranscriptStore
 from worker.encryption import keyring_from
@@ -23,7 +22,6 @@ class Stores:
     db: SqlDatabase
     transcript: TranscriptStore
     ledger: EffectLedger
-    providers: Providers
 
     @classmethod
     def open(cls, settings: Settings) -> Stores:
@@ -33,5 +31,4 @@ class Stores:
             db=db,
             transcript=TranscriptStore(db, keyring),
             ledger=EffectLedger(db, keyring),
-            providers=Providers.open(settings.data_dir),
         )

@@ -1,17 +1,21 @@
-"""The `run_tool` activity: one tool call, exactly once, however often it is attempted.
+"""The `run_tool` activity: one call of a user's tool, exactly once however often it is
+attempted; and `evaluate_call`, an agent's approval rule run as an activity.
 
-For a side effect: the ledger answers a key it has seen; otherwise the provider is
-called with the key (it honours it too), then the ledger records the result. A crash
-at any instant between those steps ends, after the retry, in exactly one effect.
+For a side effect: the ledger answers a key it has seen; otherwise the tool's function
+is called with the key in its context (it passes the key to its provider, which honours
+it too), then the ledger records the result. A crash at any instant between those steps
+ends, after the retry, in exactly one effect.
 """
 
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
+from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
@@ -19,105 +23,172 @@ from activities import observe
 from activities.crash_points import CrashPoints
 from activities.heartbeat import finish_even_if_cancelled, heartbeating
 from activities.ledger import IdempotencyConflict, fingerprint
-from activities.providers.base import ProviderConflict
+from activities.sql import store_call
 from activities.stores import Stores
-from workflows.catalog import ToolArgs, ToolRisk, ToolSpec, tool_spec
-from workflows.contracts import ToolCallInput, ToolOutcome, preview
-
-# Which provider operation each side-effecting tool is.
-EFFECTS: dict[str, tuple[str, str]] = {
-    "pay_invoice": ("payments", "charge"),
-    "issue_refund": ("payments", "refund"),
-    "draft_email": ("email", "draft"),
-    "send_email": ("email", "send"),
-    "record_progress": ("records", "note"),
-}
+from workflows.agents import AgentRegistry, CallToReview, verdict_of
+from workflows.contracts import CallVerdict, EvaluationInput, ToolCallInput, ToolOutcome, preview
+from workflows.tools import Tool, ToolContext, ToolRisk
 
 
 class ToolActivities:
-    def __init__(self, stores: Stores, crash_points: CrashPoints) -> None:
+    def __init__(
+        self, stores: Stores, crash_points: CrashPoints, registry: AgentRegistry, data_dir: Path
+    ) -> None:
         self.stores = stores
         self.crash_points = crash_points
+        self.registry = registry
+        self.data_dir = data_dir
 
     @activity.defn(name="run_tool")
     async def run_tool(self, call: ToolCallInput) -> ToolOutcome:
-        with observe.tool_span(call) as span:
+        spec = self._tool(call.name)
+        with observe.tool_span(call, spec.risk.value) as span:
             async with heartbeating():
-                outcome = await finish_even_if_cancelled(asyncio.to_thread(self._run, call))
+                outcome = await finish_even_if_cancelled(self._run(spec, call))
             observe.finish_tool_span(span, outcome)
         observe.count_effect(call, outcome)
         return outcome
 
-    def _run(self, call: ToolCallInput) -> ToolOutcome:
-        spec, args = _validated(call)
+    def _tool(self, name: str) -> Tool:
+        spec = self.registry.tools.get(name)
+        if spec is None:  # another worker may have it: retried, as a rolling deploy needs
+            raise ApplicationError(f"this worker has no tool {name!r}", type="ToolNotHere")
+        return spec
+
+    async def _run(self, spec: Tool, call: ToolCallInput) -> ToolOutcome:
+        args = _validated(spec, call)
         replayed = False
         if spec.risk is ToolRisk.READ_ONLY:
-            result = self._read(call.name, args)
+            result = await self._invoke(spec, args, call)
         else:
-            result, replayed = self._effect_once(call)
+            result, replayed = await self._effect_once(spec, args, call)
         text = render(result)
         message = {"role": "tool", "tool_call_id": call.tool_call_id, "content": text}
-        self.stores.transcript.put(call.run_id, call.result_seq, message)
+        await store_call(
+            self.stores.db, self.stores.transcript.put, call.run_id, call.result_seq, message
+        )
         return ToolOutcome(
-            ok=bool(result.get("ok", True)),
+            ok=not (isinstance(result, dict) and result.get("ok") is False),
             summary=preview(text),
             result_seq=call.result_seq,
             replayed_from_ledger=replayed,
         )
 
-    def _read(self, name: str, args: Any) -> dict[str, Any]:
-        if name == "lookup_invoice":
-            return self.stores.providers.payments.lookup(args.invoice_id)
-        if name == "fetch_report":
-            return {"ok": True, "report_id": args.report_id, "text": report_text(args.size_bytes)}
-        raise ApplicationError(f"no reader for tool {name!r}", non_retryable=True)
+    async def _invoke(self, spec: Tool, args: BaseModel, call: ToolCallInput) -> Any:
+        """Call the user's function: async in the loop, sync in a thread. What it raises
+        goes to Temporal's retry policy; after the last attempt, to the model."""
+        ctx = ToolContext(
+            run_id=call.run_id,
+            step=call.step,
+            tool_call_id=call.tool_call_id,
+            attempt=activity.info().attempt,
+            idempotency_key=call.idempotency_key,
+            data_dir=self.data_dir,
+            heartbeat=activity.heartbeat,
+        )
+        kwargs = spec.call_arguments(args, ctx)
+        assert spec.fn is not None
+        try:
+            if spec.is_async:
+                result = await spec.fn(**kwargs)
+            else:
+                result = await asyncio.to_thread(spec.fn, **kwargs)
+                if inspect.isawaitable(result):
+                    result = await result
+        except ApplicationError:
+            raise
+        except Exception as err:
+            raise ApplicationError(f"{type(err).__name__}: {err}", type=type(err).__name__) from err
+        return _plain(result, spec.name)
 
-    def _effect_once(self, call: ToolCallInput) -> tuple[dict[str, Any], bool]:
+    async def _effect_once(
+        self, spec: Tool, args: BaseModel, call: ToolCallInput
+    ) -> tuple[Any, bool]:
         key = call.idempotency_key
-        if call.name not in EFFECTS:
-            raise ApplicationError(f"no provider acts for {call.name!r}", non_retryable=True)
         if not key:
             raise ApplicationError(
                 f"{call.name} has side effects and needs an idempotency key", non_retryable=True
             )
         digest = fingerprint(call.name, call.arguments)
-        ledger, crash = self.stores.ledger, self.crash_points
+        ledger = self.stores.ledger
         try:
-            recorded = ledger.recorded(key, call.name, digest)
+            recorded = await store_call(self.stores.db, ledger.recorded, key, call.name, digest)
             if recorded is not None:
-                return recorded, True
-            crash.reached("before_provider", call.name, key)
-            provider_name, operation = EFFECTS[call.name]
-            provider = self.stores.providers.by_name(provider_name)
-            result = provider.call(key, operation, call.arguments, call.run_id)
-            crash.reached("after_provider", call.name, key)
-            stored = ledger.record(key, call.run_id, call.name, digest, result)
-            crash.reached("after_ledger", call.name, key)
-            return stored, False
-        except (IdempotencyConflict, ProviderConflict) as err:
+                return _unwrapped(recorded), True
+            await self._reach("before_provider", call.name, key)
+            result = await self._invoke(spec, args, call)
+            await self._reach("after_provider", call.name, key)
+            stored = await store_call(
+                self.stores.db, ledger.record, key, call.run_id, call.name, digest, _wrapped(result)
+            )
+            await self._reach("after_ledger", call.name, key)
+            return _unwrapped(stored), False
+        except IdempotencyConflict as err:
             raise ApplicationError(
                 str(err), type="IdempotencyConflict", non_retryable=True
             ) from err
 
+    async def _reach(self, instant: str, tool: str, key: str) -> None:
+        """A crash test's instant (the hook may block or kill: off the event loop)."""
+        if self.crash_points.instant:
+            await asyncio.to_thread(self.crash_points.reached, instant, tool, key)
 
-def _validated(call: ToolCallInput) -> tuple[ToolSpec, ToolArgs]:
-    spec = tool_spec(call.name)
-    if spec is None or spec.internal:
-        raise ApplicationError(f"no tool named {call.name!r}", non_retryable=True)
+    @activity.defn(name="evaluate_call")
+    async def evaluate_call(self, request: EvaluationInput) -> CallVerdict:
+        """An agent's approval rule run as an activity; the workflow records the verdict."""
+        rule = self.registry.evaluator(request.agent, request.rule)
+        if rule is None:
+            raise ApplicationError(
+                f"this worker has no approval rule {request.rule!r} of agent {request.agent!r}",
+                type="RuleNotHere",
+            )
+        review = CallToReview.model_validate(request.call)
+        async with heartbeating():
+            found = rule.fn(review)
+            if inspect.isawaitable(found):
+                found = await found
+        verdict = verdict_of(found, request.rule)
+        return CallVerdict(
+            rule=request.rule, decision=verdict.decision, reason=preview(verdict.reason, 2000)
+        )
+
+
+def _validated(spec: Tool, call: ToolCallInput) -> BaseModel:
     try:
-        return spec, spec.args_model.model_validate(call.arguments)
+        return spec.args_model.model_validate(call.arguments)
     except ValidationError as err:
         raise ApplicationError(
             f"{call.name}: invalid arguments reached the tool: {err}", non_retryable=True
         ) from err
 
 
-def render(result: dict[str, Any]) -> str:
-    """The text the model reads as the tool's result."""
+def _plain(result: Any, tool: str) -> Any:
+    """What the tool returned, as JSON-able data (a pydantic model becomes its JSON)."""
+    if isinstance(result, BaseModel):
+        return result.model_dump(mode="json")
+    try:
+        json.dumps(result, default=str)
+    except (TypeError, ValueError) as err:
+        raise ApplicationError(
+            f"{tool} returned something that is not JSON: {err}", non_retryable=True
+        ) from err
+    return result
+
+
+# The ledger stores objects; a tool that returns anything else is stored wrapped.
+_WRAPPED = "__value__"
+
+
+def _wrapped(result: Any) -> dict[str, Any]:
+    return result if isinstance(result, dict) and _WRAPPED not in result else {_WRAPPED: result}
+
+
+def _unwrapped(stored: dict[str, Any]) -> Any:
+    return stored[_WRAPPED] if set(stored) == {_WRAPPED} else stored
+
+
+def render(result: Any) -> str:
+    """The text the model reads as the tool's result: a string as it is, the rest as JSON."""
+    if isinstance(result, str):
+        return result
     return json.dumps(result, sort_keys=True, default=str)
-
-
-def report_text(size: int) -> str:
-    """A deterministic report of exactly `size` characters (the demo's large document)."""
-    line = "quarterly figures: revenue, costs, margins, forecasts and risks.\n"
-    return (line * (size // len(line) + 1))[:size]

@@ -35,8 +35,8 @@ from typing import Any, TypeVar
 from temporalio.client import Client
 from tenacity import AsyncRetrying, stop_after_attempt, wait_fixed
 
-from activities.providers import Providers
 from activities.stores import Stores
+from examples.providers import Providers
 from infra import stack
 from infra.offline_model.embedded import free_port
 from infra.processes import ProcessSpec, stop, stop_strays

@@ -42,7 +42,8 @@ def outcomes(settings: Settings, store_key: str, moments: list[Moment]) -> dict[
             continue
         message = messages[seq]
         text = preview(message.get("content") or "", 120)
-        calls = [c["function"]["name"] for c in message.get("tool_calls") or []]
+        # Stored as {"id", "name", "arguments"}; rows of earlier versions in the wire form.
+        calls = [c.get("name") or c["function"]["name"] for c in message.get("tool_calls") or []]
         found[moment.index] = (f"{text} " if text else "") + (
             f"→ {', '.join(calls)}" if calls else ""
         )

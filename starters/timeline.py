@@ -20,10 +20,12 @@ from temporalio.service import RPCError
 from temporalio.worker import Replayer
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
+from starters.agents import local_agents
 from starters.runs import RunError, StartedRun, start_run
 from worker.settings import Settings
 from workflows import timeline
 from workflows.agent import AgentWorkflow
+from workflows.agents import serve_for_replay
 from workflows.contracts import ForkSpec, RunRequest, StatePatch
 from workflows.timeline import Moment
 
@@ -31,7 +33,9 @@ from workflows.timeline import Moment
 def replayer(converter: DataConverter = pydantic_data_converter) -> Replayer:
     """The workflow code, replaying; workflows.timeline is shared with the sandbox so the
     recording made here hears what the workflow offers in there. `converter` must be the
-    client's: an encrypted run's history decodes only through its codec."""
+    client's: an encrypted run's history decodes only through its codec. The agents are
+    this process's (AGENT_MODULES), as a worker's would be."""
+    serve_for_replay(local_agents())
     restrictions = SandboxRestrictions.default.with_passthrough_modules("workflows.timeline")
     return Replayer(
         workflows=[AgentWorkflow],
@@ -145,7 +149,8 @@ async def fork(
             raise RunError(f"the edit is refused: {error}")
     request = RunRequest(
         goal=state.goal,
-        scenario=state.scenario,
+        label=state.label,
+        agent=state.agent.name if state.agent else None,
         policy=state.policy,
         limits=state.limits,
         fork=ForkSpec(parent_run_id=run_id, state=state.model_dump(mode="json"), edit=edit),

@@ -19,17 +19,23 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
-from activities.providers import Providers
 from activities.sql import PostgresDatabase, SqlDatabase, SqliteDatabase
+from examples.providers import Providers
 from infra.binaries import temporal_cli, temporal_test_server
 from infra.offline_model.embedded import EmbeddedModelServer
 from infra.temporal_setup import register_search_attributes
 from starters import runs
 from worker.main import build_worker
-from worker.settings import Settings
+from worker.settings import DEFAULT_AGENT_MODULES, Settings
 from workflows import search_attributes as sa
+from workflows.agents import load_registry, serve_for_replay
 from workflows.contracts import Decision, ToolCallInput
 from workflows.state import RunSummary
+
+# The bundled examples' agents and tools, as a default worker serves them; replayers in
+# tests (which build their own Replayer) serve them too.
+EXAMPLE_AGENTS = load_registry(DEFAULT_AGENT_MODULES.split(","))
+serve_for_replay(EXAMPLE_AGENTS)
 
 
 @pytest.fixture(scope="session")

@@ -20,7 +20,7 @@ from temporalio.runtime import Runtime
 from temporalio.worker import Worker
 
 from activities.crash_points import CrashPoints
-from activities.model import ModelActivities
+from activities.model import ClientFactory, ModelActivities, openai_clients
 from activities.pruning import PruneActivities
 from activities.stores import Stores
 from activities.tools import ToolActivities
@@ -30,7 +30,9 @@ from worker.client import connect, connect_failure
 from worker.encryption import KeyringError
 from worker.settings import Settings, SettingsFileMissing, load_settings
 from workflows.agent import AgentWorkflow
+from workflows.agents import AgentRegistry, load_registry, serve
 from workflows.prune import PruneWorkflow
+from workflows.tools import ToolDefinitionError
 
 log = logging.getLogger("durable_agents.worker")
 
@@ -39,10 +41,17 @@ def build_worker(
     client: Client,
     settings: Settings,
     workflows: Sequence[type] = (AgentWorkflow, PruneWorkflow),
+    *,
+    registry: AgentRegistry | None = None,
+    model_clients: ClientFactory = openai_clients,
 ) -> Worker:
+    """A worker serving the agents of `registry` (default: those of AGENT_MODULES)."""
+    registry = registry if registry is not None else load_registry(settings.agent_modules)
+    serve(settings.task_queue, registry)
     stores = Stores.open(settings)
-    model = ModelActivities(settings, stores)
-    tools = ToolActivities(stores, CrashPoints(settings.crash_at, settings.data_dir))
+    model = ModelActivities(settings, stores, registry, model_clients)
+    crash_points = CrashPoints(settings.crash_at, settings.data_dir)
+    tools = ToolActivities(stores, crash_points, registry, settings.data_dir)
     return Worker(
         client,
         task_queue=settings.task_queue,
@@ -50,6 +59,7 @@ def build_worker(
         activities=[
             model.call_model,
             tools.run_tool,
+            tools.evaluate_call,
             TranscriptActivities(stores.transcript).copy_transcript,
             PruneActivities(client, stores.db).prune_stored_runs,
         ],
@@ -60,6 +70,8 @@ def build_worker(
 
 
 async def run_worker(settings: Settings) -> None:
+    # Before anything else: a module that does not load is a clear error, not a wedged run.
+    registry = load_registry(settings.agent_modules)
     telemetry.install_tracing(settings)
     runtime = telemetry.runtime_for(settings)
     stop = asyncio.Event()
@@ -70,7 +82,7 @@ async def run_worker(settings: Settings) -> None:
     if client is None:
         log.info("stopped before Temporal answered")
         return
-    worker = build_worker(client, settings)
+    worker = build_worker(client, settings, registry=registry)
     gauges = None
     if runtime is not None:
         gauges = asyncio.create_task(
@@ -79,9 +91,11 @@ async def run_worker(settings: Settings) -> None:
             )
         )
     log.info(
-        "worker on task queue %r at %s; model %s at %s; metrics %s; tracing %s; encryption %s",
+        "worker on task queue %r at %s serving agents %s; model %s at %s; metrics %s; "
+        "tracing %s; encryption %s",
         settings.task_queue,
         settings.temporal_address,
+        ", ".join(sorted(registry.agents)),
         settings.effective_model_name,
         settings.model_base_url,
         f"on :{settings.metrics_port}/metrics" if runtime else "off",
@@ -130,7 +144,12 @@ def main() -> None:
     logging.getLogger("httpx2").setLevel(logging.WARNING)
     try:
         asyncio.run(run_worker(load_settings()))
-    except (telemetry.MetricsUnavailable, KeyringError, SettingsFileMissing) as err:
+    except (
+        telemetry.MetricsUnavailable,
+        KeyringError,
+        SettingsFileMissing,
+        ToolDefinitionError,
+    ) as err:
         log.error("%s", err)
         sys.stdout.flush()
         sys.stderr.flush()

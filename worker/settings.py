@@ -9,6 +9,11 @@ from pydantic import AliasChoices, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 OFFLINE_MODEL_NAME = "scripted-offline-model"
+# The bundled examples: what a worker serves when AGENT_MODULES is not set.
+DEFAULT_AGENT_MODULES = (
+    "examples.invoice,examples.refund,examples.question,examples.large_result,"
+    "examples.before_agents"
+)
 
 
 class Settings(BaseSettings):
@@ -43,6 +48,8 @@ class Settings(BaseSettings):
     database_schema: str | None = Field(
         default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,62}$", max_length=63
     )
+    # The modules whose agents and tools the worker serves (comma-separated import paths).
+    modules: str = Field(default=DEFAULT_AGENT_MODULES, min_length=1)
     # Fault hook for crash tests: kill the worker at a named instant of a tool call.
     crash_at: str | None = None
     price_input_per_mtok: float = Field(default=0.0, ge=0)
@@ -79,6 +86,15 @@ class Settings(BaseSettings):
     otel_service_name: str = Field(
         default="durable-agents", validation_alias=AliasChoices("OTEL_SERVICE_NAME")
     )
+
+    @property
+    def agent_modules(self) -> list[str]:
+        return [name.strip() for name in self.modules.split(",") if name.strip()]
+
+    def key_from_environment(self, variable: str) -> str | None:
+        """An agent's own model key, named by the agent, read from the worker's environment
+        (never from a workflow input: invariant 7)."""
+        return os.environ.get(variable)
 
     @property
     def temporal_address(self) -> str:

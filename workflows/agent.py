@@ -23,26 +23,29 @@ with workflow.unsafe.imports_passed_through():
 
     from workflows import prompts, timeline
     from workflows import search_attributes as sa
-    from workflows.catalog import (
-        PLAN_TOOLS,
-        STEP_TOOLS,
-        SUBMIT_PLAN,
-        AskHumanArgs,
-        CompleteStepArgs,
-        SubmitPlanArgs,
-        ToolArgs,
-        ToolRisk,
-        ToolSpec,
-        tool_spec,
+    from workflows.agents import (
+        BEFORE_AGENTS,
+        Agent,
+        AgentRecord,
+        AgentRegistry,
+        AgentUnavailable,
+        CallToReview,
+        Evaluator,
+        ToolRecord,
+        rule_name,
+        served,
+        verdict_of,
     )
     from workflows.contracts import (
         CUT_SHORT_REASONS,
         PREVIEW_CHARS,
         Actor,
         Answer,
+        CallVerdict,
         DecideRequest,
         Decision,
         EffectSummary,
+        EvaluationInput,
         ForkSpec,
         ModelCallInput,
         ModelTurn,
@@ -71,9 +74,21 @@ with workflow.unsafe.imports_passed_through():
         unpack_state,
         workflow_id_of,
     )
+    from workflows.tools import (
+        ASK_HUMAN,
+        COMPLETE_STEP,
+        INTERNAL_TOOLS,
+        SUBMIT_PLAN,
+        AskHumanArgs,
+        CompleteStepArgs,
+        SubmitPlanArgs,
+        Tool,
+        ToolRisk,
+    )
 
 CALL_MODEL = "call_model"
 RUN_TOOL = "run_tool"
+EVALUATE_CALL = "evaluate_call"
 COPY_TRANSCRIPT = "copy_transcript"
 # Activities heartbeat every second (activities/heartbeat.py): a dead worker's activity
 # is retried after a few seconds, not after its whole start-to-close timeout.
@@ -84,6 +99,9 @@ DEADLINE_ACTOR = "deadline"
 RUN_IDENTITY_PATCH = "run-identity"
 # A reply cut short no longer ends a step or the final answer (asked only where one came).
 CUT_SHORT_PATCH = "cut-short-replies-go-on"
+# A tool that fails after its retries no longer fails the run: the model hears the error.
+TOOL_ERRORS_PATCH = "tool-errors-go-to-the-model"
+PLAN_TOOLS: tuple[str, ...] = (SUBMIT_PLAN,)
 
 
 class RunFailed(Exception):
@@ -107,8 +125,51 @@ class AgentWorkflow:
             self.state = RunState.start(workflow.info().workflow_id, request, workflow.now())
             if request.fork is not None:
                 self._start_as_fork(request.fork)
+            else:
+                self._adopt_agent(request)
         self._published: tuple[str, int, str] | None = None
         self._story: asyncio.Task[str] | None = None
+
+    # -- the run's agent: resolved once, recorded, then served from this worker's code ----
+    def _registry(self) -> AgentRegistry:
+        return served(workflow.info().task_queue)
+
+    def _adopt_agent(self, request: RunRequest) -> None:
+        """Record the agent this run may use; its defaults fill what the request left out."""
+        agent = self._registry().agent(request.agent or BEFORE_AGENTS)
+        self.state.agent = agent.record()
+        if request.limits is None and agent.limits is not None:
+            self.state.limits = agent.limits.model_copy()
+        policy = request.policy or agent.policy or self.state.policy
+        approvers = {t.name: list(t.approvers) for t in agent.tools if t.approvers}
+        self.state.policy = policy.model_copy(
+            update={"approvers": approvers | policy.approvers}, deep=True
+        )
+
+    @property
+    def _agent(self) -> AgentRecord:
+        """The run's recorded agent; runs from before agents existed record theirs now."""
+        if self.state.agent is None:
+            self.state.agent = self._registry().agent(BEFORE_AGENTS).record()
+        return self.state.agent
+
+    def _agent_code(self) -> Agent:
+        return self._registry().agent(self._agent.name)
+
+    def _tool(self, name: str) -> tuple[Tool, ToolRecord | None] | None:
+        """The worker's tool for a name the run may call, checked against the record."""
+        if name in INTERNAL_TOOLS:
+            return INTERNAL_TOOLS[name], None
+        record = self._agent.tool(name)
+        if record is None:
+            return None
+        return self._registry().tool_for(record, self._agent.name), record
+
+    def _step_tools(self) -> tuple[str, ...]:
+        own = tuple(t.name for t in self._agent.tools)
+        if self._agent.planning:
+            return (COMPLETE_STEP, ASK_HUMAN, *own)
+        return (ASK_HUMAN, *own)
 
     def _start_as_fork(self, fork: ForkSpec) -> None:
         try:
@@ -166,6 +227,8 @@ class AgentWorkflow:
         raise ApplicationError(reason, type="AgentRunFailed", non_retryable=True) from err
 
     async def _tell(self) -> str:
+        if not self._agent.planning:
+            return await self._loop()
         if not self.state.plan:  # a fork made after planning keeps its plan
             await self._plan()
         while (step := self.state.next_step()) is not None:
@@ -187,7 +250,8 @@ class AgentWorkflow:
         workflow.continue_as_new(
             RunRequest(
                 goal=self.state.goal,
-                scenario=self.state.scenario,
+                agent=self._agent.name,
+                label=self.state.label,
                 policy=self.state.policy,
                 limits=self.state.limits,
                 resume_state_packed=pack_state(self.state),
@@ -227,7 +291,7 @@ class AgentWorkflow:
         )
         for _ in range(self.state.limits.max_turns_per_step):
             step.turns += 1
-            turn = await self._model_turn(f"step {step.index}", STEP_TOOLS)
+            turn = await self._model_turn(f"step {step.index}", self._step_tools())
             if not turn.tool_calls:
                 if self._cut_short(turn):
                     reason = turn.finish_reason or "?"
@@ -250,19 +314,66 @@ class AgentWorkflow:
             "model turns"
         )
 
+    async def _loop(self) -> str:
+        """A plain tool loop: the goal, then model turns until a reply calls no tool. It is
+        one step of the run's plan, so state, forks and the console read it like any."""
+        if not self.state.plan:
+            self.state.set_plan([prompts.LOOP_STEP_TITLE], workflow.now())
+        step = self.state.next_step()
+        if step is None:  # a fork of a finished loop
+            return self.state.final_answer or ""
+        self.state.start_step(step, workflow.now())
+        self._publish()
+        self.state.phase_start_seq = self.state.next_seq
+        self.state.flush_notes()
+        self.state.queue_message("user", prompts.task_message(self.state.goal))
+        parts: list[str] = []
+        for _ in range(self.state.limits.max_turns_per_step):
+            step.turns += 1
+            turn = await self._model_turn(
+                f"turn {step.turns}", self._step_tools(), answer_chars=FINAL_ANSWER_CHARS
+            )
+            if turn.tool_calls:
+                parts = []
+                for call in turn.tool_calls:
+                    await self._handle_tool_call(step, call, turn.content_preview)
+                continue
+            parts.append(turn.content_preview)
+            if self._cut_short(turn):
+                reason = turn.finish_reason or "?"
+                self.state.queue_message("user", prompts.FINAL_CUT_SHORT.format(reason=reason))
+                continue
+            answer = " ".join(part for part in parts if part)
+            self.state.complete_step(step, preview(answer), workflow.now())
+            return answer
+        raise RunFailed(
+            f"the agent gave no answer within {self.state.limits.max_turns_per_step} model turns"
+        )
+
     async def _handle_tool_call(self, step: PlanStep, call: ToolCall, reason: str) -> str | None:
         """Gate and run one tool call. Returns the summary when the call ends the step."""
-        args = self._validated_args(call, allowed=STEP_TOOLS)
-        spec = tool_spec(call.name)
-        if args is None or spec is None:
+        args = self._validated_args(call, allowed=self._step_tools())
+        found = self._tool(call.name)
+        if args is None or found is None:
             return None
+        spec, record = found
         if isinstance(args, CompleteStepArgs):
             self.state.queue_message("tool", prompts.STEP_MARKED_DONE, call.id)
             return args.summary
         if isinstance(args, AskHumanArgs):
             await self._ask_human(step, call, args)
             return None
-        rule = approval_rule(spec, args, self.state.policy, self.state.usage.cost_usd)
+        if record is None:
+            return None
+        rule = approval_rule(record, args, self.state.policy, self.state.usage.cost_usd)
+        verdict = await self._rules_verdict(step, record, args)
+        if verdict is not None and verdict.decision == "deny":
+            text = prompts.denied(spec.name, verdict.rule, verdict.reason)
+            self.state.queue_message("tool", text, call.id)
+            self._moment("denied by rule", f"{spec.name} ({verdict.rule})")
+            return None
+        if rule is None and verdict is not None and verdict.decision == "ask":
+            rule = f"rule {verdict.rule}: {verdict.reason}"
         if rule is not None:
             request = await self._await_approval(step, call, spec, args, reason, rule)
             if request.status is not ApprovalStatus.APPROVED:
@@ -273,8 +384,73 @@ class AgentWorkflow:
         await self._run_tool(step, call, spec, args)
         return None
 
+    async def _rules_verdict(
+        self, step: PlanStep, record: ToolRecord, args: BaseModel
+    ) -> CallVerdict | None:
+        """The agent's own approval rules, in order: the first deny wins; else the first
+        ask; approvals change nothing (declared risks and the policy still apply). Each
+        verdict goes into the audit log; an evaluator's is in the history too."""
+        if not self._agent.rules:
+            return None
+        code = {rule_name(rule): rule for rule in self._agent_code().rules}
+        review = CallToReview(
+            tool=record.name,
+            arguments=args.model_dump(mode="json"),
+            risk=record.risk,
+            goal=self.state.goal,
+            step=step.index,
+            spent_usd=self.state.usage.cost_usd,
+            effects_so_far=self.state.effects.total,
+        )
+        asked: CallVerdict | None = None
+        for name in self._agent.rules:
+            rule = code.get(name)
+            if rule is None:
+                raise AgentUnavailable(
+                    f"this worker's agent {self._agent.name!r} has no approval rule {name!r}, "
+                    "which the run recorded; the run waits for a worker that has it"
+                )
+            verdict = await self._apply_rule(name, rule, review)
+            if verdict is None:
+                continue
+            detail = f"{record.name}: {verdict.decision}: {preview(verdict.reason, 300)}"
+            self.state.log(workflow.now(), f"rule {name}", "verdict", detail)
+            if verdict.decision == "deny":
+                return verdict
+            if verdict.decision == "ask" and asked is None:
+                asked = verdict
+        return asked
+
+    async def _apply_rule(self, name: str, rule: Any, review: CallToReview) -> CallVerdict | None:
+        if isinstance(rule, Evaluator):
+            try:
+                verdict: CallVerdict = await workflow.execute_activity(
+                    EVALUATE_CALL,
+                    EvaluationInput(agent=self._agent.name, rule=name, call=review.model_dump()),
+                    result_type=CallVerdict,
+                    start_to_close_timeout=rule.timeout,
+                    retry_policy=RetryPolicy(maximum_attempts=5),
+                    summary=f"rule: {name} on {review.tool}",
+                )
+                return verdict
+            except ActivityError as err:
+                if _is_cancellation(err):
+                    raise
+                reason = f"the evaluator failed ({_failure_reason(err)}); a person decides"
+                return CallVerdict(rule=name, decision="ask", reason=preview(reason, 2000))
+        try:  # a pure function of the call: deterministic, so replay gets the same answer
+            found = rule(review)
+            if found is None:
+                return None
+            verdict_found = verdict_of(found, name)
+        except Exception as err:
+            reason = f"the rule raised {type(err).__name__}: {err}; a person decides"
+            return CallVerdict(rule=name, decision="ask", reason=preview(reason, 2000))
+        reason = preview(verdict_found.reason, 2000)
+        return CallVerdict(rule=name, decision=verdict_found.decision, reason=reason)
+
     async def _await_approval(
-        self, step: PlanStep, call: ToolCall, spec: ToolSpec, args: ToolArgs, reason: str, rule: str
+        self, step: PlanStep, call: ToolCall, spec: Tool, args: BaseModel, reason: str, rule: str
     ) -> ApprovalRequest:
         request = ApprovalRequest(
             request_id=call.id,
@@ -329,9 +505,7 @@ class AgentWorkflow:
             text = "no answer came before the deadline; decide without it"
         self.state.queue_message("tool", text, call.id)
 
-    async def _run_tool(
-        self, step: PlanStep, call: ToolCall, spec: ToolSpec, args: ToolArgs
-    ) -> None:
+    async def _run_tool(self, step: PlanStep, call: ToolCall, spec: Tool, args: BaseModel) -> None:
         key = None
         if spec.risk is not ToolRisk.READ_ONLY:
             key = idempotency_key(self.state.store_key, step.index, call.id)
@@ -345,16 +519,38 @@ class AgentWorkflow:
             idempotency_key=key,
         )
         self._moment("tool", f"{spec.name} (seq {tool_input.result_seq})")
-        outcome: ToolOutcome = await workflow.execute_activity(
-            RUN_TOOL,
-            tool_input,
-            result_type=ToolOutcome,
-            start_to_close_timeout=timedelta(seconds=self.state.limits.tool_timeout_seconds),
-            heartbeat_timeout=HEARTBEAT_TIMEOUT,
-            retry_policy=RetryPolicy(maximum_interval=timedelta(seconds=10), maximum_attempts=20),
-            cancellation_type=workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
-            summary=f"tool: {spec.name}",
+        timeout = spec.timeout or timedelta(seconds=self.state.limits.tool_timeout_seconds)
+        retry = spec.retry or RetryPolicy(
+            maximum_interval=timedelta(seconds=10), maximum_attempts=20
         )
+        try:
+            outcome: ToolOutcome = await workflow.execute_activity(
+                RUN_TOOL,
+                tool_input,
+                result_type=ToolOutcome,
+                start_to_close_timeout=timeout,
+                heartbeat_timeout=HEARTBEAT_TIMEOUT,
+                retry_policy=retry,
+                cancellation_type=workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
+                summary=f"tool: {spec.name}",
+            )
+        except ActivityError as err:
+            if _is_cancellation(err) or not workflow.patched(TOOL_ERRORS_PATCH):
+                raise
+            # The tool failed for good: the model hears why; the run goes on.
+            text = prompts.tool_failed(spec.name, _failure_reason(err))
+            self.state.queue_message("tool", text, call.id)
+            failed = ToolResultRecord(
+                step=step.index,
+                tool_call_id=call.id,
+                tool=spec.name,
+                ok=False,
+                summary=preview(text),
+                seq=tool_input.result_seq,
+            )
+            self.state.record_tool_result(failed, workflow.now())
+            self._moment("tool failed", spec.name)
+            return
         if key is not None:  # the ledger's recorded result for this key: what really happened
             effect = EffectSummary(tool=spec.name, idempotency_key=key, ok=outcome.ok)
             self.state.record_effect(effect)
@@ -396,6 +592,7 @@ class AgentWorkflow:
         *,
         force_tool: str | None = None,
         preview_chars: int = PREVIEW_CHARS,
+        answer_chars: int | None = None,
     ) -> ModelTurn:
         await self._pause_point()
         call = ModelCallInput(
@@ -404,9 +601,11 @@ class AgentWorkflow:
             reply_seq=self.state.take_seq(),
             tools=list(tools),
             force_tool=force_tool,
-            scenario=self.state.scenario,
+            agent=self._agent.name,
+            run_label=self.state.label,
             label=label,
             preview_chars=preview_chars,
+            answer_chars=answer_chars,
             context_from_seq=(
                 self.state.phase_start_seq if self.state.limits.context == "step" else None
             ),
@@ -470,10 +669,11 @@ class AgentWorkflow:
             return False
         return True
 
-    def _validated_args(self, call: ToolCall, *, allowed: tuple[str, ...]) -> ToolArgs | None:
+    def _validated_args(self, call: ToolCall, *, allowed: tuple[str, ...]) -> BaseModel | None:
         """Parse and validate the model's arguments; on error, tell the model and return None."""
-        spec = tool_spec(call.name)
-        if spec is None or spec.name not in allowed:
+        found = self._tool(call.name) if call.name in allowed else None
+        spec = found[0] if found is not None else None
+        if spec is None:
             text = prompts.unknown_tool(call.name, list(allowed))
             self.state.queue_message("tool", text, call.id)
             return None

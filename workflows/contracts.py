@@ -10,7 +10,7 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 
 PREVIEW_CHARS = 200
 # finish_reason values of a reply that stopped before the model was done.
@@ -83,9 +83,16 @@ class RunRequest(StrictModel):
     """What a caller sends to start a run. Validated before anything is started."""
 
     goal: str = Field(min_length=1, max_length=4000)
-    scenario: str | None = Field(default=None, max_length=500)
-    policy: RunPolicy = Field(default_factory=RunPolicy)
-    limits: RunLimits = Field(default_factory=RunLimits)
+    # The agent to run (None: runs started before agents existed, workflows/agents.py).
+    agent: str | None = Field(default=None, max_length=100)
+    # A free label the model client forwards with each call (the offline model reads its
+    # scenario from it); runs of earlier versions sent it as `scenario`.
+    label: str | None = Field(
+        default=None, max_length=500, validation_alias=AliasChoices("label", "scenario")
+    )
+    # None: the agent's own defaults.
+    policy: RunPolicy | None = None
+    limits: RunLimits | None = None
     fork: ForkSpec | None = None
     # Set only by the workflow itself when it continues as new: the state it carries,
     # packed (workflows/state.py: pack_state); plain JSON in runs of earlier versions.
@@ -123,9 +130,14 @@ class ModelCallInput(StrictModel):
     reply_seq: int = Field(ge=0)
     tools: list[str] = Field(default_factory=list)
     force_tool: str | None = None
-    scenario: str | None = None
+    agent: str | None = None
+    run_label: str | None = Field(
+        default=None, validation_alias=AliasChoices("run_label", "scenario")
+    )
     label: str = "model"
     preview_chars: int = Field(default=PREVIEW_CHARS, ge=1, le=8000)
+    # When the reply calls no tool (a plain loop's answer), its preview may be this long.
+    answer_chars: int | None = Field(default=None, ge=1, le=8000)
     # With a "step" context: the model sees the goal (seq 0) and messages from here on.
     context_from_seq: int | None = None
 
@@ -248,6 +260,22 @@ class EffectsReport(StrictModel):
 
     total: int = 0
     recent: list[EffectSummary] = Field(default_factory=list)
+
+
+class CallVerdict(StrictModel):
+    """An approval rule's verdict on one tool call, as the workflow records it."""
+
+    rule: str
+    decision: Literal["approve", "deny", "ask"]
+    reason: str = Field(max_length=2000)
+
+
+class EvaluationInput(StrictModel):
+    """The `evaluate_call` activity's input: which agent's rule, on which call."""
+
+    agent: str
+    rule: str
+    call: dict[str, Any]
 
 
 class RunResult(StrictModel):

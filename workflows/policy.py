@@ -6,12 +6,15 @@ from __future__ import annotations
 
 from decimal import Decimal
 
-from workflows.catalog import ToolArgs, ToolRisk, ToolSpec
+from pydantic import BaseModel
+
+from workflows.agents import ToolRecord
 from workflows.contracts import RunPolicy
+from workflows.tools import ToolRisk
 
 
 def approval_rule(
-    spec: ToolSpec, args: ToolArgs, policy: RunPolicy, spent_usd: float
+    spec: ToolRecord, args: BaseModel, policy: RunPolicy, spent_usd: float
 ) -> str | None:
     """Why this call needs a human, or None when it may run at once."""
     if spec.risk is ToolRisk.NEEDS_APPROVAL:

@@ -6,18 +6,35 @@ way a real model reads it: from the conversation, not from a side channel.
 
 from __future__ import annotations
 
-from workflows.catalog import COMPLETE_STEP, SUBMIT_PLAN
+from workflows.tools import ASK_HUMAN, COMPLETE_STEP, SUBMIT_PLAN
 
-SYSTEM_PROMPT = (
+# How a planning agent works, said before its own instructions.
+PLANNING_PROTOCOL = (
     "You are a careful agent that plans, then executes one plan step at a time with tools. "
     f"First call {SUBMIT_PLAN} with short step titles. For each step, call tools as needed, "
-    f"then finish the step by replying without tool calls or by calling {COMPLETE_STEP}. "
-    "Tools that move money wait for a human; a rejection comes back as the tool's result."
+    f"then finish the step by replying without tool calls or by calling {COMPLETE_STEP}."
 )
+# How a plain tool loop works.
+LOOP_PROTOCOL = (
+    "Call tools as needed to reach the goal; when you are done, reply with your final "
+    f"answer and no tool call. Call {ASK_HUMAN} when only a person can tell you something."
+)
+LOOP_STEP_TITLE = "Reach the goal"
+
+
+def system_prompt(instructions: str, *, planning: bool) -> str:
+    """The system message: our protocol, then the agent's own instructions."""
+    protocol = PLANNING_PROTOCOL if planning else LOOP_PROTOCOL
+    return f"{protocol} {instructions.strip()}"
 
 
 def goal_message(goal: str) -> str:
     return f"Goal: {goal}\nMake a plan."
+
+
+def task_message(goal: str) -> str:
+    """A plain loop's opening message."""
+    return f"Goal: {goal}"
 
 
 STEP_PATTERN = r"^Step (\d+)/(\d+):"
@@ -57,6 +74,14 @@ def argument_error(tool: str, error: str) -> str:
 
 def unknown_tool(tool: str, known: list[str]) -> str:
     return f"error: unknown tool {tool!r}; available tools: {', '.join(known)}"
+
+
+def denied(tool: str, rule: str, reason: str) -> str:
+    return f"denied by rule {rule}: {reason} (the {tool} call was not executed)"
+
+
+def tool_failed(tool: str, error: str) -> str:
+    return f"error: {tool} failed: {error}"
 
 
 def rejected(tool: str, by: str, comment: str) -> str:

@@ -14,8 +14,9 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any, TypeVar
 
-from pydantic import BaseModel, Field
+from pydantic import AliasChoices, BaseModel, Field
 
+from workflows.agents import AgentRecord
 from workflows.contracts import (
     EFFECTS_LISTED,
     Actor,
@@ -163,7 +164,10 @@ class RunState(BaseModel):
     # data stays under the workflow id.
     identity: str | None = None
     goal: str
-    scenario: str | None = None
+    # The run's free label (contracts.RunRequest.label); `scenario` in earlier versions.
+    label: str | None = Field(default=None, validation_alias=AliasChoices("label", "scenario"))
+    # The agent resolved when the run started (None in runs from before agents existed).
+    agent: AgentRecord | None = None
     policy: RunPolicy = Field(default_factory=RunPolicy)
     limits: RunLimits = Field(default_factory=RunLimits)
     status: RunStatus = RunStatus.PLANNING
@@ -201,9 +205,9 @@ class RunState(BaseModel):
         state = cls(
             run_id=run_id,
             goal=request.goal,
-            scenario=request.scenario,
-            policy=request.policy,
-            limits=request.limits,
+            label=request.label,
+            policy=request.policy or RunPolicy(),
+            limits=request.limits or RunLimits(),
             created_at=now,
             updated_at=now,
         )

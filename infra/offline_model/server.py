@@ -53,6 +53,7 @@ def create_app() -> FastAPI:
     @app.post("/v1/chat/completions", response_model=None)
     async def completions(
         request: Request,
+        x_run_label: str | None = Header(default=None),
         x_scenario: str | None = Header(default=None),
         x_agent_run: str | None = Header(default=None),
         x_agent_seq: int | None = Header(default=None),
@@ -71,7 +72,8 @@ def create_app() -> FastAPI:
         goal = next((str(m.get("content")) for m in messages if m.get("role") == "user"), "")
         run = x_agent_run or "-"
         try:
-            spec = ScenarioSpec.parse(x_scenario or "generic")
+            # The run's label names the scenario (X-Scenario: what the benchmark's peers send).
+            spec = ScenarioSpec.parse(x_run_label or x_scenario or "generic")
             if spec.name == "loop":
                 loop = loop_reply(spec, messages)
                 turn = engine.Position(phase="loop", turn=len(messages), faults_so_far=0)

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from activities.ledger import EffectLedger, IdempotencyConflict, fingerprint
-from activities.providers import Providers
-from activities.providers.base import ProviderConflict
+from examples.providers import Providers
+from examples.providers.base import ProviderConflict
 
 
 @pytest.fixture

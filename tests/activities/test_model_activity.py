@@ -11,6 +11,7 @@ from temporalio.testing import ActivityEnvironment
 
 from activities.model import ModelActivities
 from activities.stores import Stores
+from tests.conftest import EXAMPLE_AGENTS
 from worker.settings import Settings
 from workflows.contracts import ChatMessage, ModelCallInput
 
@@ -18,7 +19,7 @@ from workflows.contracts import ChatMessage, ModelCallInput
 @pytest.fixture
 def activities(model_server, tmp_path):
     settings = Settings(data_dir=tmp_path, offline_model_port=model_server.port)
-    return ModelActivities(settings, Stores.open(settings))
+    return ModelActivities(settings, Stores.open(settings), EXAMPLE_AGENTS)
 
 
 def completions(model_server, run):
@@ -26,13 +27,13 @@ def completions(model_server, run):
         return json.loads(response.read())["completions_by_run"].get(run, 0)
 
 
-def plan_call(run, scenario="pay-invoice", goal="Goal: pay\nMake a plan."):
+def plan_call(run, run_label="pay-invoice", goal="Goal: pay\nMake a plan."):
     return ModelCallInput(
         run_id=run,
         append=[ChatMessage(seq=0, role="user", content=goal)],
         reply_seq=1,
         tools=["submit_plan"],
-        scenario=scenario,
+        run_label=run_label,
     )
 
 
@@ -59,7 +60,7 @@ async def test_a_changed_request_is_a_new_call(activities, model_server):
 
 
 async def test_429_is_retryable_and_honours_retry_after(activities):
-    call = plan_call("rl-1", scenario="pay-invoice?fault=plan:429*1")
+    call = plan_call("rl-1", run_label="pay-invoice?fault=plan:429*1")
     with pytest.raises(ApplicationError) as raised:
         await ActivityEnvironment().run(activities.call_model, call)
     assert raised.value.non_retryable is False
@@ -72,14 +73,14 @@ async def test_429_is_retryable_and_honours_retry_after(activities):
 
 
 async def test_500_is_retryable(activities):
-    call = plan_call("err-500", scenario="pay-invoice?fault=plan:500*1")
+    call = plan_call("err-500", run_label="pay-invoice?fault=plan:500*1")
     with pytest.raises(ApplicationError) as raised:
         await ActivityEnvironment().run(activities.call_model, call)
     assert raised.value.non_retryable is False and "HTTP 500" in raised.value.message
 
 
 async def test_401_is_not_retryable_and_says_why(activities):
-    call = plan_call("auth-1", scenario="pay-invoice?fault=plan:401")
+    call = plan_call("auth-1", run_label="pay-invoice?fault=plan:401")
     with pytest.raises(ApplicationError) as raised:
         await ActivityEnvironment().run(activities.call_model, call)
     assert raised.value.non_retryable is True
@@ -89,7 +90,7 @@ async def test_401_is_not_retryable_and_says_why(activities):
 
 async def test_unreachable_endpoint_is_retryable(tmp_path):
     settings = Settings(data_dir=tmp_path, offline_model_port=1)
-    model = ModelActivities(settings, Stores.open(settings))
+    model = ModelActivities(settings, Stores.open(settings), EXAMPLE_AGENTS)
     with pytest.raises(ApplicationError) as raised:
         await ActivityEnvironment().run(model.call_model, plan_call("down-1"))
     assert raised.value.non_retryable is False and "unreachable" in raised.value.message

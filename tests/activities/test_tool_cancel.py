@@ -12,10 +12,10 @@ import pytest
 from temporalio.testing import ActivityEnvironment
 
 from activities.crash_points import CrashPoints
-from activities.providers import Providers
 from activities.stores import Stores
 from activities.tools import ToolActivities
-from tests.conftest import pay_invoice_call
+from examples.providers import Providers
+from tests.conftest import EXAMPLE_AGENTS, pay_invoice_call
 
 KEY = pay_invoice_call("cancel@first").idempotency_key
 
@@ -24,7 +24,7 @@ class HeldAfterProvider(CrashPoints):
     """Holds the tool between the provider's charge and the ledger's record."""
 
     def __init__(self, settings) -> None:
-        super().__init__(None, settings.data_dir)
+        super().__init__("after_provider", settings.data_dir)
         self.arrived = threading.Event()
         self.release = threading.Event()
 
@@ -37,7 +37,7 @@ class HeldAfterProvider(CrashPoints):
 async def test_a_cancelled_tool_finishes_its_store_work_first(settings):
     stores = Stores.open(settings)
     held = HeldAfterProvider(settings)
-    tools = ToolActivities(stores, held)
+    tools = ToolActivities(stores, held, EXAMPLE_AGENTS, settings.data_dir)
     pay = pay_invoice_call("cancel@first")
     env = ActivityEnvironment()
     running = asyncio.ensure_future(env.run(tools.run_tool, pay))

@@ -34,7 +34,7 @@ def waiting(summary: object) -> bool:
 
 async def happy_path(bench: Bench, rid: str) -> None:
     await runs.start_run(
-        bench.client, bench.settings, RunRequest(goal="pay", scenario="pay-invoice"), rid
+        bench.client, bench.settings, RunRequest(goal="pay", label="pay-invoice"), rid
     )
     await until(bench, rid, waiting)
     await runs.approve(bench.client, rid, Decision(by="alice", comment="ok"))
@@ -42,7 +42,7 @@ async def happy_path(bench: Bench, rid: str) -> None:
 
 async def rejected_approval(bench: Bench, rid: str) -> None:
     await runs.start_run(
-        bench.client, bench.settings, RunRequest(goal="pay", scenario="pay-invoice"), rid
+        bench.client, bench.settings, RunRequest(goal="pay", label="pay-invoice"), rid
     )
     await until(bench, rid, waiting)
     await runs.reject(bench.client, rid, Decision(by="bob", comment="not this month"))
@@ -50,14 +50,14 @@ async def rejected_approval(bench: Bench, rid: str) -> None:
 
 async def question_answered(bench: Bench, rid: str) -> None:
     await runs.start_run(
-        bench.client, bench.settings, RunRequest(goal="ask", scenario="ask-human"), rid
+        bench.client, bench.settings, RunRequest(goal="ask", label="ask-human"), rid
     )
     await until(bench, rid, lambda s: bool(getattr(s, "pending_questions", None)))
     await runs.answer(bench.client, rid, Answer(answer="INV-1002", by="dan"))
 
 
 async def edited(bench: Bench, rid: str) -> None:
-    request = RunRequest(goal="long", scenario="long?steps=30&reply_bytes=64")
+    request = RunRequest(goal="long", label="long?steps=30&reply_bytes=64")
     await runs.start_run(bench.client, bench.settings, request, rid)
     await until(bench, rid, lambda s: getattr(s, "steps_done", 0) >= 2)
     await runs.pause(bench.client, rid, Actor(by="eve"))
@@ -67,7 +67,7 @@ async def edited(bench: Bench, rid: str) -> None:
 
 
 async def paused_and_resumed(bench: Bench, rid: str) -> None:
-    request = RunRequest(goal="long", scenario="long?steps=10&reply_bytes=64")
+    request = RunRequest(goal="long", label="long?steps=10&reply_bytes=64")
     await runs.start_run(bench.client, bench.settings, request, rid)
     await until(bench, rid, lambda s: getattr(s, "steps_done", 0) >= 1)
     await runs.pause(bench.client, rid, Actor(by="eve"))
@@ -77,23 +77,21 @@ async def paused_and_resumed(bench: Bench, rid: str) -> None:
 
 async def retried_model_errors(bench: Bench, rid: str) -> None:
     scenario = "pay-invoice?fault=plan:429*2&fault=step1:500*1"
-    await runs.start_run(
-        bench.client, bench.settings, RunRequest(goal="pay", scenario=scenario), rid
-    )
+    await runs.start_run(bench.client, bench.settings, RunRequest(goal="pay", label=scenario), rid)
     await until(bench, rid, waiting)
     await runs.approve(bench.client, rid, Decision(by="alice"))
 
 
 async def cancelled(bench: Bench, rid: str) -> None:
     await runs.start_run(
-        bench.client, bench.settings, RunRequest(goal="pay", scenario="pay-invoice"), rid
+        bench.client, bench.settings, RunRequest(goal="pay", label="pay-invoice"), rid
     )
     await until(bench, rid, waiting)
     await runs.cancel(bench.client, rid, Actor(by="carol", reason="disputed"))
 
 
 async def failed(bench: Bench, rid: str) -> None:
-    request = RunRequest(goal="pay", scenario="pay-invoice?fault=step2:401")
+    request = RunRequest(goal="pay", label="pay-invoice?fault=step2:401")
     await runs.start_run(bench.client, bench.settings, request, rid)
 
 
@@ -122,7 +120,7 @@ async def continued_as_new(bench: Bench, rid: str) -> None:
 async def malformed_signals(bench: Bench, rid: str) -> None:
     """Signals with no input, two inputs or the wrong shape, dropped; then a normal run."""
     await runs.start_run(
-        bench.client, bench.settings, RunRequest(goal="pay", scenario="pay-invoice"), rid
+        bench.client, bench.settings, RunRequest(goal="pay", label="pay-invoice"), rid
     )
     await until(bench, rid, waiting)
     handle = bench.client.get_workflow_handle(rid)

@@ -9,8 +9,10 @@ from typing import Any
 import openai
 import pytest
 
+from activities.model_client import ModelRequest, ToolSchema
+from activities.openai_chat import wire_request
 from infra.offline_model.scenarios import Fault, ScenarioError, ScenarioSpec, load
-from workflows.catalog import TOOLS
+from tests.conftest import EXAMPLE_AGENTS
 
 
 @pytest.fixture
@@ -25,7 +27,11 @@ async def test_models_endpoint_says_it_is_scripted(client):
 
 
 async def test_plays_the_plan_then_the_step_turns(client):
-    tools = [spec.openai_schema() for spec in TOOLS.values()]
+    schemas = [
+        ToolSchema(name=t.name, description=t.description, parameters=t.schema)
+        for t in EXAMPLE_AGENTS.tools.values()
+    ]
+    tools = wire_request(ModelRequest(model="m", system="s", messages=[], tools=schemas))["tools"]
     headers = {"X-Scenario": "pay-invoice", "X-Agent-Run": "proto-1"}
     messages = [{"role": "user", "content": "Goal: pay\nMake a plan."}]
     plan = await client.chat.completions.create(

@@ -8,8 +8,8 @@ import signal
 
 import pytest
 
-from activities.providers import Providers
 from activities.stores import Stores
+from examples.providers import Providers
 from infra.stack import worker_polling
 from starters import runs
 from tests.conftest import (
@@ -38,7 +38,7 @@ async def test_a_crash_at_each_instant_ends_in_one_payment(
     doomed = spawn_worker(settings, tmp_path / "w1.log", AGENT_CRASH_AT=f"{instant}:pay_invoice")
     try:
         await eventually(lambda: worker_polling(settings), within=30)
-        await runs.start_run(client, settings, RunRequest(goal="pay", scenario="pay-invoice"), rid)
+        await runs.start_run(client, settings, RunRequest(goal="pay", label="pay-invoice"), rid)
 
         await wait_for_approval(client, rid)
         await runs.approve(client, rid, Decision(by="alice"))

@@ -8,7 +8,7 @@ import signal
 import urllib.request
 from collections import Counter
 
-from activities.providers import Providers
+from examples.providers import Providers
 from infra.stack import worker_polling
 from starters import runs
 from tests.conftest import eventually, run_id, spawn_worker

@@ -48,9 +48,9 @@ async def test_every_verb_with_every_feature(dev_env, model_server, tmp_path, st
 
 async def every_verb(client, settings, tmp_path) -> None:
     pay, ask, stop = run_id("pay"), run_id("ask"), run_id("stop")
-    await runs.start_run(client, settings, RunRequest(goal="pay", scenario="pay-invoice"), pay)
-    await runs.start_run(client, settings, RunRequest(goal="ask", scenario="ask-human"), ask)
-    await runs.start_run(client, settings, RunRequest(goal="stop", scenario="pay-invoice"), stop)
+    await runs.start_run(client, settings, RunRequest(goal="pay", label="pay-invoice"), pay)
+    await runs.start_run(client, settings, RunRequest(goal="ask", label="ask-human"), ask)
+    await runs.start_run(client, settings, RunRequest(goal="stop", label="pay-invoice"), stop)
 
     # inbox, pause/resume, edit, approve, answer, cancel
     await waiting(client, pay, RunStatus.AWAITING_APPROVAL)

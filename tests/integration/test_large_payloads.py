@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import pytest
 
-from activities.model import INLINE_ARGUMENT_CHARS, MODEL_MESSAGE_CHARS, _tool_call, clip_for_model
+from activities.model import INLINE_ARGUMENT_CHARS, MODEL_MESSAGE_CHARS, _turn, clip_for_model
+from activities.model_client import ModelReply, RawToolCall
 from activities.stores import Stores
 from starters import runs
 from tests.conftest import approve_when_asked, key_of, run_id
-from workflows.contracts import RunRequest
+from workflows.contracts import ModelCallInput, RunRequest
 
 pytestmark = pytest.mark.usefixtures("worker")
 LARGEST_EVENT_BYTES = 64 * 1024
@@ -22,7 +23,7 @@ async def largest_event(client, rid):
 
 async def test_a_10_mb_tool_result(dev_env, settings):
     client, rid = dev_env.client, run_id("big")
-    await runs.start_run(client, settings, RunRequest(goal="report", scenario="large-result"), rid)
+    await runs.start_run(client, settings, RunRequest(goal="report", label="large-result"), rid)
     assert (await runs.wait_result(client, rid)).status == "completed"
 
     messages = Stores.open(settings).transcript.read(await key_of(client, rid))
@@ -36,7 +37,7 @@ async def test_a_10_mb_tool_result(dev_env, settings):
 
 async def test_a_3_mb_model_answer(dev_env, settings):
     client, rid = dev_env.client, run_id("long-answer")
-    request = RunRequest(goal="talk", scenario="long?steps=2&reply_bytes=3000000")
+    request = RunRequest(goal="talk", label="long?steps=2&reply_bytes=3000000")
     await runs.start_run(client, settings, request, rid)
     assert (await runs.wait_result(client, rid)).status == "completed"
     answers = [
@@ -57,18 +58,18 @@ def test_the_model_gets_a_clipped_copy_with_a_note():
 
 
 def test_oversized_tool_arguments_are_not_carried_into_history():
-    raw = {
-        "id": "c1",
-        "function": {"name": "send_email", "arguments": "x" * (INLINE_ARGUMENT_CHARS + 1)},
-    }
-    call = _tool_call(raw)
+    raw = RawToolCall(id="c1", name="send_email", arguments="x" * (INLINE_ARGUMENT_CHARS + 1))
+    turn = _turn(
+        ModelCallInput(run_id="r", reply_seq=1), ModelReply(tool_calls=[raw]), memoized=False
+    )
+    [call] = turn.tool_calls
     assert call.arguments == "" and call.oversized == INLINE_ARGUMENT_CHARS + 1
 
 
 async def test_oversized_tool_arguments_from_the_model_stay_out_of_history(dev_env, settings):
     """Through the real path: the model activity itself drops arguments past the cap."""
     client, rid = dev_env.client, run_id("oversized-args")
-    request = RunRequest(goal="pay", scenario="pay-invoice?fault=step1:oversized_args")
+    request = RunRequest(goal="pay", label="pay-invoice?fault=step1:oversized_args")
     await runs.start_run(client, settings, request, rid)
     await approve_when_asked(client, rid)
     assert (await runs.wait_result(client, rid)).status == "completed"
@@ -82,7 +83,7 @@ async def test_oversized_tool_arguments_from_the_model_stay_out_of_history(dev_e
         for m in messages
         if m["role"] == "assistant"
         for c in m.get("tool_calls") or []
-        if len(c["function"]["arguments"]) > INLINE_ARGUMENT_CHARS
+        if len(c["arguments"]) > INLINE_ARGUMENT_CHARS
     ]
-    assert oversized["function"]["name"] == "lookup_invoice"
+    assert oversized["name"] == "lookup_invoice"
     assert await largest_event(client, rid) < INLINE_ARGUMENT_CHARS

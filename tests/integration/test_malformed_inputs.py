@@ -91,7 +91,7 @@ async def test_every_handler_survives_every_malformed_payload(
     client = await connect(settings)
     rid = run_id("malformed")
     async with build_worker(await connect(settings, for_worker=True), settings):
-        await runs.start_run(client, settings, RunRequest(goal="pay", scenario="pay-invoice"), rid)
+        await runs.start_run(client, settings, RunRequest(goal="pay", label="pay-invoice"), rid)
         await wait_for_approval(client, rid)
         before = fingerprint(await runs.get_state(client, rid))
 

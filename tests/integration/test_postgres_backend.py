@@ -30,9 +30,7 @@ def pg_settings(settings):
 async def test_pay_invoice_with_stores_on_postgres(dev_env, pg_settings):
     client, rid = dev_env.client, run_id("pg")
     async with build_worker(client, pg_settings):
-        await runs.start_run(
-            client, pg_settings, RunRequest(goal="pay", scenario="pay-invoice"), rid
-        )
+        await runs.start_run(client, pg_settings, RunRequest(goal="pay", label="pay-invoice"), rid)
 
         await wait_for_approval(client, rid)
         await runs.approve(client, rid, Decision(by="alice"))

@@ -21,7 +21,7 @@ async def stored(client, settings, rid):
 async def test_prune_removes_closed_runs_and_never_open_ones(dev_env, settings):
     client = dev_env.client
     closed, still_open = run_id("closed"), run_id("open")
-    request = RunRequest(goal="pay", scenario="pay-invoice")
+    request = RunRequest(goal="pay", label="pay-invoice")
     await runs.start_run(client, settings, request, closed)
     await approve_when_asked(client, closed)
     await runs.wait_result(client, closed)

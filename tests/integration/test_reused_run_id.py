@@ -45,7 +45,7 @@ async def forget(client, rid: str) -> None:
 
 async def test_a_reused_id_acts_afresh(dev_env, settings):
     client, rid = dev_env.client, run_id("reused")
-    request = RunRequest(goal="pay", scenario="pay-invoice")
+    request = RunRequest(goal="pay", label="pay-invoice")
     await runs.start_run(client, settings, request, rid)
     await approve_when_asked(client, rid)
     assert (await runs.wait_result(client, rid)).status == "completed"

@@ -38,7 +38,7 @@ def started_attempts(history, activity_type):
 
 async def test_429_twice_then_success(dev_env, settings):
     client, rid = dev_env.client, run_id("rl")
-    request = RunRequest(goal="pay", scenario="pay-invoice?fault=plan:429*2")
+    request = RunRequest(goal="pay", label="pay-invoice?fault=plan:429*2")
     await runs.start_run(client, settings, request, rid)
     await approve_when_asked(client, rid)
     result = await runs.wait_result(client, rid)
@@ -52,7 +52,7 @@ async def test_429_twice_then_success(dev_env, settings):
 async def test_401_fails_the_run_with_a_clear_error(dev_env, settings):
     client, rid = dev_env.client, run_id("auth")
     await runs.start_run(
-        client, settings, RunRequest(goal="pay", scenario="pay-invoice?fault=plan:401"), rid
+        client, settings, RunRequest(goal="pay", label="pay-invoice?fault=plan:401"), rid
     )
     with pytest.raises(WorkflowFailureError) as failure:
         await runs.wait_result(client, rid)
@@ -69,7 +69,7 @@ async def test_401_fails_the_run_with_a_clear_error(dev_env, settings):
 
 async def test_starting_a_running_id_attaches_instead_of_starting_a_second_run(dev_env, settings):
     client, rid = dev_env.client, run_id("attach")
-    request = RunRequest(goal="pay", scenario="pay-invoice")
+    request = RunRequest(goal="pay", label="pay-invoice")
     first = await runs.start_run(client, settings, request, rid)
     second = await runs.start_run(client, settings, request, rid)
     assert (first.attached, second.attached) == (False, True)
@@ -90,7 +90,7 @@ async def test_bad_run_id_is_refused_before_anything_starts(dev_env, settings):
 
 async def test_web_ui_sees_status_step_details_and_activity_summaries(dev_env, settings):
     client, rid = dev_env.client, run_id("ui")
-    await runs.start_run(client, settings, RunRequest(goal="pay", scenario="pay-invoice"), rid)
+    await runs.start_run(client, settings, RunRequest(goal="pay", label="pay-invoice"), rid)
 
     async def listed_waiting():
         found = await runs.list_runs(client, RunStatus.AWAITING_APPROVAL)
@@ -120,7 +120,7 @@ async def test_history_per_step_stays_small_and_flat(dev_env, settings):
     per_step = {}
     for steps in (5, 40):
         rid = run_id(f"flat{steps}")
-        request = RunRequest(goal="bench", scenario=f"long?steps={steps}&reply_bytes=1024")
+        request = RunRequest(goal="bench", label=f"long?steps={steps}&reply_bytes=1024")
         await runs.start_run(dev_env.client, settings, request, rid)
         await runs.wait_result(dev_env.client, rid)
         size, _, _ = await history_bytes(dev_env.client, rid)
@@ -132,7 +132,7 @@ async def test_history_per_step_stays_small_and_flat(dev_env, settings):
 
 async def test_a_recorded_run_replays_deterministically(dev_env, settings):
     client, rid = dev_env.client, run_id("replay")
-    await runs.start_run(client, settings, RunRequest(goal="pay", scenario="pay-invoice"), rid)
+    await runs.start_run(client, settings, RunRequest(goal="pay", label="pay-invoice"), rid)
     await approve_when_asked(client, rid)
     await runs.wait_result(client, rid)
     history = await client.get_workflow_handle(rid).fetch_history()

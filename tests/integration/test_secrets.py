@@ -26,7 +26,7 @@ async def test_the_api_key_never_leaves_the_worker(dev_env, settings, model_serv
     )
     try:
         await eventually(lambda: worker_polling(settings), within=30)
-        request = RunRequest(goal="report", scenario="long?steps=3")
+        request = RunRequest(goal="report", label="long?steps=3")
         await runs.start_run(client, settings, request, rid)
         assert (await runs.wait_result(client, rid)).status == "completed"
     finally:

@@ -8,7 +8,7 @@ import asyncio
 import pytest
 from temporalio import workflow
 
-from activities.providers import Providers
+from examples.providers import Providers
 from starters import runs, timeline
 from tests.conftest import approve_when_asked, count_effects, run_id, wait_for_approval
 from worker.main import build_worker
@@ -22,7 +22,7 @@ pytestmark = pytest.mark.usefixtures("worker")
 
 async def paid_run(client, settings, prefix):
     rid = run_id(prefix)
-    await runs.start_run(client, settings, RunRequest(goal="pay", scenario="pay-invoice"), rid)
+    await runs.start_run(client, settings, RunRequest(goal="pay", label="pay-invoice"), rid)
     await approve_when_asked(client, rid)
     await runs.wait_result(client, rid)
     return rid
@@ -34,7 +34,7 @@ def moment_of(found, kind):
 
 async def test_every_moment_rebuilt_from_history_equals_the_live_state(dev_env, settings):
     client, rid = dev_env.client, run_id("tt")
-    await runs.start_run(client, settings, RunRequest(goal="pay", scenario="pay-invoice"), rid)
+    await runs.start_run(client, settings, RunRequest(goal="pay", label="pay-invoice"), rid)
     seen: dict[int, dict[str, object]] = {}
     approved = False
     while True:
@@ -140,7 +140,7 @@ async def test_rewind_past_the_payment_still_pays_once(dev_env, settings):
 async def test_a_failed_run_is_inspected_and_continued_from_its_last_good_step(dev_env, settings):
     client, rid = dev_env.client, run_id("failed")
     # The model endpoint refuses one call at step 2 (a revoked key, say): the run fails.
-    request = RunRequest(goal="pay", scenario="pay-invoice?fault=step2:401*1")
+    request = RunRequest(goal="pay", label="pay-invoice?fault=step2:401*1")
     await runs.start_run(client, settings, request, rid)
     assert (await runs.wait_for_outcome(client, rid))["status"] == "failed"
 
@@ -173,7 +173,7 @@ async def test_export_then_replay(dev_env, settings, tmp_path):
 
 async def test_the_timeline_of_a_run_still_running(dev_env, settings):
     client, rid = dev_env.client, run_id("live")
-    await runs.start_run(client, settings, RunRequest(goal="pay", scenario="pay-invoice"), rid)
+    await runs.start_run(client, settings, RunRequest(goal="pay", label="pay-invoice"), rid)
 
     await wait_for_approval(client, rid)
     found = await timeline.rebuild(client, rid)
@@ -228,7 +228,7 @@ async def test_a_live_run_in_the_same_process_adds_nothing_to_a_recording(dev_en
     client, rid = dev_env.client, run_id("live")
     settings = settings.model_copy(update={"task_queue": f"{settings.task_queue}-live"})
     async with build_worker(client, settings, workflows=[UnsandboxedAgent]):
-        await runs.start_run(client, settings, RunRequest(goal="pay", scenario="pay-invoice"), rid)
+        await runs.start_run(client, settings, RunRequest(goal="pay", label="pay-invoice"), rid)
         await wait_for_approval(client, rid)
         with timeline_hook.recording(rid) as moments:
             await runs.approve(client, rid, Decision(by="alice"))

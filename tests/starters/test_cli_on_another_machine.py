@@ -28,7 +28,7 @@ def cli(env: dict[str, str], *args: str):
 
 async def paid_run(client, settings) -> str:
     rid = f"remote-{uuid.uuid4().hex[:8]}"
-    await runs.start_run(client, settings, RunRequest(goal="pay", scenario="pay-invoice"), rid)
+    await runs.start_run(client, settings, RunRequest(goal="pay", label="pay-invoice"), rid)
     await wait_for_approval(client, rid)
     await runs.approve(client, rid, Decision(by="alice"))
     assert (await runs.wait_result(client, rid)).status == "completed"

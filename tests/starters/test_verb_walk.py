@@ -82,9 +82,7 @@ async def test_bad_and_unknown_ids_and_unwritable_paths(dev_env, settings, tmp_p
     assert_one_error_line(await agentctl(env, "run", "x", "--id", ""), "run", "bad run id")
 
     rid = f"walk-{uuid.uuid4().hex[:8]}"
-    await runs.start_run(
-        dev_env.client, settings, RunRequest(goal="pay", scenario="pay-invoice"), rid
-    )
+    await runs.start_run(dev_env.client, settings, RunRequest(goal="pay", label="pay-invoice"), rid)
     await wait_for_approval(dev_env.client, rid)
     unwritable = await agentctl(env, "export", rid, "-o", str(tmp_path / "missing" / "x.json"))
     assert_one_error_line(unwritable, "export", "cannot write")

@@ -100,7 +100,7 @@ async def run_with_marker(dev_env, settings, rotated=None):
     """A run whose goal holds the marker; the history as the server exports it."""
     client = await connect(settings)
     rid = run_id("secret")
-    request = RunRequest(goal=f"summarise the account of {MARKER}", scenario="long?steps=3")
+    request = RunRequest(goal=f"summarise the account of {MARKER}", label="long?steps=3")
     async with build_worker(client, settings):
         await runs.start_run(client, settings, request, rid)
         assert (await runs.wait_result(client, rid)).status == "completed"
@@ -139,7 +139,7 @@ async def failed_run_history(dev_env, settings) -> bytes:
     endpoint's words in its failure. The history as the server exports it."""
     client = await connect(settings)
     rid = run_id("failing")
-    request = RunRequest(goal="pay", scenario="pay-invoice?fault=plan:401")
+    request = RunRequest(goal="pay", label="pay-invoice?fault=plan:401")
     async with build_worker(await connect(settings, for_worker=True), settings):
         await runs.start_run(client, settings, request, rid)
         outcome = await runs.wait_for_outcome(client, rid)

@@ -11,12 +11,13 @@ from temporalio.testing import ActivityEnvironment, WorkflowEnvironment
 
 from activities.crash_points import CrashPoints
 from activities.model import ModelActivities
-from activities.providers import Providers
 from activities.stores import Stores
 from activities.tools import ToolActivities
+from examples.providers import Providers
 from infra.offline_model.embedded import free_port
 from starters import runs
 from tests.conftest import (
+    EXAMPLE_AGENTS,
     eventually,
     pay_invoice_call,
     run_id,
@@ -79,7 +80,7 @@ async def test_the_metrics_endpoint_serves_sdk_and_agent_metrics(
     async with build_worker(client, settings):
         waiting_before = await gauge("durable_agents_approvals_waiting")
         completed_before = await gauge("durable_agents_runs", status="completed")
-        await runs.start_run(client, settings, RunRequest(goal="pay", scenario="pay-invoice"), rid)
+        await runs.start_run(client, settings, RunRequest(goal="pay", label="pay-invoice"), rid)
         await wait_for_approval(client, rid)
 
         async def approvals_seen():
@@ -121,11 +122,11 @@ async def test_a_refused_payment_is_not_counted_as_an_effect(dev_env, settings):
     assert runtime is not None
     client = await connect(settings, runtime=runtime)
     payments = Providers.open(settings.data_dir).payments
-    with payments.db.transaction() as tx:
+    with payments.transaction() as tx:
         tx.execute("UPDATE invoices SET status='paid' WHERE invoice_id='INV-1001'")
     rid = run_id("refused")
     async with build_worker(client, settings):
-        await runs.start_run(client, settings, RunRequest(goal="pay", scenario="pay-invoice"), rid)
+        await runs.start_run(client, settings, RunRequest(goal="pay", label="pay-invoice"), rid)
         await wait_for_approval(client, rid)
         await runs.approve(client, rid, Decision(by="alice"))
         assert (await runs.wait_result(client, rid)).status == "completed"
@@ -149,20 +150,22 @@ async def test_a_ledger_replay_and_a_memoized_answer_count_nothing(settings):
     env.metric_meter = runtime.metric_meter
     stores = Stores.open(settings)
 
-    tools = ToolActivities(stores, CrashPoints(None, settings.data_dir))
+    tools = ToolActivities(
+        stores, CrashPoints(None, settings.data_dir), EXAMPLE_AGENTS, settings.data_dir
+    )
     pay = pay_invoice_call("metered@first")
     first, again = await env.run(tools.run_tool, pay), await env.run(tools.run_tool, pay)
     assert first.ok and not first.replayed_from_ledger and again.replayed_from_ledger
     assert value(scrape(port), "durable_agents_effects", tool="pay_invoice") == 1
 
-    model = ModelActivities(settings, stores)
+    model = ModelActivities(settings, stores, EXAMPLE_AGENTS)
     plan = ModelCallInput(
         run_id="metered@first",
         append=[ChatMessage(seq=0, role="user", content="Goal: pay invoice INV-1001")],
         reply_seq=1,
         tools=["submit_plan"],
         force_tool="submit_plan",
-        scenario="pay-invoice",
+        run_label="pay-invoice",
     )
     answered, memoized = (
         await env.run(model.call_model, plan),

@@ -54,7 +54,7 @@ async def test_one_trace_from_starter_to_each_model_and_tool_call(spans, dev_env
     client = await connect(settings)  # tracing is installed: the interceptor is on
     rid = run_id("traced")
     async with build_worker(client, settings):
-        await runs.start_run(client, settings, RunRequest(goal="pay", scenario="pay-invoice"), rid)
+        await runs.start_run(client, settings, RunRequest(goal="pay", label="pay-invoice"), rid)
         await approve_when_asked(client, rid)
         assert (await runs.wait_result(client, rid)).status == "completed"
         state = await runs.get_state(client, rid)
@@ -146,7 +146,7 @@ async def test_spans_reach_an_otlp_endpoint_when_one_is_set(dev_env, settings, t
     rid = run_id("otlp")
     try:
         await eventually(lambda: worker_polling(settings), within=30)
-        request = RunRequest(goal="report", scenario="long?steps=2")
+        request = RunRequest(goal="report", label="long?steps=2")
         await runs.start_run(dev_env.client, settings, request, rid)
         assert (await runs.wait_result(dev_env.client, rid)).status == "completed"
     finally:

@@ -29,7 +29,7 @@ async def waiting_approval(client, rid):
 
 async def test_pay_invoice_waits_for_approval_then_pays_once(time_env, ts_settings):
     client, rid = time_env.client, run_id("pay")
-    await runs.start_run(client, ts_settings, RunRequest(goal="pay", scenario="pay-invoice"), rid)
+    await runs.start_run(client, ts_settings, RunRequest(goal="pay", label="pay-invoice"), rid)
     summary = await waiting_approval(client, rid)
     request = summary.pending_approvals[0]
     assert summary.status is RunStatus.AWAITING_APPROVAL
@@ -55,7 +55,7 @@ async def test_pay_invoice_waits_for_approval_then_pays_once(time_env, ts_settin
 
 async def test_rejection_goes_back_to_the_model_and_nothing_is_paid(time_env, ts_settings):
     client, rid = time_env.client, run_id("reject")
-    await runs.start_run(client, ts_settings, RunRequest(goal="pay", scenario="pay-invoice"), rid)
+    await runs.start_run(client, ts_settings, RunRequest(goal="pay", label="pay-invoice"), rid)
     await waiting_approval(client, rid)
     await runs.reject(client, rid, Decision(by="bob", comment="not this month"))
     result = await runs.wait_result(client, rid)
@@ -87,7 +87,7 @@ async def signals_applied(client, rid) -> None:
 
 async def test_a_decision_for_no_pending_request_changes_nothing(time_env, ts_settings, caplog):
     client, rid = time_env.client, run_id("stray")
-    await runs.start_run(client, ts_settings, RunRequest(goal="pay", scenario="pay-invoice"), rid)
+    await runs.start_run(client, ts_settings, RunRequest(goal="pay", label="pay-invoice"), rid)
     await waiting_approval(client, rid)
     before = await runs.get_state(client, rid)
     with caplog.at_level(logging.WARNING, logger="temporalio.workflow"):
@@ -111,7 +111,7 @@ async def test_a_decision_for_no_pending_request_changes_nothing(time_env, ts_se
 async def test_bad_tool_calls_go_back_to_the_model(time_env, ts_settings, fault, error_text):
     client, rid = time_env.client, run_id("badcall")
     scenario = f"pay-invoice?fault={fault}"
-    await runs.start_run(client, ts_settings, RunRequest(goal="pay", scenario=scenario), rid)
+    await runs.start_run(client, ts_settings, RunRequest(goal="pay", label=scenario), rid)
     await waiting_approval(client, rid)
     await runs.approve(client, rid, Decision(by="alice"))
     result = await runs.wait_result(client, rid)
@@ -168,7 +168,7 @@ async def _no_pending(client, rid, request_id):
 async def test_an_approval_past_its_deadline_is_rejected(time_env, ts_settings):
     """The default 24 h deadline, passed on the time-skipping server in milliseconds."""
     client, rid = time_env.client, run_id("deadline")
-    await runs.start_run(client, ts_settings, RunRequest(goal="pay", scenario="pay-invoice"), rid)
+    await runs.start_run(client, ts_settings, RunRequest(goal="pay", label="pay-invoice"), rid)
     await waiting_approval(client, rid)
     await time_env.sleep(timedelta(hours=25))
     result = await runs.wait_result(client, rid)

@@ -29,7 +29,7 @@ async def test_a_cut_reply_at_the_payment_step_does_not_end_it(time_env, ts_sett
     """Step 3 is "Pay the invoice": cut short there, the old loop ended the step unpaid
     and the final answer still said paid."""
     client, rid = time_env.client, run_id("cut")
-    request = RunRequest(goal="pay", scenario=f"pay-invoice?fault=step3:{reason}")
+    request = RunRequest(goal="pay", label=f"pay-invoice?fault=step3:{reason}")
     await runs.start_run(client, ts_settings, request, rid)
     await approve_payment(client, rid)
     result = await runs.wait_result(client, rid)
@@ -47,7 +47,7 @@ async def test_a_cut_reply_at_the_payment_step_does_not_end_it(time_env, ts_sett
 
 async def test_a_cut_final_answer_goes_on(time_env, ts_settings):
     client, rid = time_env.client, run_id("cut-final")
-    request = RunRequest(goal="pay", scenario="pay-invoice?fault=final:length")
+    request = RunRequest(goal="pay", label="pay-invoice?fault=final:length")
     await runs.start_run(client, ts_settings, request, rid)
     await approve_payment(client, rid)
     result = await runs.wait_result(client, rid)
@@ -70,7 +70,7 @@ async def test_steps_that_must_end_through_complete_step(time_env, ts_settings):
         if m["role"] == "user" and m["content"] == prompts.END_WITH_COMPLETE_STEP
     ]
     calls = [
-        c["function"]["name"]
+        c["name"]
         for m in messages
         if m["role"] == "assistant"
         for c in m.get("tool_calls") or []

@@ -72,7 +72,7 @@ async def test_new_runs_take_the_patched_path(time_env, ts_settings):
     settings = ts_settings.model_copy(update={"task_queue": "patched"})
     client, rid = time_env.client, run_id("patched")
     async with build_worker(client, settings, workflows=[PatchedChange]):
-        await runs.start_run(client, settings, RunRequest(goal="pay", scenario="pay-invoice"), rid)
+        await runs.start_run(client, settings, RunRequest(goal="pay", label="pay-invoice"), rid)
 
         await wait_for_approval(client, rid)
         await runs.approve(client, rid, Decision(by="alice"))

@@ -8,7 +8,9 @@ from decimal import Decimal
 import pytest
 from pydantic import ValidationError
 
-from workflows.catalog import TOOLS, PayInvoiceArgs
+from examples.invoice import PayInvoiceArgs
+from tests.conftest import EXAMPLE_AGENTS
+from workflows.agents import ToolRecord
 from workflows.contracts import Decision, RunPolicy, RunRequest, StatePatch
 from workflows.policy import approval_rule, idempotency_key
 from workflows.state import (
@@ -89,7 +91,7 @@ def test_only_named_approvers_may_decide_and_escalation_hands_over():
 
 
 def args_for(tool, **values):
-    return TOOLS[tool].args_model.model_validate(values)
+    return EXAMPLE_AGENTS.tools[tool].args_model.model_validate(values)
 
 
 def test_approval_comes_from_declared_risk_and_policy_only():
@@ -99,7 +101,8 @@ def test_approval_comes_from_declared_risk_and_policy_only():
     refund = args_for("issue_refund", customer_email="a@b.co", amount="50", reason="r")
 
     def rule(tool, args, policy=None, spent=0.0):
-        return approval_rule(TOOLS[tool], args, policy or RunPolicy(), spent)
+        spec = ToolRecord.of(EXAMPLE_AGENTS.tools[tool])
+        return approval_rule(spec, args, policy or RunPolicy(), spent)
 
     assert rule("pay_invoice", pay) == "pay_invoice is declared as needing approval"
     assert rule("send_email", send) is None and rule("lookup_invoice", look) is None

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from decimal import Decimal
 from pathlib import Path
+from sqlite3 import Connection
 from typing import Any
 
-from activities.providers.base import SimulatedProvider
-from activities.sql import Tx
+from examples.providers.base import SimulatedProvider
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS invoices (
@@ -34,21 +34,21 @@ class PaymentsProvider(SimulatedProvider):
         self.operations = {"charge": self._charge, "refund": self._refund}
 
     def lookup(self, invoice_id: str) -> dict[str, Any]:
-        rows = self.db.query("SELECT * FROM invoices WHERE invoice_id=?", (invoice_id,))
+        rows = self.query("SELECT * FROM invoices WHERE invoice_id=?", (invoice_id,))
         if not rows:
             return {"ok": False, "error": f"invoice {invoice_id} not found"}
         return {"ok": True, "invoice": rows[0]}
 
-    def _charge(self, tx: Tx, run_id: str, params: dict[str, Any]) -> dict[str, Any]:
+    def _charge(self, conn: Connection, run_id: str, params: dict[str, Any]) -> dict[str, Any]:
         invoice_id = params["invoice_id"]
-        rows = tx.execute("SELECT * FROM invoices WHERE invoice_id=?", (invoice_id,))
+        rows = conn.execute("SELECT * FROM invoices WHERE invoice_id=?", (invoice_id,)).fetchall()
         if not rows:
             return {"ok": False, "error": f"invoice {invoice_id} not found"}
-        invoice = rows[0]
-        paid = tx.execute(
+        invoice = dict(rows[0])
+        paid = conn.execute(
             "SELECT 1 FROM effects WHERE operation='charge' AND run_id=? AND detail LIKE ?",
             (run_id, f'%"invoice_id": "{invoice_id}"%'),
-        )
+        ).fetchall()
         if invoice["status"] != "open" or paid:
             return {"ok": False, "error": f"invoice {invoice_id} is already paid"}
         amount, currency = Decimal(str(params["amount"])), params["currency"]
@@ -60,5 +60,5 @@ class PaymentsProvider(SimulatedProvider):
             }
         return {"ok": True, "status": "paid", "invoice_id": invoice_id}
 
-    def _refund(self, tx: Tx, run_id: str, params: dict[str, Any]) -> dict[str, Any]:
+    def _refund(self, conn: Connection, run_id: str, params: dict[str, Any]) -> dict[str, Any]:
         return {"ok": True, "status": "refunded", "to": params["customer_email"]}

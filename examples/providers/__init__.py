@@ -5,14 +5,17 @@ provider's side, not in our logs."""
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from activities.providers.base import SimulatedProvider
-from activities.providers.email import EmailProvider
-from activities.providers.payments import PaymentsProvider
-from activities.providers.records import RecordsProvider
+from examples.providers.base import ProviderConflict, SimulatedProvider
+from examples.providers.email import EmailProvider
+from examples.providers.payments import PaymentsProvider
+from examples.providers.records import RecordsProvider
+
+__all__ = ["ProviderConflict", "Providers", "SimulatedProvider", "providers_at"]
 
 
 @dataclass(frozen=True)
@@ -26,10 +29,6 @@ class Providers:
         root = data_dir / "providers"
         return cls(PaymentsProvider(root), EmailProvider(root), RecordsProvider(root))
 
-    def by_name(self, name: str) -> SimulatedProvider:
-        provider: SimulatedProvider = getattr(self, name)
-        return provider
-
     def effects(self, run_id: str) -> list[dict[str, Any]]:
         """Every effect the providers really performed for a run, oldest first."""
         rows = [
@@ -38,3 +37,9 @@ class Providers:
             for effect in provider.effects(run_id)
         ]
         return sorted(rows, key=lambda row: str(row["created_at"]))
+
+
+@functools.cache
+def providers_at(data_dir: Path) -> Providers:
+    """The providers under a worker's data dir, opened once per process."""
+    return Providers.open(data_dir)

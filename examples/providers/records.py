@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from pathlib import Path
+from sqlite3 import Connection
 from typing import Any
 
-from activities.providers.base import SimulatedProvider
-from activities.sql import Tx
+from examples.providers.base import SimulatedProvider
 
 
 class RecordsProvider(SimulatedProvider):
@@ -16,5 +16,5 @@ class RecordsProvider(SimulatedProvider):
         super().__init__(root)
         self.operations = {"note": self._note}
 
-    def _note(self, tx: Tx, run_id: str, params: dict[str, Any]) -> dict[str, Any]:
+    def _note(self, conn: Connection, run_id: str, params: dict[str, Any]) -> dict[str, Any]:
         return {"ok": True, "status": "recorded", "step": params["step"]}

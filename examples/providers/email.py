@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from pathlib import Path
+from sqlite3 import Connection
 from typing import Any
 
-from activities.providers.base import SimulatedProvider
-from activities.sql import Tx
+from examples.providers.base import SimulatedProvider
 
 
 class EmailProvider(SimulatedProvider):
@@ -16,8 +16,8 @@ class EmailProvider(SimulatedProvider):
         super().__init__(root)
         self.operations = {"draft": self._draft, "send": self._send}
 
-    def _draft(self, tx: Tx, run_id: str, params: dict[str, Any]) -> dict[str, Any]:
+    def _draft(self, conn: Connection, run_id: str, params: dict[str, Any]) -> dict[str, Any]:
         return {"ok": True, "status": "drafted", "to": params["to"]}
 
-    def _send(self, tx: Tx, run_id: str, params: dict[str, Any]) -> dict[str, Any]:
+    def _send(self, conn: Connection, run_id: str, params: dict[str, Any]) -> dict[str, Any]:
         return {"ok": True, "status": "sent", "to": params["to"]}

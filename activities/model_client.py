@@ -1,0 +1,79 @@
+"""The model behind one interface: what the `call_model` activity asks and hears.
+
+Messages, tool schemas and replies here are ours, not any vendor's: a message is
+`{"role", "content", "tool_call_id"?, "tool_calls"?: [{"id", "name", "arguments"}]}`.
+An implementation speaks its endpoint's wire format (activities/openai_chat.py).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from pydantic import BaseModel, Field
+
+
+class ToolSchema(BaseModel):
+    name: str
+    description: str
+    parameters: dict[str, Any]
+
+
+class ModelRequest(BaseModel):
+    model: str
+    system: str
+    messages: list[dict[str, Any]]
+    tools: list[ToolSchema] = Field(default_factory=list)
+    force_tool: str | None = None
+
+    def fingerprinted(self) -> dict[str, Any]:
+        """What makes two requests the same question (the memo's key)."""
+        return self.model_dump(mode="json")
+
+
+class CallMeta(BaseModel):
+    """What travels beside a request: who asks, and how long the answer may take."""
+
+    run_id: str
+    seq: int
+    run_label: str | None = None
+    timeout_seconds: float | None = None
+
+
+class RawToolCall(BaseModel):
+    id: str
+    name: str
+    arguments: str  # JSON text as the model wrote it; the workflow validates it
+
+
+class ModelReply(BaseModel):
+    content: str | None = None
+    tool_calls: list[RawToolCall] = Field(default_factory=list)
+    finish_reason: str | None = None
+    model: str = ""
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+    def as_message(self) -> dict[str, Any]:
+        """The reply as it goes back to the model on the next turn."""
+        message: dict[str, Any] = {"role": "assistant", "content": self.content}
+        if self.tool_calls:
+            message["tool_calls"] = [call.model_dump() for call in self.tool_calls]
+        return message
+
+
+class ModelRefused(Exception):
+    """The endpoint refused the request; sending it again would not change that."""
+
+
+class ModelUnavailable(Exception):
+    """The endpoint is busy, failing or unreachable: worth retrying (after `retry_after`)."""
+
+    def __init__(self, message: str, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class ModelClient(Protocol):
+    """One chat completion; raises ModelRefused or ModelUnavailable, never retries."""
+
+    async def complete(self, request: ModelRequest, meta: CallMeta) -> ModelReply: ...

@@ -1,0 +1,53 @@
+"""The agents this process knows (AGENT_MODULES): what `agentctl agents` lists and what
+`agentctl run --agent` is checked against before anything starts."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+from starters.runs import RunError
+from worker.settings import load_settings
+from workflows.agents import Agent, AgentRegistry, load_registry
+from workflows.tools import ToolDefinitionError
+
+
+@functools.cache
+def _load(modules: tuple[str, ...]) -> AgentRegistry:
+    return load_registry(modules)
+
+
+def local_agents(modules: list[str] | None = None) -> AgentRegistry:
+    """The registry of these modules (default: AGENT_MODULES), or RunError in one line."""
+    try:
+        return _load(tuple(modules if modules is not None else load_settings().agent_modules))
+    except ToolDefinitionError as err:
+        raise RunError(str(err)) from None
+
+
+def known_agent(name: str, registry: AgentRegistry | None = None) -> Agent:
+    registry = registry or local_agents()
+    agent = registry.agents.get(name)
+    if agent is None:
+        known = ", ".join(sorted(registry.agents)) or "none"
+        raise RunError(f"no agent named {name!r} (known: {known}; AGENT_MODULES names the modules)")
+    return agent
+
+
+def describe(registry: AgentRegistry) -> list[dict[str, Any]]:
+    """Agents, their tools and risks, as `agentctl agents --json` prints them."""
+    return [
+        {
+            "name": agent.name,
+            "planning": agent.planning,
+            "model": agent.model_spec.name if agent.model_spec else None,
+            "tools": [
+                {"name": t.name, "risk": t.risk.value, "description": t.description}
+                for t in agent.tools
+            ],
+            "rules": [
+                getattr(r, "name", None) or getattr(r, "__name__", "rule") for r in agent.rules
+            ],
+        }
+        for agent in sorted(registry.agents.values(), key=lambda a: a.name)
+    ]
