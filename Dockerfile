@@ -10,6 +10,8 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 WORKDIR /app
 # Dependencies first, pinned by constraints.txt, so code changes reuse this layer.
 COPY pyproject.toml constraints.txt README.md ./
+COPY durable_agents ./durable_agents
+COPY examples ./examples
 COPY activities ./activities
 COPY infra ./infra
 COPY starters ./starters

