@@ -25,7 +25,7 @@ from activities.heartbeat import finish_even_if_cancelled, heartbeating
 from activities.ledger import IdempotencyConflict, fingerprint
 from activities.sql import store_call
 from activities.stores import Stores
-from workflows.agents import AgentRegistry, CallToReview, verdict_of
+from workflows.agents import AdoptedAgent, AgentRegistry, CallToReview, verdict_of
 from workflows.contracts import CallVerdict, EvaluationInput, ToolCallInput, ToolOutcome, preview
 from workflows.tools import Tool, ToolContext, ToolRisk
 
@@ -132,6 +132,15 @@ class ToolActivities:
         """A crash test's instant (the hook may block or kill: off the event loop)."""
         if self.crash_points.instant:
             await asyncio.to_thread(self.crash_points.reached, instant, tool, key)
+
+    @activity.defn(name="resolve_agent")
+    async def resolve_agent(self, name: str) -> AdoptedAgent:
+        """The agent a run starts with, as this worker's code has it (a local activity:
+        its answer is recorded in the run's history)."""
+        agent = self.registry.agents.get(name)
+        if agent is None:
+            raise ApplicationError(f"this worker has no agent {name!r}", type="AgentNotHere")
+        return AdoptedAgent.of(agent)
 
     @activity.defn(name="evaluate_call")
     async def evaluate_call(self, request: EvaluationInput) -> CallVerdict:

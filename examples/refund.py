@@ -8,7 +8,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from durable_agents import Agent, ToolContext, ToolRisk, tool
+from durable_agents import Agent, RunPolicy, ToolContext, ToolRisk, tool
 from examples.invoice import EMAIL_ADDRESS, act
 
 
@@ -27,8 +27,11 @@ def issue_refund(ctx: ToolContext, args: RefundArgs) -> dict[str, Any]:
     return act(ctx, "payments", "refund", args)
 
 
+# A plain tool loop (no plan), with a default policy: refunds above 50 need a person.
 refund_agent = Agent(
     name="refund",
     instructions="You refund customers as the goal says, once each.",
     tools=[issue_refund],
+    planning=False,
+    policy=RunPolicy(approve_payments_above=Decimal("50")),
 )

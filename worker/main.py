@@ -60,6 +60,7 @@ def build_worker(
             model.call_model,
             tools.run_tool,
             tools.evaluate_call,
+            tools.resolve_agent,
             TranscriptActivities(stores.transcript).copy_transcript,
             PruneActivities(client, stores.db).prune_stored_runs,
         ],

@@ -25,6 +25,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows import search_attributes as sa
     from workflows.agents import (
         BEFORE_AGENTS,
+        AdoptedAgent,
         Agent,
         AgentRecord,
         AgentRegistry,
@@ -89,6 +90,7 @@ with workflow.unsafe.imports_passed_through():
 CALL_MODEL = "call_model"
 RUN_TOOL = "run_tool"
 EVALUATE_CALL = "evaluate_call"
+RESOLVE_AGENT = "resolve_agent"
 COPY_TRANSCRIPT = "copy_transcript"
 # Activities heartbeat every second (activities/heartbeat.py): a dead worker's activity
 # is retried after a few seconds, not after its whole start-to-close timeout.
@@ -101,6 +103,8 @@ RUN_IDENTITY_PATCH = "run-identity"
 CUT_SHORT_PATCH = "cut-short-replies-go-on"
 # A tool that fails after its retries no longer fails the run: the model hears the error.
 TOOL_ERRORS_PATCH = "tool-errors-go-to-the-model"
+# Runs record their agent at start (a local activity); older runs resolve it when needed.
+AGENT_RECORD_PATCH = "agent-recorded-at-start"
 PLAN_TOOLS: tuple[str, ...] = (SUBMIT_PLAN,)
 
 
@@ -125,8 +129,6 @@ class AgentWorkflow:
             self.state = RunState.start(workflow.info().workflow_id, request, workflow.now())
             if request.fork is not None:
                 self._start_as_fork(request.fork)
-            else:
-                self._adopt_agent(request)
         self._published: tuple[str, int, str] | None = None
         self._story: asyncio.Task[str] | None = None
 
@@ -134,17 +136,27 @@ class AgentWorkflow:
     def _registry(self) -> AgentRegistry:
         return served(workflow.info().task_queue)
 
-    def _adopt_agent(self, request: RunRequest) -> None:
-        """Record the agent this run may use; its defaults fill what the request left out."""
-        agent = self._registry().agent(request.agent or BEFORE_AGENTS)
-        self.state.agent = agent.record()
-        if request.limits is None and agent.limits is not None:
-            self.state.limits = agent.limits.model_copy()
-        policy = request.policy or agent.policy or self.state.policy
-        approvers = {t.name: list(t.approvers) for t in agent.tools if t.approvers}
-        self.state.policy = policy.model_copy(
-            update={"approvers": approvers | policy.approvers}, deep=True
+    async def _adopt_agent(self, request: RunRequest) -> None:
+        """Record the agent this run may use, through a local activity so the record is in
+        the history (a replay on changed code reads it back); its defaults fill what the
+        request left out. A worker without the agent fails the task here, not the run."""
+        name = request.agent or BEFORE_AGENTS
+        self._registry().agent(name)
+        adopted: AdoptedAgent = await workflow.execute_local_activity(
+            RESOLVE_AGENT,
+            name,
+            result_type=AdoptedAgent,
+            start_to_close_timeout=timedelta(seconds=10),
+            summary=f"agent: {name}",
         )
+        self.state.agent = adopted.record
+        if request.limits is None and adopted.limits is not None:
+            self.state.limits = adopted.limits
+        if request.policy is None and adopted.policy is not None:
+            self.state.policy = adopted.policy
+        elif adopted.policy is not None:  # the tools' default approvers still apply
+            defaults = adopted.policy.approvers
+            self.state.policy.approvers = defaults | self.state.policy.approvers
 
     @property
     def _agent(self) -> AgentRecord:
@@ -188,6 +200,9 @@ class AgentWorkflow:
         self._publish()
         if not request.resumes and workflow.patched(RUN_IDENTITY_PATCH):
             self.state.identity = run_identity(workflow.info())
+        fresh = not request.resumes and request.fork is None
+        if fresh and self.state.agent is None and workflow.patched(AGENT_RECORD_PATCH):
+            await self._adopt_agent(request)
         if self._fork_error is not None:
             self._fail(RunFailed(self._fork_error))
         if request.fork is not None and not request.resumes and self.state.parent:

@@ -213,6 +213,25 @@ class AgentRecord(BaseModel):
         return next((t for t in self.tools if t.name == name), None)
 
 
+class AdoptedAgent(BaseModel):
+    """What a run takes from its agent's code when it starts, recorded in its history
+    (the `resolve_agent` local activity): a replay, on any version of the code, reads the
+    same record back."""
+
+    record: AgentRecord
+    policy: RunPolicy | None = None
+    limits: RunLimits | None = None
+
+    @classmethod
+    def of(cls, agent: Agent) -> AdoptedAgent:
+        approvers = {t.name: list(t.approvers) for t in agent.tools if t.approvers}
+        policy = agent.policy
+        if approvers:
+            base = policy or RunPolicy()
+            policy = base.model_copy(update={"approvers": approvers | base.approvers}, deep=True)
+        return cls(record=agent.record(), policy=policy, limits=agent.limits)
+
+
 class AgentUnavailable(Exception):
     """This worker cannot serve the run's recorded agent. Raised in workflow code as a
     plain exception, it fails the workflow task (not the run): Temporal retries the task,

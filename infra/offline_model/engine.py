@@ -68,7 +68,17 @@ def tool_results(messages: list[dict[str, Any]]) -> list[str]:
     return [str(m.get("content") or "") for m in messages if m.get("role") == "tool"]
 
 
+def in_scenario(scenario: Scenario, where: Position) -> Position:
+    """A plain loop's conversation has no plan: what reads as planning is the loop."""
+    if scenario.loop is not None and where.phase == "plan":
+        return Position(phase="loop", turn=where.turn, faults_so_far=where.faults_so_far)
+    return where
+
+
 def scripted_turn(scenario: Scenario, where: Position) -> Turn:
+    if where.phase == "loop":
+        turns = scenario.loop or []
+        return turns[where.turn] if where.turn < len(turns) else Turn(content="(scripted) Done.")
     if where.phase == "plan":
         if where.turn == 0:
             return Turn(tool_calls=[_plan_call(scenario)])

@@ -19,7 +19,7 @@ SCENARIO_DIR = Path(__file__).parent / "scenarios"
 FAULT_KINDS = ("429", "500", "401", "delay", "malformed_args", "unknown_tool", "oversized_args")
 HTTP_FAULTS = ("429", "500", "401", "delay")
 _FAULT_RE = re.compile(
-    r"^(?P<phase>plan|final|step\d+)(?:\.(?P<turn>\d+))?:"
+    r"^(?P<phase>plan|loop|final|step\d+)(?:\.(?P<turn>\d+))?:"
     r"(?P<kind>429|500|401|malformed_args|unknown_tool|oversized_args|length|content_filter|delay(?:=(?P<delay>\d+(?:\.\d+)?))?)"
     r"(?:\*(?P<times>\d+))?$"
 )
@@ -55,7 +55,7 @@ class Fault(BaseModel):
         if match is None:
             raise ScenarioError(
                 f"bad fault {text!r}: expected PHASE[.TURN]:KIND[*TIMES], PHASE one of plan, "
-                f"stepN, final; KIND one of {', '.join(FAULT_KINDS)} (delay=SECONDS)"
+                f"loop, stepN, final; KIND one of {', '.join(FAULT_KINDS)} (delay=SECONDS)"
             )
         kind = match["kind"].split("=")[0]
         times = int(match["times"]) if match["times"] else (1_000_000 if kind == "401" else 1)
@@ -107,9 +107,11 @@ class Scenario(BaseModel):
 
     name: str
     description: str = ""
-    plan: list[str]
-    steps: list[list[Turn]]
-    final: Turn
+    plan: list[str] = Field(default_factory=list)
+    steps: list[list[Turn]] = Field(default_factory=list)
+    final: Turn = Field(default_factory=Turn)
+    # A plain tool loop's turns (an agent that does not plan): then plan and steps are unused.
+    loop: list[Turn] | None = None
     faults: list[Fault] = Field(default_factory=list)
 
 

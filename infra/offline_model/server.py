@@ -83,7 +83,7 @@ def create_app() -> FastAPI:
             scenario = load(spec, goal)
         except ScenarioError as err:
             return _error(400, "invalid_request_error", str(err))
-        where = engine.position(messages)
+        where = engine.in_scenario(scenario, engine.position(messages))
         for fault in engine.http_faults(scenario, where):
             slot = (run, where.phase, where.turn, fault.kind)
             if fired[slot] >= fault.times:

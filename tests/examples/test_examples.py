@@ -61,18 +61,29 @@ async def test_a_rejected_payment_is_never_made(time_env):
     assert tool_message["content"].startswith("rejected by bob: no")
 
 
-async def test_the_refund_agent_asks_above_its_runs_threshold(time_env):
+async def test_the_refund_agent_a_plain_loop_asks_above_its_threshold(time_env):
     refund = {"customer_email": "c@shop.example", "amount": "80.00", "reason": "late"}
-    model = ScriptedModel([plan("Refund"), call("issue_refund", **refund), say("Done."), say("Ok")])
+    model = ScriptedModel([call("issue_refund", **refund), say("Refunded 80.00.")])
     async with AgentTestbed(refund_agent, model=model, env=time_env) as bed:
-        policy = RunPolicy(approve_payments_above=50, approvers={"issue_refund": ["cfo"]})
-        run = await bed.start("refund", "Refund 80", policy=policy)
+        run = await bed.start("refund", "Refund 80")  # the agent's own policy: above 50
         request = await run.next_approval()
         assert "above the run's approval threshold 50" in request.rule
         await run.approve(request.request_id, by="cfo")
-        assert (await run.result()).status == "completed"
+        result = await run.result()
         [refunded] = providers_at(bed.data_dir).payments.effects(run.run_id)
+    assert result.status == "completed" and result.final_answer == "Refunded 80.00."
     assert refunded["detail"]["amount"] == "80.00"
+    assert model.requests[0].messages[0]["content"] == "Goal: Refund 80"  # no plan asked
+
+
+async def test_a_run_policy_replaces_the_agents_own(time_env):
+    refund = {"customer_email": "c@shop.example", "amount": "80.00", "reason": "late"}
+    model = ScriptedModel([call("issue_refund", **refund), say("Refunded.")])
+    async with AgentTestbed(refund_agent, model=model, env=time_env) as bed:
+        run = await bed.start("refund", "Refund 80", policy=RunPolicy())
+        result = await run.result()
+        state = await run.state()
+    assert result.status == "completed" and state.approvals == []
 
 
 async def test_the_question_agent_waits_for_a_person(time_env):
