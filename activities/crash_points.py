@@ -3,7 +3,7 @@ call, once per idempotency key, when AGENT_CRASH_AT names that instant.
 
 The instants: `before_provider`, `after_provider` (the provider acted; our ledger has
 not recorded it), `after_ledger` (recorded; Temporal has not heard back). Optionally
-narrowed to one tool: `after_provider:pay_invoice`.
+narrowed to one tool: `after_provider:refund_order`.
 """
 
 from __future__ import annotations

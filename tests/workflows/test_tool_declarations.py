@@ -1,0 +1,174 @@
+"""@tool and Agent: what a user declares, and the one-line errors for what cannot run."""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+from typing import Annotated
+
+import pytest
+from pydantic import BaseModel, Field, ValidationError
+
+import durable_agents
+from durable_agents import Agent, Model, RunLimits, ToolContext, ToolRisk, tool
+from workflows.agents import AgentRegistry, load_registry
+from workflows.tools import ToolDefinitionError
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+class Order(BaseModel):
+    order_id: str = Field(pattern=r"^A-\d+$")
+
+
+def test_typed_parameters_become_a_validated_argument_model():
+    @tool(risk=ToolRisk.SIDE_EFFECT, timeout=5, approvers=["lead"])
+    async def refund(
+        ctx: ToolContext, order_id: Annotated[str, Field(pattern=r"^A-")], amount: float = 1.0
+    ) -> str:
+        """Refund an order.
+
+        More text the model also reads."""
+        return order_id
+
+    assert refund.name == "refund" and refund.risk is ToolRisk.SIDE_EFFECT
+    assert refund.description.startswith("Refund an order.")
+    assert refund.context_param == "ctx" and refund.is_async
+    assert refund.timeout is not None and refund.timeout.total_seconds() == 5
+    assert set(refund.schema["properties"]) == {"order_id", "amount"}
+    assert refund.schema["required"] == ["order_id"]
+    with pytest.raises(ValidationError):
+        refund.args_model.model_validate({"order_id": "B-1"})
+    with pytest.raises(ValidationError):  # unknown fields are refused
+        refund.args_model.model_validate({"order_id": "A-1", "extra": 1})
+
+
+def test_one_pydantic_parameter_is_the_argument_model():
+    @tool
+    def look_up(order: Order) -> dict[str, str]:
+        """Look an order up."""
+        return {"id": order.order_id}
+
+    assert look_up.args_model is Order and look_up.args_param == "order"
+    args = Order(order_id="A-1")
+    assert look_up(args) == {"id": "A-1"}  # a tool is still its function
+
+
+def test_the_schema_digest_changes_with_the_arguments_only():
+    def make(doc: str, kind: type) -> str:
+        def f(x: int) -> int:
+            return x
+
+        f.__annotations__["x"] = kind
+        f.__doc__ = doc
+        return tool(name="f")(f).schema_digest
+
+    assert make("One.", int) == make("Other words.", int)
+    assert make("One.", int) != make("One.", str)
+
+
+@pytest.mark.parametrize(
+    ("declare", "message"),
+    [
+        (lambda: tool(_untyped), "parameter 'x' needs a type"),
+        (lambda: tool(name="bad name!")(_documented), "a tool name is 1-64"),
+        (lambda: tool(_undocumented), "write a docstring"),
+        (
+            lambda: tool(amount_field="price")(_documented),
+            "amount_field 'price' is not an argument",
+        ),
+        (lambda: tool(timeout=0)(_documented), "timeout must be positive"),
+        (lambda: Agent(name="a", instructions="i", tools=[_documented]), "is not a tool"),  # type: ignore[list-item]
+        (lambda: Agent(name="a b", instructions="i"), "a name is letters"),
+        (lambda: Agent(name="a", instructions=" "), "give it instructions"),
+        (
+            lambda: Agent(name="a", instructions="i", tools=[tool(name="ask_human")(_documented)]),
+            "built-in tool's name",
+        ),
+        (
+            lambda: Agent(name="a", instructions="i", tools=[tool(_documented), tool(_documented)]),
+            "two tools are named",
+        ),
+        (
+            lambda: Agent(
+                name="a",
+                instructions="i",
+                planning=False,
+                limits=RunLimits(steps_end="complete_step"),
+            ),
+            "steps_end applies to planning agents only",
+        ),
+    ],
+)
+def test_what_cannot_run_is_refused_in_one_line(declare, message):
+    with pytest.raises(ToolDefinitionError, match=re.escape(message)) as raised:
+        declare()
+    assert "\n" not in str(raised.value)
+
+
+def _documented(x: int) -> int:
+    """Documented."""
+    return x
+
+
+def _untyped(x):
+    """Documented."""
+    return x
+
+
+def _undocumented(x: int) -> int:
+    return x
+
+
+def test_a_model_name_is_shorthand_for_a_model():
+    agent = Agent(name="a", instructions="i", model="gpt-4o-mini")
+    assert agent.model == Model("gpt-4o-mini")
+
+
+def test_the_registry_refuses_two_tools_or_agents_under_one_name():
+    one, two = tool(name="same")(_documented), tool(name="same")(_documented)
+    with pytest.raises(ToolDefinitionError, match="two different tools are named 'same'"):
+        AgentRegistry().add(Agent(name="a", instructions="i", tools=[one]), two)
+    with pytest.raises(ToolDefinitionError, match="two agents are named 'a'"):
+        AgentRegistry().add(Agent(name="a", instructions="i"), Agent(name="a", instructions="i"))
+
+
+def test_agent_modules_that_do_not_load_say_so():
+    with pytest.raises(ToolDefinitionError, match=r"cannot import agent module 'no\.such'"):
+        load_registry(["no.such"])
+    with pytest.raises(ToolDefinitionError, match="defines no Agent"):
+        load_registry(["examples.providers"])
+
+
+def test_the_public_api_is_small_and_typed():
+    assert sorted(durable_agents.__all__) == [
+        "Agent", "CallToReview", "Evaluator", "Model", "RunLimits", "RunPolicy", "Tool",
+        "ToolContext", "ToolRisk", "Verdict", "evaluator", "tool",
+    ]  # fmt: skip
+    assert (ROOT / "durable_agents" / "py.typed").exists()
+
+
+def test_the_examples_use_the_public_api_only():
+    allowed = {"durable_agents", "examples", "pydantic", "__future__"}
+    for path in (ROOT / "examples").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                top = node.module.split(".")[0]
+            elif isinstance(node, ast.Import):
+                top = node.names[0].name.split(".")[0]
+            else:
+                continue
+            import sys
+
+            assert top in allowed or top in sys.stdlib_module_names, f"{path.name}: {top}"
+
+
+def test_the_core_names_no_demo_tool():
+    demo = set(load_registry(["examples.before_agents"]).tools)
+    assert {"pay_invoice", "lookup_invoice", "issue_refund"} <= demo
+    for package in ("workflows", "activities", "worker"):
+        for path in (ROOT / package).rglob("*.py"):
+            text = path.read_text()
+            found = sorted(name for name in demo if re.search(rf"\b{name}\b", text))
+            assert not found, f"{path.relative_to(ROOT)} names demo tools {found}"
