@@ -25,17 +25,19 @@ from starters.runs import RunError, StartedRun, start_run
 from worker.settings import Settings
 from workflows import timeline
 from workflows.agent import AgentWorkflow
-from workflows.agents import serve_for_replay
+from workflows.agents import AgentRegistry, serve_for_replay
 from workflows.contracts import ForkSpec, RunRequest, StatePatch
 from workflows.timeline import Moment
 
 
-def replayer(converter: DataConverter = pydantic_data_converter) -> Replayer:
+def replayer(
+    converter: DataConverter = pydantic_data_converter, agents: AgentRegistry | None = None
+) -> Replayer:
     """The workflow code, replaying; workflows.timeline is shared with the sandbox so the
     recording made here hears what the workflow offers in there. `converter` must be the
     client's: an encrypted run's history decodes only through its codec. The agents are
     this process's (AGENT_MODULES), as a worker's would be."""
-    serve_for_replay(local_agents())
+    serve_for_replay(agents or local_agents())
     restrictions = SandboxRestrictions.default.with_passthrough_modules("workflows.timeline")
     return Replayer(
         workflows=[AgentWorkflow],

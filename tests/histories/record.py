@@ -131,6 +131,14 @@ async def malformed_signals(bench: Bench, rid: str) -> None:
     await runs.approve(bench.client, rid, Decision(by="alice"))
 
 
+async def plain_loop(bench: Bench, rid: str) -> None:
+    """The refund agent: a plain tool loop, recorded at start; its policy asks a person."""
+    request = RunRequest(goal="refund jane", agent="refund", label="refund-loop")
+    await runs.start_run(bench.client, bench.settings, request, rid)
+    await until(bench, rid, waiting)
+    await runs.approve(bench.client, rid, Decision(by="cfo"))
+
+
 BEHAVIOURS: dict[str, Callable[[Bench, str], Awaitable[None]]] = {
     "happy-path": happy_path,
     "rejected-approval": rejected_approval,
@@ -145,6 +153,8 @@ BEHAVIOURS: dict[str, Callable[[Bench, str], Awaitable[None]]] = {
     # Recorded with the run identity (the "run-identity" patch) and payload-proof handlers:
     "identity-happy-path": happy_path,
     "malformed-signals": malformed_signals,
+    # Agents as data: a plain tool loop with its agent recorded at start.
+    "plain-loop": plain_loop,
 }
 
 

@@ -20,6 +20,7 @@ def test_every_behaviour_has_a_fixture():
     behaviours = {"happy-path", "rejected-approval", "question-answered", "edited"}
     behaviours |= {"paused-and-resumed", "retried-model-errors", "cancelled", "failed", "forked"}
     behaviours |= {"continued-as-new", "identity-happy-path", "malformed-signals"}
+    behaviours |= {"plain-loop"}
     assert set(MANIFEST) == behaviours
     assert {p.stem for p in HISTORIES.glob("*.json")} - {"manifest"} == behaviours
 
@@ -50,3 +51,35 @@ async def test_runs_recorded_before_the_identity_keep_their_workflow_id_as_store
     recorded_after = await last_state("identity-happy-path")
     assert recorded_after.store_key.startswith("identity-happy-path@")
     assert recorded_after.identity == recorded_after.store_key
+
+
+async def test_a_replay_reads_the_agent_the_run_recorded_not_todays_code():
+    """The refund agent gained a tool since the plain-loop fixture was recorded: replayed,
+    the run still has exactly the tools it started with (read back from its history)."""
+    from examples.refund import issue_refund, refund_agent
+    from tests.conftest import EXAMPLE_AGENTS
+    from workflows.agents import Agent, AgentRegistry, serve_for_replay
+    from workflows.tools import tool
+
+    @tool
+    def apologise(customer: str) -> str:
+        """Say sorry to a customer."""
+        return f"sorry, {customer}"
+
+    grown = Agent(
+        name="refund",
+        instructions=refund_agent.instructions,
+        tools=[issue_refund, apologise],
+        planning=False,
+        policy=refund_agent.policy,
+    )
+    path = HISTORIES / "plain-loop.json"
+    history = WorkflowHistory.from_json("plain-loop", json.loads(path.read_text()))
+    try:
+        with timeline.recording("plain-loop") as moments:
+            await replayer(agents=AgentRegistry().add(grown)).replay_workflow(history)
+    finally:
+        serve_for_replay(EXAMPLE_AGENTS)
+    state = moments[max(moments)].state
+    assert state.agent is not None and [t.name for t in state.agent.tools] == ["issue_refund"]
+    assert state.status.value == "completed" and state.plan[0].title == "Reach the goal"
