@@ -17,7 +17,7 @@ from rich.table import Table
 from infra.offline_model.scenarios import Fault, ScenarioError, ScenarioSpec, load
 from starters import runs
 from starters.agents import describe, known_agent, local_agents
-from starters.errors import RunIdArgument, run_async
+from starters.errors import RunIdArgument, fail, run_async
 from starters.render import print_state, runs_table, summary_panel
 from starters.runs import RunError
 from starters.stored import run_effects
@@ -213,9 +213,8 @@ def read_model_file(path: Path, model: type[M], flag: str) -> M:
     except OSError as err:
         raise RunError(f"{flag} {path}: {err.strerror or err}") from None
     except (ValueError, tomllib.TOMLDecodeError) as err:
-        raise RunError(
-            f"{flag} {path}: not valid {path.suffix.lstrip('.') or 'JSON'}: {err}"
-        ) from None
+        kind = "TOML" if path.suffix == ".toml" else "JSON"
+        raise RunError(f"{flag} {path}: not valid {kind}: {err}") from None
     try:
         return model.model_validate(data)
     except ValidationError as err:
@@ -226,7 +225,10 @@ def read_model_file(path: Path, model: type[M], flag: str) -> M:
 
 def agents(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False) -> None:
     """List the agents of AGENT_MODULES: their tools and the risk each declares."""
-    listed = describe(local_agents())
+    try:
+        listed = describe(local_agents())
+    except RunError as err:
+        raise fail(str(err)) from None
     if as_json:
         typer.echo(json.dumps(listed, indent=2))
         return

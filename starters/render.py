@@ -68,6 +68,10 @@ def plan_table(state: RunState) -> Table:
 
 def print_state(console: Console, state: RunState) -> None:
     console.print(summary_panel(RunSummary.of(state)))
+    if state.agent is not None:
+        tools = ", ".join(f"{t.name} ({t.risk.value})" for t in state.agent.tools) or "none"
+        kind = "planning" if state.agent.planning else "plain tool loop"
+        console.print(f"agent {state.agent.name} ({kind}), as recorded at start: {tools}")
     if state.plan:
         console.print(plan_table(state))
     if state.approvals:

@@ -1,0 +1,72 @@
+"""agentctl agents, and run --agent/--policy/--limits: checked before anything starts."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from infra.offline_model.embedded import free_port
+from starters.cli import app
+
+RUNNER = CliRunner()
+
+
+def agentctl(*args: str, **env: str):
+    # No Temporal listens on this port: whatever is refused, is refused before connecting.
+    return RUNNER.invoke(app, list(args), env={"AGENT_TEMPORAL_PORT": str(free_port()), **env})
+
+
+def test_agents_lists_the_bundled_agents_and_their_risks():
+    result = agentctl("agents", "--json")
+    assert result.exit_code == 0, result.stderr
+    listed = {a["name"]: a for a in json.loads(result.stdout)}
+    assert set(listed) == {"before-agents", "invoice", "large-result", "question", "refund"}
+    risks = {t["name"]: t["risk"] for t in listed["invoice"]["tools"]}
+    assert risks == {
+        "lookup_invoice": "read_only",
+        "draft_email": "side_effect",
+        "pay_invoice": "needs_approval",
+        "send_email": "side_effect",
+    }
+    assert listed["refund"]["planning"] is False
+    table = agentctl("agents")
+    assert table.exit_code == 0 and "pay_invoice" in table.stdout
+
+
+def one_error(result, says: str) -> None:
+    assert result.exit_code == 1, (result.stdout, result.stderr)
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and says in lines[0], result.stderr
+    assert "Traceback" not in result.stdout + result.stderr
+
+
+def test_an_unknown_agent_or_module_is_refused_in_one_line():
+    one_error(agentctl("run", "goal", "--agent", "nobody"), "no agent named 'nobody' (known:")
+    one_error(agentctl("agents", AGENT_MODULES="no_such_module"), "cannot import agent module")
+    only = agentctl("run", "goal", AGENT_MODULES="examples.invoice,examples.refund")
+    one_error(only, "name the agent with --agent (invoice, refund)")
+
+
+@pytest.mark.parametrize(
+    ("flag", "text", "says"),
+    [
+        ("--policy", "{not json", "not valid JSON"),
+        ("--policy", '{"approve_payments_above": -1}', "approve_payments_above: Input should be"),
+        ("--policy", '{"launch": true}', "launch: Extra inputs are not permitted"),
+        ("--limits", '{"max_turns_per_step": 0}', "max_turns_per_step: Input should be"),
+        ("--limits", "[1, 2]", "Input should be a valid dictionary"),
+    ],
+)
+def test_policy_and_limits_files_are_validated_before_the_start(tmp_path, flag, text, says):
+    path = tmp_path / "file.json"
+    path.write_text(text)
+    one_error(agentctl("run", "goal", "--agent", "invoice", flag, str(path)), says)
+
+
+def test_a_missing_file_and_toml(tmp_path):
+    one_error(agentctl("run", "g", "--policy", str(tmp_path / "nope.json")), "No such file")
+    toml = tmp_path / "limits.toml"
+    toml.write_text("max_turns_per_step = = 3\n")
+    one_error(agentctl("run", "g", "--limits", str(toml)), "not valid TOML")
