@@ -11,6 +11,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from activities.openai_chat import called_tools
 from starters import stored, timeline
 from starters.errors import RunIdArgument, fail, run_async
 from starters.render import print_state
@@ -42,8 +43,7 @@ def outcomes(settings: Settings, store_key: str, moments: list[Moment]) -> dict[
             continue
         message = messages[seq]
         text = preview(message.get("content") or "", 120)
-        # Stored as {"id", "name", "arguments"}; rows of earlier versions in the wire form.
-        calls = [c.get("name") or c["function"]["name"] for c in message.get("tool_calls") or []]
+        calls = called_tools(message)
         found[moment.index] = (f"{text} " if text else "") + (
             f"→ {', '.join(calls)}" if calls else ""
         )
