@@ -38,6 +38,14 @@ EXAMPLE_AGENTS = load_registry(DEFAULT_AGENT_MODULES.split(","))
 serve_for_replay(EXAMPLE_AGENTS)
 
 
+@pytest.fixture(autouse=True)
+def examples_for_replay() -> Iterator[None]:
+    """A test that replays with other agents (AGENT_MODULES, a registry of its own) leaves
+    the next test the examples again."""
+    yield
+    serve_for_replay(EXAMPLE_AGENTS)
+
+
 @pytest.fixture(scope="session")
 def model_server() -> Iterator[EmbeddedModelServer]:
     server = EmbeddedModelServer()

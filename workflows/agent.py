@@ -202,6 +202,7 @@ class AgentWorkflow:
             self.state.identity = run_identity(workflow.info())
         fresh = not request.resumes and request.fork is None
         if fresh and self.state.agent is None and workflow.patched(AGENT_RECORD_PATCH):
+            self._moment("started", f"agent {request.agent or BEFORE_AGENTS}")
             await self._adopt_agent(request)
         if self._fork_error is not None:
             self._fail(RunFailed(self._fork_error))

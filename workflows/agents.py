@@ -18,7 +18,7 @@ from typing import Any, Literal, overload
 
 from pydantic import BaseModel, ConfigDict
 
-from workflows.contracts import RunLimits, RunPolicy
+from workflows.contracts import CompactModel, RunLimits, RunPolicy
 from workflows.tools import (
     INTERNAL_TOOLS,
     Tool,
@@ -183,7 +183,7 @@ class Agent:
         )
 
 
-class ToolRecord(BaseModel):
+class ToolRecord(CompactModel):
     name: str
     risk: ToolRisk
     amount_field: str | None = None
@@ -199,7 +199,7 @@ class ToolRecord(BaseModel):
         )
 
 
-class AgentRecord(BaseModel):
+class AgentRecord(CompactModel):
     """The agent a run resolved when it started: changing the agent's code later does not
     change what this run may call."""
 
@@ -213,7 +213,7 @@ class AgentRecord(BaseModel):
         return next((t for t in self.tools if t.name == name), None)
 
 
-class AdoptedAgent(BaseModel):
+class AdoptedAgent(CompactModel):
     """What a run takes from its agent's code when it starts, recorded in its history
     (the `resolve_agent` local activity): a replay, on any version of the code, reads the
     same record back."""

@@ -10,7 +10,14 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Annotated, Any, Literal
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field
+from pydantic import (
+    AliasChoices,
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    model_serializer,
+)
 
 PREVIEW_CHARS = 200
 # finish_reason values of a reply that stopped before the model was done.
@@ -31,6 +38,18 @@ def preview(text: str | None, limit: int = PREVIEW_CHARS, *, single_line: bool =
 
 class StrictModel(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+
+class CompactModel(StrictModel):
+    """An activity's input or result, written into every step's history: fields left at
+    None are not written at all (reading them back gives None again)."""
+
+    @model_serializer(mode="wrap")
+    def _without_nones(self, handler: SerializerFunctionWrapHandler) -> Any:
+        data = handler(self)
+        if isinstance(data, dict):
+            return {key: value for key, value in data.items() if value is not None}
+        return data
 
 
 class RunLimits(StrictModel):
@@ -113,7 +132,7 @@ class ForkSpec(StrictModel):
     edit: StatePatch | None = None
 
 
-class ChatMessage(StrictModel):
+class ChatMessage(CompactModel):
     """A small message the workflow itself writes into the transcript."""
 
     seq: int = Field(ge=0)
@@ -122,7 +141,7 @@ class ChatMessage(StrictModel):
     tool_call_id: str | None = None
 
 
-class ModelCallInput(StrictModel):
+class ModelCallInput(CompactModel):
     run_id: str
     # Messages the workflow appends first (instructions, errors, in-workflow tool
     # results); the reply is stored at reply_seq.
@@ -142,7 +161,7 @@ class ModelCallInput(StrictModel):
     context_from_seq: int | None = None
 
 
-class ToolCall(StrictModel):
+class ToolCall(CompactModel):
     id: str
     name: str
     arguments: str  # raw JSON text as the model wrote it; the workflow validates it
@@ -155,7 +174,7 @@ class TokenUsage(StrictModel):
     cost_usd: float = 0.0
 
 
-class ModelTurn(StrictModel):
+class ModelTurn(CompactModel):
     seq: int
     content_preview: str = ""
     tool_calls: list[ToolCall] = Field(default_factory=list)
@@ -165,7 +184,7 @@ class ModelTurn(StrictModel):
     memoized: bool = False
 
 
-class ToolCallInput(StrictModel):
+class ToolCallInput(CompactModel):
     run_id: str
     step: int
     tool_call_id: str
@@ -183,7 +202,7 @@ class TranscriptCopy(StrictModel):
     before_seq: int = Field(ge=0)
 
 
-class ToolOutcome(StrictModel):
+class ToolOutcome(CompactModel):
     ok: bool
     summary: str
     result_seq: int
