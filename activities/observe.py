@@ -64,8 +64,8 @@ def tool_span(call: ToolCallInput, risk: str) -> Iterator[Span]:
         "agent.run_id": call.run_id,
         "agent.step": call.step,
     }
-    if call.idempotency_key:
-        attributes["agent.tool.idempotency_key"] = call.idempotency_key
+    if call.key:
+        attributes["agent.tool.idempotency_key"] = call.key
     with telemetry.span(f"execute_tool {call.name}", attributes) as span:
         try:
             yield span
@@ -86,7 +86,7 @@ def finish_tool_span(span: Span, outcome: ToolOutcome) -> None:
 def count_effect(call: ToolCallInput, outcome: ToolOutcome) -> None:
     """An effect performed now: not one answered from the ledger (performed before), nor
     one the provider refused (nothing happened)."""
-    if call.idempotency_key is None or outcome.replayed_from_ledger or not outcome.ok:
+    if call.key is None or outcome.replayed_from_ledger or not outcome.ok:
         return
     meter = activity.metric_meter()
     effects = meter.create_counter("durable_agents_effects", "Side effects performed", "effects")

@@ -82,7 +82,7 @@ class ToolActivities:
             step=call.step,
             tool_call_id=call.tool_call_id,
             attempt=activity.info().attempt,
-            idempotency_key=call.idempotency_key,
+            idempotency_key=call.key,
             data_dir=self.data_dir,
             heartbeat=activity.heartbeat,
         )
@@ -104,7 +104,7 @@ class ToolActivities:
     async def _effect_once(
         self, spec: Tool, args: BaseModel, call: ToolCallInput
     ) -> tuple[Any, bool]:
-        key = call.idempotency_key
+        key = call.key
         if not key:
             raise ApplicationError(
                 f"{call.name} has side effects and needs an idempotency key", non_retryable=True

@@ -217,6 +217,32 @@ def spawn_worker(settings: Settings, log_path: Path, **env: str) -> subprocess.P
         )
 
 
+async def finish_on_a_new_worker(
+    settings: Settings, client: Client, rid: str, log_path: Path, **env: str
+) -> tuple[Any, str]:
+    """A fresh worker process finishes the run: its result and its store key."""
+    rescuer = spawn_worker(settings, log_path, **env)
+    try:
+        return await runs.wait_result(client, rid), await key_of(client, rid)
+    finally:
+        rescuer.terminate()
+        await asyncio.to_thread(rescuer.wait, 30)
+
+
+async def wedged_with(client: Client, task_queue: str, rid: str) -> str:
+    """Once the run's workflow task has failed twice in a row: the last failure."""
+    from starters.doctor import wedged_runs
+
+    found: dict[str, str] = {}
+
+    async def failing() -> bool:
+        found.update({w[0]: w[2] for w in await wedged_runs(client, task_queue)})
+        return rid in found
+
+    await eventually(failing, within=60)
+    return found[rid]
+
+
 async def key_of(client: Client, rid: str) -> str:
     """The key of a run's rows in our stores: its identity across its chain."""
     return (await runs.get_state(client, rid)).store_key

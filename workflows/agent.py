@@ -532,7 +532,7 @@ class AgentWorkflow:
             name=spec.name,
             arguments=args.model_dump(mode="json"),
             result_seq=self.state.take_seq(),
-            idempotency_key=key,
+            side_effect=key is not None or None,
         )
         self._moment("tool", f"{spec.name} (seq {tool_input.result_seq})")
         timeout = spec.timeout or timedelta(seconds=self.state.limits.tool_timeout_seconds)
@@ -617,7 +617,8 @@ class AgentWorkflow:
             reply_seq=self.state.take_seq(),
             tools=list(tools),
             force_tool=force_tool,
-            agent=self._agent.name,
+            # Named unless it is the default: a few bytes less in every step's history.
+            agent=None if self._agent.name == BEFORE_AGENTS else self._agent.name,
             run_label=self.state.label,
             label=label,
             preview_chars=preview_chars,

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, Literal, overload
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from workflows.contracts import CompactModel, RunLimits, RunPolicy
 from workflows.tools import (
@@ -207,7 +207,7 @@ class AgentRecord(CompactModel):
     planning: bool = True
     instructions_digest: str
     tools: list[ToolRecord]
-    rules: list[str] = []
+    rules: list[str] = Field(default_factory=list)
 
     def tool(self, name: str) -> ToolRecord | None:
         return next((t for t in self.tools if t.name == name), None)

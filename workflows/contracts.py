@@ -184,6 +184,11 @@ class ModelTurn(CompactModel):
     memoized: bool = False
 
 
+def idempotency_key(run_id: str, step: int, tool_call_id: str) -> str:
+    """Stable across retries, crashes and replays: made only of durable identifiers."""
+    return f"{run_id}/step-{step}/{tool_call_id}"
+
+
 class ToolCallInput(CompactModel):
     run_id: str
     step: int
@@ -191,7 +196,19 @@ class ToolCallInput(CompactModel):
     name: str
     arguments: dict[str, Any]
     result_seq: int
+    # A side effect's key: sent whole by earlier versions; now `side_effect` says the
+    # activity derives it (the same formula), which keeps the key out of every step's
+    # history a second time.
     idempotency_key: str | None = None
+    side_effect: bool | None = None
+
+    @property
+    def key(self) -> str | None:
+        if self.idempotency_key is not None:
+            return self.idempotency_key
+        if self.side_effect:
+            return idempotency_key(self.run_id, self.step, self.tool_call_id)
+        return None
 
 
 class TranscriptCopy(StrictModel):

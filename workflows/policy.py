@@ -10,6 +10,7 @@ from pydantic import BaseModel
 
 from workflows.agents import ToolRecord
 from workflows.contracts import RunPolicy
+from workflows.contracts import idempotency_key as idempotency_key
 from workflows.tools import ToolRisk
 
 
@@ -30,8 +31,3 @@ def approval_rule(
         if amount > threshold:
             return f"amount {amount} is above the run's approval threshold {threshold}"
     return None
-
-
-def idempotency_key(run_id: str, step: int, tool_call_id: str) -> str:
-    """Stable across retries, crashes and replays: made only of durable identifiers."""
-    return f"{run_id}/step-{step}/{tool_call_id}"

@@ -15,7 +15,7 @@ from starters import runs
 from tests.conftest import (
     count_effects,
     eventually,
-    key_of,
+    finish_on_a_new_worker,
     run_id,
     spawn_worker,
     wait_for_approval,
@@ -48,13 +48,7 @@ async def test_a_crash_at_each_instant_ends_in_one_payment(
             doomed.kill()
     assert code == -signal.SIGKILL, "the fault hook must have killed the worker"
 
-    rescuer = spawn_worker(settings, tmp_path / "w2.log")
-    try:
-        result = await runs.wait_result(client, rid)
-        store_key = await key_of(client, rid)
-    finally:
-        rescuer.terminate()
-        await asyncio.to_thread(rescuer.wait, 30)
+    result, store_key = await finish_on_a_new_worker(settings, client, rid, tmp_path / "w2.log")
 
     assert result.status == "completed"
     assert count_effects(settings, rid, "charge") == 1

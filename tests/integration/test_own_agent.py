@@ -11,15 +11,15 @@ import pytest
 
 from infra.stack import worker_polling
 from starters import runs
-from starters.doctor import wedged_runs
 from tests.agents import support_desk
 from tests.agents.support_desk import look_up_order, refund_order, refunds
 from tests.conftest import (
     eventually,
-    key_of,
+    finish_on_a_new_worker,
     run_id,
     spawn_worker,
     wait_for_approval,
+    wedged_with,
 )
 from worker.main import build_worker
 from workflows.agents import Agent, AgentRegistry, load_registry
@@ -62,13 +62,9 @@ async def test_a_crash_at_each_instant_of_its_own_tool_refunds_once(
             doomed.kill()
     assert code == -signal.SIGKILL, "the fault hook must have killed the worker"
 
-    rescuer = spawn_worker(settings, tmp_path / "w2.log", AGENT_MODULES=SUPPORT)
-    try:
-        result = await runs.wait_result(client, rid)
-        store_key = await key_of(client, rid)
-    finally:
-        rescuer.terminate()
-        await asyncio.to_thread(rescuer.wait, 30)
+    result, store_key = await finish_on_a_new_worker(
+        settings, client, rid, tmp_path / "w2.log", AGENT_MODULES=SUPPORT
+    )
 
     assert result.status == "completed"
     assert result.final_answer == "(scripted) Order A-1001 is refunded: 20.00 EUR."
@@ -84,14 +80,8 @@ async def test_a_worker_without_the_agent_leaves_the_run_open_and_retried(dev_en
     examples_only = load_registry(["examples.invoice"])
     async with build_worker(client, settings, registry=examples_only):
         await runs.start_run(client, settings, REQUEST, rid)
-        wedged = {}
-
-        async def failing() -> bool:
-            wedged.update({w[0]: w[2] for w in await wedged_runs(client, settings.task_queue)})
-            return rid in wedged
-
-        await eventually(failing, within=60)
-    assert "no agent named 'support-desk' here" in wedged[rid]
+        failure = await wedged_with(client, settings.task_queue, rid)
+    assert "no agent named 'support-desk' here" in failure
     assert (await client.get_workflow_handle(rid).describe()).status.name == "RUNNING"
 
     async with build_worker(client, settings, registry=load_registry([SUPPORT])):
@@ -131,14 +121,8 @@ async def test_a_run_keeps_the_tools_it_started_with(dev_env, settings):
     without_refund = AgentRegistry().add(changed)
     async with build_worker(client, settings, registry=without_refund):
         await runs.approve(client, rid, Decision(by="support-lead"))
-        wedged = {}
-
-        async def failing() -> bool:
-            wedged.update({w[0]: w[2] for w in await wedged_runs(client, settings.task_queue)})
-            return rid in wedged
-
-        await eventually(failing, within=60)
-    assert "has no tool 'refund_order'" in wedged[rid]
+        failure = await wedged_with(client, settings.task_queue, rid)
+    assert "has no tool 'refund_order'" in failure
 
     async with build_worker(client, settings, registry=AgentRegistry().add(changed, refund_order)):
         result = await runs.wait_result(client, rid)
