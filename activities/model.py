@@ -178,8 +178,11 @@ def _seconds_left() -> float | None:
 # A message longer than this goes to the model clipped, with a note; the transcript keeps
 # it whole. A 10 MB tool result is stored, not sent: no model takes it, no payload nears it.
 MODEL_MESSAGE_CHARS = 100_000
-# Tool-call arguments longer than this are not carried into the workflow's history.
+# Tool-call arguments longer than this are not carried into the workflow's history...
 INLINE_ARGUMENT_CHARS = 32_000
+# ...except the plan's (the forced tool of the planning turn): a plan of thousands of steps
+# is carried once, and kept in the state anyway.
+PLAN_ARGUMENT_CHARS = 512_000
 
 
 def clip_for_model(message: dict[str, Any]) -> dict[str, Any]:
@@ -213,9 +216,10 @@ def _turn(
             reply.input_tokens * settings.price_input_per_mtok
             + reply.output_tokens * settings.price_output_per_mtok
         ) / 1_000_000
+    carried = PLAN_ARGUMENT_CHARS if call.force_tool else INLINE_ARGUMENT_CHARS
     calls = [
         ToolCall(id=c.id, name=c.name, arguments="", oversized=len(c.arguments))
-        if len(c.arguments) > INLINE_ARGUMENT_CHARS
+        if len(c.arguments) > carried
         # Kept whole in the transcript; the workflow only hears that it was too large.
         else ToolCall(id=c.id, name=c.name, arguments=c.arguments)
         for c in reply.tool_calls

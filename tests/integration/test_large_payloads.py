@@ -3,6 +3,8 @@ transcript store; the workflow and its history see references and previews."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from activities.model import INLINE_ARGUMENT_CHARS, MODEL_MESSAGE_CHARS, _turn, clip_for_model
@@ -64,6 +66,20 @@ def test_oversized_tool_arguments_are_not_carried_into_history():
     )
     [call] = turn.tool_calls
     assert call.arguments == "" and call.oversized == INLINE_ARGUMENT_CHARS + 1
+
+
+def test_a_plan_of_thousands_of_steps_is_carried():
+    """The planning turn's arguments are carried up to PLAN_ARGUMENT_CHARS: a 2,000-step
+    plan (35 KB) is a plan, not an oversized call (the benchmark's longest run)."""
+    steps = json.dumps({"steps": [f"Step number {i} of the work" for i in range(2000)]})
+    raw = RawToolCall(id="p1", name="submit_plan", arguments=steps)
+    planning = ModelCallInput(run_id="r", reply_seq=1, force_tool="submit_plan")
+    [call] = _turn(planning, ModelReply(tool_calls=[raw]), memoized=False).tool_calls
+    assert len(steps) > INLINE_ARGUMENT_CHARS and call.arguments == steps
+    [other] = _turn(
+        ModelCallInput(run_id="r", reply_seq=2), ModelReply(tool_calls=[raw]), memoized=False
+    ).tool_calls
+    assert other.oversized == len(steps)
 
 
 async def test_oversized_tool_arguments_from_the_model_stay_out_of_history(dev_env, settings):
