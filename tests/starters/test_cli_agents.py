@@ -70,3 +70,17 @@ def test_a_missing_file_and_toml(tmp_path):
     toml = tmp_path / "limits.toml"
     toml.write_text("max_turns_per_step = = 3\n")
     one_error(agentctl("run", "g", "--limits", str(toml)), "not valid TOML")
+
+
+def test_a_worker_whose_agent_modules_do_not_load_stops_with_one_line():
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "AGENT_MODULES": "examples.invoice,nope", "AGENT_METRICS_PORT": "0"}
+    done = subprocess.run(
+        [sys.executable, "-m", "worker"], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 2
+    lines = [line for line in (done.stdout + done.stderr).splitlines() if line.strip()]
+    assert len(lines) == 1 and "cannot import agent module 'nope'" in lines[0], lines
