@@ -8,7 +8,7 @@ from typing import Any
 
 from starters.runs import RunError
 from worker.settings import load_settings
-from workflows.agents import Agent, AgentRegistry, load_registry
+from workflows.agents import Agent, AgentRegistry, load_registry, rule_name
 from workflows.tools import ToolDefinitionError
 
 
@@ -45,9 +45,7 @@ def describe(registry: AgentRegistry) -> list[dict[str, Any]]:
                 {"name": t.name, "risk": t.risk.value, "description": t.description}
                 for t in agent.tools
             ],
-            "rules": [
-                getattr(r, "name", None) or getattr(r, "__name__", "rule") for r in agent.rules
-            ],
+            "rules": [rule_name(rule) for rule in agent.rules],
         }
         for agent in sorted(registry.agents.values(), key=lambda a: a.name)
     ]

@@ -256,10 +256,16 @@ async def replay_files(
             continue
         found = re.search(r"event\W{0,2}id\W{0,2}(\d+)", str(failure), re.IGNORECASE)
         event_id = int(found.group(1)) if found else await divergence_event(history, converter)
-        outcomes.append(
-            ReplayOutcome(path, False, event_id, f"{type(failure).__name__}: {failure}")
-        )
+        outcomes.append(ReplayOutcome(path, False, event_id, _failure_line(failure)))
     return outcomes
+
+
+def _failure_line(failure: Exception) -> str:
+    """The SDK wraps a workflow's own error ("no agent named …") in a long activation
+    failure: its message alone, when there is one."""
+    text = str(failure)
+    inner = re.search(r'message: "((?:[^"\\]|\\.)*)"', text)
+    return inner.group(1) if inner else f"{type(failure).__name__}: {text}"
 
 
 async def divergence_event(

@@ -345,14 +345,7 @@ def load_registry(modules: Sequence[str]) -> AgentRegistry:
     return AgentRegistry().load(modules)
 
 
-def plain_rules(agent: Agent) -> list[tuple[str, Rule]]:
-    return [(rule_name(r), r) for r in agent.rules if not isinstance(r, Evaluator)]
-
-
 def verdict_of(value: object, rule: str) -> Verdict:
     if isinstance(value, Verdict) and value.decision in ("approve", "deny", "ask"):
         return value
     raise TypeError(f"approval rule {rule!r} returned {value!r}, not a Verdict")
-
-
-EvaluatorFn = Callable[[CallToReview], Verdict | Awaitable[Verdict]]

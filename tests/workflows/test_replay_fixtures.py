@@ -83,3 +83,11 @@ async def test_a_replay_reads_the_agent_the_run_recorded_not_todays_code():
     state = moments[max(moments)].state
     assert state.agent is not None and [t.name for t in state.agent.tools] == ["issue_refund"]
     assert state.status.value == "completed" and state.plan[0].title == "Reach the goal"
+
+
+async def test_replaying_without_the_runs_agent_says_so_in_one_line(monkeypatch):
+    monkeypatch.setenv("AGENT_MODULES", "examples.invoice")
+    [outcome] = await replay_files([HISTORIES / "plain-loop.json"])
+    assert not outcome.ok
+    assert outcome.message.startswith("no agent named 'refund' here (agents: invoice)")
+    assert "\n" not in outcome.message
