@@ -154,9 +154,8 @@ class AgentWorkflow:
             self.state.limits = adopted.limits
         if request.policy is None and adopted.policy is not None:
             self.state.policy = adopted.policy
-        elif adopted.policy is not None:  # the tools' default approvers still apply
-            defaults = adopted.policy.approvers
-            self.state.policy.approvers = defaults | self.state.policy.approvers
+        # A tool's default approvers hold unless the policy names approvers for that tool.
+        self.state.policy.approvers = adopted.tool_approvers | self.state.policy.approvers
 
     @property
     def _agent(self) -> AgentRecord:
@@ -282,7 +281,8 @@ class AgentWorkflow:
             turn = await self._model_turn("plan", PLAN_TOOLS, force_tool=SUBMIT_PLAN)
             plan: SubmitPlanArgs | None = None
             for call in turn.tool_calls:
-                args = self._validated_args(call, allowed=PLAN_TOOLS)
+                valid = self._validated_call(call, allowed=PLAN_TOOLS)
+                args = valid[2] if valid is not None else None
                 if isinstance(args, SubmitPlanArgs) and plan is None:
                     plan = args
                     self.state.queue_message("tool", prompts.PLAN_ACCEPTED, call.id)
@@ -297,14 +297,16 @@ class AgentWorkflow:
             f"the model gave no valid plan in {self.state.limits.max_plan_attempts} attempts"
         )
 
-    async def _run_step(self, step: PlanStep) -> None:
+    def _open_step(self, step: PlanStep, instruction: str) -> None:
+        """A step begins: its phase of the transcript starts with the instruction."""
         self.state.start_step(step, workflow.now())
         self._publish()
         self.state.phase_start_seq = self.state.next_seq
         self.state.flush_notes()
-        self.state.queue_message(
-            "user", prompts.step_message(step.index, len(self.state.plan), step.title)
-        )
+        self.state.queue_message("user", instruction)
+
+    async def _run_step(self, step: PlanStep) -> None:
+        self._open_step(step, prompts.step_message(step.index, len(self.state.plan), step.title))
         for _ in range(self.state.limits.max_turns_per_step):
             step.turns += 1
             turn = await self._model_turn(f"step {step.index}", self._step_tools())
@@ -338,11 +340,7 @@ class AgentWorkflow:
         step = self.state.next_step()
         if step is None:  # a fork of a finished loop
             return self.state.final_answer or ""
-        self.state.start_step(step, workflow.now())
-        self._publish()
-        self.state.phase_start_seq = self.state.next_seq
-        self.state.flush_notes()
-        self.state.queue_message("user", prompts.task_message(self.state.goal))
+        self._open_step(step, prompts.task_message(self.state.goal))
         parts: list[str] = []
         for _ in range(self.state.limits.max_turns_per_step):
             step.turns += 1
@@ -368,18 +366,17 @@ class AgentWorkflow:
 
     async def _handle_tool_call(self, step: PlanStep, call: ToolCall, reason: str) -> str | None:
         """Gate and run one tool call. Returns the summary when the call ends the step."""
-        args = self._validated_args(call, allowed=self._step_tools())
-        found = self._tool(call.name)
-        if args is None or found is None:
+        valid = self._validated_call(call, allowed=self._step_tools())
+        if valid is None:
             return None
-        spec, record = found
+        spec, record, args = valid
         if isinstance(args, CompleteStepArgs):
             self.state.queue_message("tool", prompts.STEP_MARKED_DONE, call.id)
             return args.summary
         if isinstance(args, AskHumanArgs):
             await self._ask_human(step, call, args)
             return None
-        if record is None:
+        if record is None:  # a built-in tool the workflow handles, none left here
             return None
         rule = approval_rule(record, args, self.state.policy, self.state.usage.cost_usd)
         verdict = await self._rules_verdict(step, record, args)
@@ -686,14 +683,15 @@ class AgentWorkflow:
             return False
         return True
 
-    def _validated_args(self, call: ToolCall, *, allowed: tuple[str, ...]) -> BaseModel | None:
-        """Parse and validate the model's arguments; on error, tell the model and return None."""
+    def _validated_call(self, call: ToolCall, *, allowed: tuple[str, ...]) -> ValidCall | None:
+        """The tool called, its record and the model's arguments, validated; on error, tell
+        the model and return None."""
         found = self._tool(call.name) if call.name in allowed else None
-        spec = found[0] if found is not None else None
-        if spec is None:
+        if found is None:
             text = prompts.unknown_tool(call.name, list(allowed))
             self.state.queue_message("tool", text, call.id)
             return None
+        spec, record = found
         if call.oversized is not None:
             text = prompts.argument_error(spec.name, f"{call.oversized:,} characters is too long")
             self.state.queue_message("tool", text, call.id)
@@ -702,7 +700,7 @@ class AgentWorkflow:
             raw = json.loads(call.arguments or "{}")
             if not isinstance(raw, dict):
                 raise ValueError("arguments must be a JSON object")
-            return spec.args_model.model_validate(raw)
+            return spec, record, spec.args_model.model_validate(raw)
         except (ValueError, ValidationError) as err:
             text = prompts.argument_error(spec.name, _describe(err))
             self.state.queue_message("tool", text, call.id)
@@ -851,6 +849,9 @@ class AgentWorkflow:
 
 
 InputModel = TypeVar("InputModel", bound=BaseModel)
+# A tool call the workflow may run: the worker's tool, the run's record of it (None for a
+# built-in tool) and the validated arguments.
+ValidCall = tuple[Tool, ToolRecord | None, BaseModel]
 
 
 def _parse_input(name: str, payload: tuple[Any, ...], model: type[InputModel]) -> InputModel:

@@ -221,15 +221,17 @@ class AdoptedAgent(CompactModel):
     record: AgentRecord
     policy: RunPolicy | None = None
     limits: RunLimits | None = None
+    # Who may decide on each tool's calls when the run's policy names nobody for it.
+    tool_approvers: dict[str, list[str]] = Field(default_factory=dict)
 
     @classmethod
     def of(cls, agent: Agent) -> AdoptedAgent:
-        approvers = {t.name: list(t.approvers) for t in agent.tools if t.approvers}
-        policy = agent.policy
-        if approvers:
-            base = policy or RunPolicy()
-            policy = base.model_copy(update={"approvers": approvers | base.approvers}, deep=True)
-        return cls(record=agent.record(), policy=policy, limits=agent.limits)
+        return cls(
+            record=agent.record(),
+            policy=agent.policy,
+            limits=agent.limits,
+            tool_approvers={t.name: list(t.approvers) for t in agent.tools if t.approvers},
+        )
 
 
 class AgentUnavailable(Exception):
@@ -276,6 +278,9 @@ class AgentRegistry:
 
     def load(self, module_paths: Iterable[str]) -> AgentRegistry:
         """Import each module and take the agents and tools defined at its top level."""
+        module_paths = list(module_paths)
+        if not module_paths:
+            raise ToolDefinitionError("AGENT_MODULES names no module")
         for path in module_paths:
             try:
                 module = importlib.import_module(path)

@@ -7,12 +7,14 @@ import json
 import urllib.request
 from datetime import timedelta
 
+import pytest
 from temporalio.common import RetryPolicy
 
 from durable_agents import Agent, Model, ToolContext, ToolRisk, tool
 from durable_agents.testing import AgentTestbed, ScriptedModel, call, say
 from infra.offline_model.server import key_digest
 from starters import runs
+from starters.runs import RunError
 from tests.conftest import run_id
 from worker.main import build_worker
 from workflows.agents import AgentRegistry
@@ -91,3 +93,22 @@ async def test_an_agent_talks_to_its_own_endpoint_with_its_own_key(
         result = await runs.wait_result(dev_env.client, rid)
     assert result.status == "completed"
     assert served_keys(model_server.base_url).get(digest, 0) > before
+
+
+async def test_a_tools_default_approvers_yield_to_the_runs_policy(time_env):
+    from durable_agents import RunPolicy
+    from tests.agents.support_desk import support_desk
+
+    refund = call("refund_order", order_id="A-1001", amount="20.00")
+    async with AgentTestbed(support_desk, model=ScriptedModel([refund, say("ok")])) as bed:
+        default = await bed.start("support-desk", "Refund A-1001")
+        named = await bed.start(
+            "support-desk", "Refund A-1001", policy=RunPolicy(approvers={"refund_order": ["boss"]})
+        )
+        await default.next_approval()
+        await named.next_approval()
+        assert (await default.state()).policy.approvers == {"refund_order": ["support-lead"]}
+        assert (await named.state()).policy.approvers == {"refund_order": ["boss"]}
+        with pytest.raises(RunError, match="support-lead may not decide refund_order"):
+            await named.approve(by="support-lead")
+        assert (await named.state()).pending_approvals  # refused: nothing changed

@@ -139,6 +139,8 @@ def test_agent_modules_that_do_not_load_say_so():
         load_registry(["no.such"])
     with pytest.raises(ToolDefinitionError, match="defines no Agent"):
         load_registry(["examples.providers"])
+    with pytest.raises(ToolDefinitionError, match="AGENT_MODULES names no module"):
+        load_registry([])
 
 
 def test_the_public_api_is_small_and_typed():
