@@ -20,7 +20,7 @@ from temporalio.client import Client, WorkflowFailureError
 from temporalio.exceptions import CancelledError
 
 from starters import runs
-from starters.agents import known_agent, local_agents
+from starters.agents import check_limits, known_agent, local_agents
 from starters.runs import RunError
 from worker.client import connect
 from worker.settings import Settings, load_settings
@@ -83,7 +83,7 @@ class AgentClient:
         `run_id`). An unknown agent or an invalid request is refused before anything starts;
         policy and limits default to the agent's own."""
         name = agent.name if isinstance(agent, Agent) else agent
-        known_agent(name, self.agents or local_agents())
+        check_limits(known_agent(name, self.agents or local_agents()), limits)
         try:
             request = RunRequest(goal=goal, agent=name, policy=policy, limits=limits, label=label)
         except ValueError as err:

@@ -9,6 +9,7 @@ from typing import Any
 from starters.runs import RunError
 from worker.settings import load_settings
 from workflows.agents import Agent, AgentRegistry, load_registry, rule_name
+from workflows.contracts import RunLimits
 from workflows.tools import ToolDefinitionError
 
 
@@ -32,6 +33,15 @@ def known_agent(name: str, registry: AgentRegistry | None = None) -> Agent:
         known = ", ".join(sorted(registry.agents)) or "none"
         raise RunError(f"no agent named {name!r} (known: {known}; AGENT_MODULES names the modules)")
     return agent
+
+
+def check_limits(agent: Agent, limits: RunLimits | None) -> None:
+    """Limits that would be silently ignored are refused instead."""
+    if limits is not None and not agent.planning and limits.steps_end != "answer":
+        raise RunError(
+            f"agent {agent.name!r} is a plain tool loop: it has no steps to end with "
+            "complete_step (steps_end applies to planning agents)"
+        )
 
 
 def describe(registry: AgentRegistry) -> list[dict[str, Any]]:

@@ -16,7 +16,7 @@ from rich.table import Table
 
 from infra.offline_model.scenarios import Fault, ScenarioError, ScenarioSpec, load
 from starters import runs
-from starters.agents import describe, known_agent, local_agents
+from starters.agents import check_limits, describe, known_agent, local_agents
 from starters.errors import RunIdArgument, fail, run_async
 from starters.render import print_state, runs_table, summary_panel
 from starters.runs import RunError
@@ -96,6 +96,7 @@ async def run(
     policy = read_model_file(policy_file, RunPolicy, "--policy") if policy_file else None
     limits = read_model_file(limits_file, RunLimits, "--limits") if limits_file else None
     name = default_agent(agent)
+    check_limits(local_agents().agents[name or BEFORE_AGENTS], limits)
     if approve_side_effects:  # on top of the policy the run would have had
         base = policy or local_agents().agents[name or BEFORE_AGENTS].policy or RunPolicy()
         policy = base.model_copy(update={"approve_all_side_effects": True})

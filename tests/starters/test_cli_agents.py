@@ -65,6 +65,13 @@ def test_policy_and_limits_files_are_validated_before_the_start(tmp_path, flag, 
     one_error(agentctl("run", "goal", "--agent", "invoice", flag, str(path)), says)
 
 
+def test_limits_a_plain_loop_would_ignore_are_refused(tmp_path):
+    path = tmp_path / "limits.json"
+    path.write_text('{"steps_end": "complete_step"}')
+    refused = agentctl("run", "goal", "--agent", "refund", "--limits", str(path))
+    one_error(refused, "agent 'refund' is a plain tool loop")
+
+
 def test_a_missing_file_and_toml(tmp_path):
     one_error(agentctl("run", "g", "--policy", str(tmp_path / "nope.json")), "No such file")
     toml = tmp_path / "limits.toml"
