@@ -73,6 +73,16 @@ class TranscriptStore:
         rows = self.db.query(sql + " ORDER BY seq", params)
         return [self.sealed.load(row["message"], _message_row(run_id, row["seq"])) for row in rows]
 
+    def read_one(self, run_id: str, seq: int) -> dict[str, Any] | None:
+        """One message by its number (None when it is not written yet)."""
+        rows = self.db.query(
+            "SELECT message FROM transcript WHERE run_id = ? AND seq = ?", [run_id, seq]
+        )
+        if not rows:
+            return None
+        message: dict[str, Any] = self.sealed.load(rows[0]["message"], _message_row(run_id, seq))
+        return message
+
     def recall(self, run_id: str, seq: int, fingerprint: str) -> dict[str, Any] | None:
         """The stored answer to exactly this request at this point of the run, if any."""
         rows = self.db.query(

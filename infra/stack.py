@@ -53,6 +53,8 @@ def settings_env(settings: Settings) -> dict[str, str]:
         "AGENT_NAMESPACE": settings.namespace,
         "AGENT_TASK_QUEUE": settings.task_queue,
         "AGENT_OFFLINE_MODEL_PORT": str(settings.offline_model_port),
+        "AGENT_CONSOLE_HOST": settings.console_host,
+        "AGENT_CONSOLE_PORT": str(settings.console_port),
     }
 
 
@@ -119,7 +121,16 @@ def part_specs(settings: Settings) -> list[ProcessSpec]:
     worker = ProcessSpec(
         name="worker", argv=[sys.executable, "-m", "worker"], port=None, env=env, inherit=("",)
     )
-    parts = [temporal, worker]
+    # The console: our settings (keys to decode, the stores), never the model key.
+    console = ProcessSpec(
+        name="console",
+        argv=[sys.executable, "-m", "console"],
+        port=settings.console_port,
+        env=env,
+        inherit=("AGENT_",),
+        withhold=("OPENAI", "AGENT_OPENAI"),
+    )
+    parts = [temporal, worker, console]
     if settings.uses_offline_model:
         parts.insert(1, model)
     if settings.encryption_on:
@@ -183,6 +194,7 @@ def _port_setting(name: str) -> str:
         "temporal": "AGENT_TEMPORAL_PORT",
         "model": "AGENT_OFFLINE_MODEL_PORT",
         "codec": "AGENT_CODEC_PORT",
+        "console": "AGENT_CONSOLE_PORT",
     }.get(name, "")
 
 
@@ -226,6 +238,8 @@ async def _check(name: str, settings: Settings) -> None:
         _http_get_json(f"http://127.0.0.1:{settings.offline_model_port}/v1/models")
     elif name == "codec":
         _http_get_json(f"{settings.codec_url}/health")
+    elif name == "console":
+        _http_get_json(f"{settings.console_url}/health")
     elif name.startswith("worker") and not await worker_polling(settings):
         raise NotReady("no worker polling the task queue yet")
 
@@ -251,7 +265,7 @@ async def worker_polling(settings: Settings) -> bool:
 
 
 # Every part `up` may have started, in the order `down` stops them.
-ALL_PARTS = ("worker", "codec", "model", "temporal")
+ALL_PARTS = ("console", "worker", "codec", "model", "temporal")
 
 
 def down(settings: Settings, say: Callable[[str], None] = print) -> None:
@@ -270,6 +284,7 @@ def status(settings: Settings) -> list[PartStatus]:
         "model": f"{settings.model_base_url} (scripted offline model)",
         "worker": f"task queue {settings.task_queue!r}, model {settings.effective_model_name}",
         "codec": f"{settings.codec_url} (codec server for the Web UI)",
+        "console": f"{settings.console_url} (the console: inbox, runs, decisions)",
     }
     parts = []
     for spec in part_specs(settings):

@@ -9,7 +9,7 @@ import sys
 import typer
 from pydantic import ValidationError
 
-from starters import cli_history, cli_ops, cli_people, cli_runs, cli_stack
+from starters import cli_console, cli_history, cli_ops, cli_people, cli_runs, cli_stack
 from starters.demo import demo
 from worker import telemetry
 from worker.settings import load_settings
@@ -25,6 +25,7 @@ cli_runs.register(app)
 cli_people.register(app)
 cli_history.register(app)
 cli_ops.register(app)
+cli_console.register(app)
 app.command()(demo)
 
 

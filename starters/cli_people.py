@@ -14,8 +14,9 @@ from rich.table import Table
 
 from starters import runs
 from starters.errors import RunIdArgument, fail, run_async
+from starters.signer import Signer, read_signer
 from worker.client import connect
-from worker.settings import load_settings
+from worker.settings import Settings, load_settings
 from workflows.contracts import Actor, Answer, DecideRequest, StatePatch
 
 console = Console()
@@ -24,6 +25,17 @@ AsOption = Annotated[str | None, typer.Option("--as", help="Who is acting (defau
 
 def _who(name: str | None) -> str:
     return name or getpass.getuser()
+
+
+def _own_signer(settings: Settings) -> Signer | None:
+    """The person's own key (AGENT_SIGNING_KEY_FILE), when they have one: decisions are
+    then signed, and a run whose policy trusts the key counts them."""
+    if settings.signing_key_file is None:
+        return None
+    try:
+        return read_signer(settings.signing_key_file, settings.signing_key_id or _who(None))
+    except ValueError as err:
+        raise fail(str(err)) from None
 
 
 def _decision_command(approve: bool):  # type: ignore[no-untyped-def]
@@ -39,8 +51,9 @@ def _decision_command(approve: bool):  # type: ignore[no-untyped-def]
         request = DecideRequest(
             request_id=request_id, approve=approve, by=_who(by), comment=comment
         )
-        client = await connect(load_settings())
-        console.print(await runs.decide(client, run_id, request))
+        settings = load_settings()
+        client = await connect(settings)
+        console.print(await runs.decide(client, run_id, request, _own_signer(settings)))
 
     decide.__doc__ = "Approve a pending tool call." if approve else "Reject a pending tool call."
     return decide
@@ -55,8 +68,9 @@ async def answer(
 ) -> None:
     """Answer the question a run asked."""
     reply = Answer(question_id=question_id, answer=text, by=_who(by))
-    client = await connect(load_settings())
-    console.print(await runs.answer(client, run_id, reply))
+    settings = load_settings()
+    client = await connect(settings)
+    console.print(await runs.answer(client, run_id, reply, _own_signer(settings)))
 
 
 def _actor_command(verb: str, doc: str):  # type: ignore[no-untyped-def]

@@ -25,6 +25,7 @@ async def up() -> None:
     settings = load_settings()
     await stack.up(settings, say=console.print)
     console.print(f"Temporal Web UI: {settings.web_ui_url()}")
+    console.print(f"Console: {settings.console_url} (add a user first: agentctl users add NAME)")
 
 
 @run_async

@@ -26,6 +26,7 @@ from temporalio.common import (
 from temporalio.exceptions import CancelledError, WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
+from starters.signer import Signer
 from worker.settings import Settings
 from workflows import search_attributes as sa
 from workflows.agent import AgentWorkflow
@@ -274,10 +275,16 @@ async def worker_answers(client: Client, run_id: str) -> bool:
 KEPT_NOTE = "no worker answered: sent as a signal, kept by Temporal and applied when a worker runs"
 
 
-async def decide(client: Client, run_id: str, request: DecideRequest) -> str:
+async def decide(
+    client: Client, run_id: str, request: DecideRequest, signer: Signer | None = None
+) -> str:
     """Approve or reject. Through the `decide` update when a worker answers, so a refusal
-    comes back at once; as a signal otherwise, which Temporal keeps until a worker runs."""
-    if not await worker_answers(client, run_id):
+    comes back at once; as a signal otherwise, which Temporal keeps until a worker runs.
+    With a signer, the decision is signed for the very request it names and its arguments
+    (which needs a worker to say what they are)."""
+    if signer is not None:
+        request = await _signed_decision(client, run_id, request, signer)
+    elif not await worker_answers(client, run_id):
         decision = request.as_decision()
         await _signal(client, run_id, "approve" if request.approve else "reject", decision)
         return KEPT_NOTE
@@ -285,8 +292,38 @@ async def decide(client: Client, run_id: str, request: DecideRequest) -> str:
     return f"{decided.status.value}: {decided.tool} ({decided.request_id}) by {decided.decided_by}"
 
 
-async def answer(client: Client, run_id: str, reply: Answer) -> str:
+async def _signed_decision(
+    client: Client, run_id: str, request: DecideRequest, signer: Signer
+) -> DecideRequest:
+    state = await _state_to_sign(client, run_id)
+    target = state.find_pending_approval(request.request_id)
+    if target is None:
+        raise RunError(f"refused: {state.decision_error(request.as_decision())}")
+    signed = signer.approval(state.store_key, request.by, request.approve, target)
+    return request.model_copy(update={"request_id": target.request_id, "signed": signed})
+
+
+async def _state_to_sign(client: Client, run_id: str) -> RunState:
     if not await worker_answers(client, run_id):
+        raise RunError(
+            f"no worker answered for {run_id}: a signed decision names the request's "
+            "arguments, which only a running worker can tell; try again when one runs"
+        )
+    return await get_state(client, run_id)
+
+
+async def answer(client: Client, run_id: str, reply: Answer, signer: Signer | None = None) -> str:
+    if signer is not None:
+        state = await _state_to_sign(client, run_id)
+        question = next(
+            (q for q in state.pending_questions if reply.question_id in (None, q.question_id)),
+            None,
+        )
+        if question is None or state.answer_error(reply) is not None:
+            raise RunError(f"refused: {state.answer_error(reply) or 'no question is pending'}")
+        signed = signer.answer(state.store_key, reply.by, question, reply.answer)
+        reply = reply.model_copy(update={"question_id": question.question_id, "signed": signed})
+    elif not await worker_answers(client, run_id):
         await _signal(client, run_id, "answer", reply)
         return KEPT_NOTE
     question = await _update(client, run_id, "submit_answer", reply, Question)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Literal
 
 from pydantic import AliasChoices, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -64,6 +65,26 @@ class Settings(BaseSettings):
     codec_port: int = Field(default=8234, ge=1, le=65535)
     codec_token: SecretStr | None = None
     codec_cors_origins: list[str] = []
+
+    # The console (console/): where it listens, and who its users are.
+    console_host: str = "127.0.0.1"
+    console_port: int = Field(default=8280, ge=1, le=65535)
+    # "users": a local users file with hashed passwords (`agentctl users add`); "proxy": the
+    # name a reverse proxy puts in console_proxy_header, from console_trusted_proxies only.
+    console_auth: Literal["users", "proxy"] = "users"
+    console_users_file: Path | None = None  # default: <data dir>/console-users.json
+    console_proxy_header: str = "X-Forwarded-User"
+    console_trusted_proxies: list[str] = []
+    # Signs session cookies; default: a secret made once and kept in the data dir.
+    console_secret: SecretStr | None = None
+    console_session_hours: float = Field(default=12.0, gt=0, le=24 * 30)
+    # The key the console signs decisions with (policy trusted_keys name its public half);
+    # default: made once and kept in the data dir (`agentctl keys console` prints it).
+    console_signing_key_file: Path | None = None
+    console_key_id: str = Field(default="console", min_length=1, max_length=100)
+    # A person's own signing key for `agentctl approve/reject/answer` (`agentctl keys new`).
+    signing_key_file: Path | None = None
+    signing_key_id: str | None = Field(default=None, min_length=1, max_length=100)
 
     # On SIGTERM/SIGINT, how long activities in flight may take to finish before they are
     # cancelled (and retried elsewhere). An orchestrator's grace period must be longer.
@@ -163,6 +184,18 @@ class Settings(BaseSettings):
             return self.codec_cors_origins
         port = self.temporal_ui_port
         return [f"http://{host}:{port}" for host in {self.temporal_host, "127.0.0.1", "localhost"}]
+
+    @property
+    def console_url(self) -> str:
+        return f"http://{self.console_host}:{self.console_port}"
+
+    @property
+    def console_users_path(self) -> Path:
+        return self.console_users_file or self.data_dir / "console-users.json"
+
+    @property
+    def console_key_path(self) -> Path:
+        return self.console_signing_key_file or self.data_dir / "console-signing.key"
 
     def web_ui_url(self, run_id: str | None = None) -> str:
         base = f"http://{self.temporal_host}:{self.temporal_ui_port}/namespaces/{self.namespace}"

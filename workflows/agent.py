@@ -65,6 +65,7 @@ with workflow.unsafe.imports_passed_through():
         IDENTITY_SEPARATOR,
         ApprovalRequest,
         ApprovalStatus,
+        EventPage,
         PlanStep,
         Question,
         QuestionStatus,
@@ -531,7 +532,7 @@ class AgentWorkflow:
             result_seq=self.state.take_seq(),
             side_effect=key is not None or None,
         )
-        self._moment("tool", f"{spec.name} (seq {tool_input.result_seq})")
+        self._moment("tool", f"{spec.name} (seq {tool_input.result_seq})", tool_input.result_seq)
         timeout = spec.timeout or timedelta(seconds=self.state.limits.tool_timeout_seconds)
         retry = spec.retry or RetryPolicy(
             maximum_interval=timedelta(seconds=10), maximum_attempts=20
@@ -625,7 +626,7 @@ class AgentWorkflow:
             ),
         )
         limits = self.state.limits
-        self._moment("model", f"{label} (seq {call.reply_seq})")
+        self._moment("model", f"{label} (seq {call.reply_seq})", call.reply_seq)
         turn: ModelTurn = await workflow.execute_activity(
             CALL_MODEL,
             call,
@@ -653,9 +654,11 @@ class AgentWorkflow:
         await workflow.wait_condition(lambda: not self.state.pause_requested)
         self._publish()
 
-    def _moment(self, kind: str, detail: str = "") -> None:
-        """A point of the run's timeline: numbered in the state, offered for time travel."""
+    def _moment(self, kind: str, detail: str = "", seq: int | None = None) -> None:
+        """A point of the run's timeline: numbered in the state, kept for the event protocol,
+        offered for time travel."""
         self.state.moment += 1
+        self.state.note_moment(kind, detail, workflow.now(), seq)
         timeline.offer(self.state, kind, detail)
 
     async def _copy_parent_transcript(self, parent_store_key: str) -> None:
@@ -747,6 +750,10 @@ class AgentWorkflow:
         if (error := self.state.answer_error(answer)) is not None:
             workflow.logger.warning("answer ignored: %s", error)
             return
+        if (error := self.state.answer_signature_error(answer)) is not None:
+            self._refuse(answer.by, error)
+            workflow.logger.warning("answer refused: %s", error)
+            return
         self.state.answer(answer, workflow.now())
         self._publish()
         self._moment("answered", answer.by)
@@ -783,9 +790,18 @@ class AgentWorkflow:
         if (error := self.state.decision_error(decision)) is not None:
             workflow.logger.warning("decision ignored: %s", error)
             return
+        if (error := self.state.decision_signature_error(decision, approved)) is not None:
+            self._refuse(decision.by, error)
+            workflow.logger.warning("decision refused: %s", error)
+            return
         decided = self.state.decide(decision, approved, workflow.now())
         self._publish()
         self._moment(decided.status.value, f"{decided.tool} by {decision.by}")
+
+    def _refuse(self, by: str, error: str) -> None:
+        """A decision that did not count: in the audit log and on the timeline."""
+        self.state.refuse(by, error, workflow.now())
+        self._moment("decision refused", preview(f"{by}: {error}", 120))
 
     # -- people: updates (answered, validated before they reach the history) -------------
     @workflow.update
@@ -793,6 +809,11 @@ class AgentWorkflow:
         request = _update_input("decide", payload, DecideRequest)
         # Re-checked here too: two updates validated in one activation must not both win.
         _refuse_if(self.state.decision_error(request.as_decision()))
+        # Checked here, not in the validator, so a forged or unsigned decision is recorded.
+        error = self.state.decision_signature_error(request.as_decision(), request.approve)
+        if error is not None:
+            self._refuse(request.by, error)
+            _refuse_if(error)
         decided = self.state.decide(request.as_decision(), request.approve, workflow.now())
         self._publish()
         self._moment(decided.status.value, f"{decided.tool} by {request.by}")
@@ -807,6 +828,9 @@ class AgentWorkflow:
     def submit_answer(self, *payload: Any) -> Question:
         answer = _update_input("submit_answer", payload, Answer)
         _refuse_if(self.state.answer_error(answer))
+        if (error := self.state.answer_signature_error(answer)) is not None:
+            self._refuse(answer.by, error)
+            _refuse_if(error)
         question = self.state.answer(answer, workflow.now())
         self._publish()
         self._moment("answered", answer.by)
@@ -839,6 +863,12 @@ class AgentWorkflow:
     def get_summary(self, *_: Any) -> RunSummary:
         return RunSummary.of(self.state)
 
+    @workflow.query(name="events")
+    def get_events(self, *payload: Any) -> EventPage:
+        """The run's events after an offset (docs/events.md): `{"after": N}`, or nothing
+        for all it keeps. Answers without touching the history."""
+        return self.state.event_page(_events_after(payload))
+
     @workflow.query(name="pending_approvals")
     def get_pending_approvals(self, *_: Any) -> list[ApprovalRequest]:
         return self.state.pending_approvals
@@ -867,6 +897,16 @@ def _parse_input(name: str, payload: tuple[Any, ...], model: type[InputModel]) -
         return model.model_validate(value)
     except ValidationError as err:
         raise ValueError(f"{name}: {_describe(err)}") from None
+
+
+def _events_after(payload: tuple[Any, ...]) -> int:
+    if not payload:
+        return 0
+    value = payload[0]
+    after = value.get("after", 0) if isinstance(value, dict) and len(payload) == 1 else None
+    if not isinstance(after, int) or isinstance(after, bool) or after < 0:
+        raise ValueError('events takes nothing or {"after": N}, N a whole number >= 0')
+    return after
 
 
 def _signal_input(

@@ -7,6 +7,8 @@ what keeps history per step constant (docs/architecture.md, invariant 3).
 
 from __future__ import annotations
 
+import base64
+import binascii
 from decimal import Decimal
 from typing import Annotated, Any, Literal
 
@@ -16,7 +18,9 @@ from pydantic import (
     ConfigDict,
     Field,
     SerializerFunctionWrapHandler,
+    field_validator,
     model_serializer,
+    model_validator,
 )
 
 PREVIEW_CHARS = 200
@@ -75,6 +79,28 @@ StepTitle = Annotated[str, Field(min_length=1, max_length=300)]
 NAME = Field(min_length=1, max_length=100)
 
 
+class TrustedKey(StrictModel):
+    """A public key whose signed decisions a run accepts (workflows/signing.py)."""
+
+    # Ed25519, raw 32 bytes, base64.
+    public_key: str = Field(min_length=40, max_length=60)
+    # Whose decisions it may sign; empty: anyone's (a console signing for its users).
+    signs_for: list[Annotated[str, Field(min_length=1, max_length=100)]] = Field(
+        default_factory=list, max_length=1000
+    )
+
+    @field_validator("public_key")
+    @classmethod
+    def _is_ed25519(cls, value: str) -> str:
+        try:
+            raw = base64.b64decode(value, validate=True)
+        except binascii.Error:
+            raise ValueError("public_key must be base64") from None
+        if len(raw) != 32:
+            raise ValueError("public_key must be a raw Ed25519 key (32 bytes, base64)")
+        return value
+
+
 class RunPolicy(StrictModel):
     """What needs a human beyond each tool's declared risk, who may decide, how long to wait."""
 
@@ -90,6 +116,19 @@ class RunPolicy(StrictModel):
     on_timeout: Literal["reject", "escalate"] = "reject"
     # After escalation, only these may decide (empty: anyone); a second timeout rejects.
     escalate_to: list[str] = Field(default_factory=list)
+
+    # Decisions (approve, reject, answer) count only when signed by one of these keys
+    # (key id -> key): a name typed into a signal is not enough.
+    require_signed_decisions: bool = False
+    trusted_keys: dict[Annotated[str, Field(min_length=1, max_length=100)], TrustedKey] = Field(
+        default_factory=dict, max_length=100
+    )
+
+    @model_validator(mode="after")
+    def _keys_for_signatures(self) -> RunPolicy:
+        if self.require_signed_decisions and not self.trusted_keys:
+            raise ValueError("require_signed_decisions needs at least one of trusted_keys")
+        return self
 
     def may_decide(self, tool: str, who: str, escalated: bool = False) -> bool:
         if escalated and self.escalate_to:
@@ -226,6 +265,23 @@ class ToolOutcome(CompactModel):
     replayed_from_ledger: bool = False
 
 
+class SignedDecision(StrictModel):
+    """Who decided what, on which request and which arguments, when: signed with a key the
+    run's policy trusts (workflows/signing.py). Verified in workflow code."""
+
+    key_id: str = Field(min_length=1, max_length=100)
+    # The run's identity (workflow id @ first execution): a signature for one run, or for
+    # an earlier run under a reused id, never counts in another.
+    run: str = Field(min_length=1, max_length=300)
+    by: str = NAME
+    action: Literal["approve", "reject", "answer"]
+    request_id: str = Field(min_length=1, max_length=200)
+    # sha256 of the request's arguments (approve, reject) or of the answer's text.
+    digest: str = Field(pattern=r"^[0-9a-f]{64}$")
+    at: str = Field(min_length=1, max_length=40)
+    signature: str = Field(min_length=1, max_length=200)
+
+
 class Decision(StrictModel):
     """Signal payload for `approve` / `reject`. Every field is optional so a bare `{}`
     works when exactly one request waits."""
@@ -233,6 +289,7 @@ class Decision(StrictModel):
     request_id: str | None = Field(default=None, max_length=200)
     by: str = Field(default="anonymous", min_length=1, max_length=100)
     comment: str = Field(default="", max_length=2000)
+    signed: SignedDecision | None = None
 
 
 class DecideRequest(StrictModel):
@@ -242,9 +299,12 @@ class DecideRequest(StrictModel):
     approve: bool
     by: str = NAME
     comment: str = Field(default="", max_length=2000)
+    signed: SignedDecision | None = None
 
     def as_decision(self) -> Decision:
-        return Decision(request_id=self.request_id, by=self.by, comment=self.comment)
+        return Decision(
+            request_id=self.request_id, by=self.by, comment=self.comment, signed=self.signed
+        )
 
 
 class Answer(StrictModel):
@@ -253,6 +313,7 @@ class Answer(StrictModel):
     question_id: str | None = Field(default=None, max_length=200)
     answer: str = Field(min_length=1, max_length=4000)
     by: str = Field(default="anonymous", min_length=1, max_length=100)
+    signed: SignedDecision | None = None
 
 
 class Actor(StrictModel):

@@ -32,6 +32,7 @@ from workflows.contracts import (
     TokenUsage,
     preview,
 )
+from workflows.signing import answer_digest, arguments_digest, signature_error
 
 T = TypeVar("T")
 RECENT_RESULTS_KEPT = 20
@@ -152,6 +153,33 @@ class Usage(BaseModel):
         self.cost_usd = round(self.cost_usd + usage.cost_usd, 6)
 
 
+class RunEvent(BaseModel):
+    """One moment of the run as the event protocol carries it (docs/events.md): its offset
+    is the moment's number, which never repeats within a run's chain."""
+
+    offset: int
+    at: datetime
+    kind: str
+    detail: str = ""
+    status: RunStatus
+    step: int | None = None
+    # The transcript entry this moment writes (a model reply, a tool result), if any.
+    seq: int | None = None
+
+
+# The most recent events a run keeps in its state; older ones are read from its history.
+EVENTS_KEPT = 100
+
+
+class EventPage(BaseModel):
+    """The answer of the `events` query: the events after an offset, and where the run is."""
+
+    summary: RunSummary
+    store_key: str  # where the run's transcript texts are (the previews' source)
+    first_kept: int | None  # the oldest offset still held in the state (None: none yet)
+    events: list[RunEvent]
+
+
 class ForkOrigin(BaseModel):
     run_id: str
     moment: int
@@ -193,6 +221,8 @@ class RunState(BaseModel):
     notes_for_model: list[str] = Field(default_factory=list)
     # Numbered points of the run's timeline (workflows/timeline.py); the last one reached.
     moment: int = 0
+    # The latest moments, for the event protocol (at most EVENTS_KEPT).
+    events: list[RunEvent] = Field(default_factory=list)
     # Where the current phase (plan, a step, the final answer) began in the transcript.
     phase_start_seq: int = 0
     parent: ForkOrigin | None = None
@@ -336,6 +366,25 @@ class RunState(BaseModel):
         self.log(now, decision.by, request.status.value, f"{request.tool} {request.request_id}")
         return request
 
+    def decision_signature_error(self, decision: Decision, approved: bool) -> str | None:
+        """Why a decision that decision_error() accepted still does not count: a run whose
+        policy requires signed decisions takes only those signed for this very request."""
+        request = self.find_pending_approval(decision.request_id)
+        assert request is not None, "checked after decision_error()"
+        return signature_error(
+            self.policy,
+            decision.signed,
+            run=self.store_key,
+            by=decision.by,
+            action="approve" if approved else "reject",
+            request_id=request.request_id,
+            digest=arguments_digest(request.arguments),
+        )
+
+    def refuse(self, by: str, error: str, now: datetime) -> None:
+        """Record a decision that did not count, and why (the audit keeps every attempt)."""
+        self.log(now, "policy", "decision_refused", preview(f"{by}: {error}", 500))
+
     def escalate(self, request: ApprovalRequest, deadline: datetime, now: datetime) -> None:
         request.escalated = True
         request.deadline = deadline
@@ -366,6 +415,19 @@ class RunState(BaseModel):
         if question.options is not None and answer.answer not in question.options:
             return f"answer must be one of {', '.join(question.options)}"
         return None
+
+    def answer_signature_error(self, answer: Answer) -> str | None:
+        question = self._find_question(answer.question_id)
+        assert question is not None, "checked after answer_error()"
+        return signature_error(
+            self.policy,
+            answer.signed,
+            run=self.store_key,
+            by=answer.by,
+            action="answer",
+            request_id=question.question_id,
+            digest=answer_digest(answer.answer),
+        )
 
     def answer(self, answer: Answer, now: datetime) -> Question:
         question = self._find_question(answer.question_id)
@@ -465,6 +527,27 @@ class RunState(BaseModel):
         self.status = RunStatus.FAILED
         self.log(now, "system", "run_failed", preview(error))
 
+    def note_moment(self, kind: str, detail: str, now: datetime, seq: int | None) -> None:
+        """Keep the moment just reached for the event protocol (the latest EVENTS_KEPT)."""
+        event = RunEvent(
+            offset=self.moment,
+            at=now,
+            kind=kind,
+            detail=detail,
+            status=self.status,
+            step=self.current_step,
+            seq=seq,
+        )
+        self.events = [*self.events[-(EVENTS_KEPT - 1) :], event]
+
+    def event_page(self, after: int) -> EventPage:
+        return EventPage(
+            summary=RunSummary.of(self),
+            store_key=self.store_key,
+            first_kept=self.events[0].offset if self.events else None,
+            events=[e for e in self.events if e.offset > after],
+        )
+
     def log(self, now: datetime, actor: str, action: str, detail: str = "") -> None:
         self.audit.append(AuditEntry(at=now, actor=actor, action=action, detail=detail))
         self.updated_at = now
@@ -493,7 +576,7 @@ class RunState(BaseModel):
             for q in fork.questions
             if q.step not in restarting and q.status is not QuestionStatus.PENDING
         ]
-        fork.outbox, fork.notes_for_model, fork.errors = [], [], []
+        fork.outbox, fork.notes_for_model, fork.errors, fork.events = [], [], [], []
         fork.effects = EffectsReport()  # the parent's effects were the parent's
         fork.current_step, fork.final_answer = None, None
         fork.pause_requested, fork.cancel_requested_by = False, None
@@ -552,11 +635,17 @@ class RunSummary(BaseModel):
     final_answer: str | None
     errors: list[str]
     parent: ForkOrigin | None = None
+    agent: str | None = None
+    label: str | None = None
+    moment: int = 0
 
     @classmethod
     def of(cls, state: RunState) -> RunSummary:
         return cls(
             run_id=state.run_id,
+            agent=state.agent.name if state.agent else None,
+            label=state.label,
+            moment=state.moment,
             goal=state.goal,
             status=state.status,
             progress=state.progress_line(),
@@ -582,3 +671,6 @@ def pack_state(state: RunState) -> str:
 
 def unpack_state(packed: str) -> RunState:
     return RunState.model_validate_json(zlib.decompress(base64.b64decode(packed)))
+
+
+EventPage.model_rebuild()

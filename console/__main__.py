@@ -1,0 +1,24 @@
+"""`python -m console`: serve the console (what `agentctl console` and `agentctl up` run)."""
+
+from __future__ import annotations
+
+import uvicorn
+
+from console.app import create_app
+from worker.settings import load_settings
+
+
+def main() -> None:
+    settings = load_settings()
+    uvicorn.run(
+        create_app(settings),
+        host=settings.console_host,
+        port=settings.console_port,
+        log_level="warning",
+        # Behind a proxy, the peer address is the proxy's: what console_trusted_proxies names.
+        proxy_headers=False,
+    )
+
+
+if __name__ == "__main__":
+    main()

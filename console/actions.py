@@ -1,0 +1,185 @@
+"""What a person does from the console: each a POST with the CSRF token, sent to the run
+through the same updates and signals as the CLI, under the signed-in user's name.
+
+A name in the form is never read: `by` is the signed-in user. Decisions and answers are
+signed with the console's key (workflows/signing.py), so a run whose policy requires
+signed decisions counts them, and a decision typed into Temporal directly does not.
+A refusal (the policy's approvers, the workflow's validators) comes back as the page's
+message, with nothing changed.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, TypeVar
+
+from fastapi import FastAPI, Request, Response
+from fastapi.responses import JSONResponse, RedirectResponse
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from console.identity import CSRF_FIELD
+from console.web import Console, PageError, console_of, read_form, run_state, signed_in
+from starters import runs, timeline
+from starters.errors import one_line
+from starters.runs import RunError
+from workflows.contracts import Actor, Answer, DecideRequest, StatePatch
+from workflows.state import RunState
+
+COMMENT = Field(default="", max_length=2000)
+
+
+class Form(BaseModel):
+    model_config = ConfigDict(extra="ignore", str_strip_whitespace=True)
+
+
+class DecideForm(Form):
+    request_id: str = Field(min_length=1, max_length=200)
+    decision: Literal["approve", "reject"]
+    comment: str = COMMENT
+
+
+class AnswerForm(Form):
+    question_id: str = Field(min_length=1, max_length=200)
+    answer: str = Field(min_length=1, max_length=4000)
+
+
+class ReasonForm(Form):
+    reason: str = COMMENT
+
+
+class EditForm(Form):
+    goal: str = Field(default="", max_length=4000)
+    # One step per line; empty: the steps stay as they are.
+    pending_steps: str = Field(default="", max_length=100_000)
+
+
+class MomentForm(Form):
+    moment: int = Field(ge=1)
+
+
+F = TypeVar("F", bound=Form)
+
+
+def _parse(model: type[F], fields: dict[str, str]) -> F:
+    try:
+        return model.model_validate(fields)
+    except ValidationError as err:
+        raise PageError(422, f"the form is not valid: {one_line(err)}") from None
+
+
+async def _acting(request: Request, run_id: str) -> tuple[Console, str, dict[str, str], RunState]:
+    """The signed-in user, the form (CSRF checked first) and the run's state."""
+    user = signed_in(request)
+    console = console_of(request)
+    fields = await read_form(request)
+    if not console.identity.csrf_ok(request, fields.get(CSRF_FIELD)):
+        raise PageError(403, "the form is stale or forged (CSRF token): reload and retry")
+    return console, user, fields, await run_state(console, run_id)
+
+
+def _done(request: Request, run_id: str, message: str, location: str | None = None) -> Response:
+    """Scripted pages get JSON; a plain form post goes back to the run with the message."""
+    where = location or f"/runs/{run_id}"
+    if "application/json" in request.headers.get("accept", ""):
+        return JSONResponse({"ok": True, "message": message, "location": where})
+    console_of(request).identity.flash(request, message)
+    response = RedirectResponse(where, status_code=303)
+    console_of(request).identity.keep(request, response)
+    return response
+
+
+def _refused(err: RunError) -> PageError:
+    return PageError(409, str(err).removeprefix("refused: "))
+
+
+def register(app: FastAPI) -> None:
+    @app.post("/runs/{run_id}/decide")
+    async def decide(request: Request, run_id: str) -> Response:
+        console, user, fields, state = await _acting(request, run_id)
+        form = _parse(DecideForm, fields)
+        pending = next(
+            (a for a in state.pending_approvals if a.request_id == form.request_id), None
+        )
+        if pending is None:
+            raise PageError(409, f"no pending approval {form.request_id!r} in {run_id}")
+        if not state.policy.may_decide(pending.tool, user, pending.escalated):
+            raise PageError(403, f"{user} may not decide {pending.tool} requests in this run")
+        request_ = DecideRequest(
+            request_id=form.request_id,
+            approve=form.decision == "approve",
+            by=user,
+            comment=form.comment,
+        )
+        try:
+            said = await runs.decide(console.client, run_id, request_, console.signer)
+        except RunError as err:
+            raise _refused(err) from None
+        return _done(request, run_id, said)
+
+    @app.post("/runs/{run_id}/answer")
+    async def answer(request: Request, run_id: str) -> Response:
+        console, user, fields, state = await _acting(request, run_id)
+        form = _parse(AnswerForm, fields)
+        reply = Answer(question_id=form.question_id, answer=form.answer, by=user)
+        if (error := state.answer_error(reply)) is not None:
+            raise PageError(409, error)
+        try:
+            said = await runs.answer(console.client, run_id, reply, console.signer)
+        except RunError as err:
+            raise _refused(err) from None
+        return _done(request, run_id, said)
+
+    def _actor_route(verb: Literal["pause", "resume", "cancel"]) -> None:
+        async def act(request: Request, run_id: str) -> Response:
+            console, user, fields, state = await _acting(request, run_id)
+            form = _parse(ReasonForm, fields)
+            if state.status.is_closed:
+                raise PageError(409, f"the run is {state.status.value}; it takes no more actions")
+            try:
+                await getattr(runs, verb)(
+                    console.client, run_id, Actor(by=user, reason=form.reason)
+                )
+            except RunError as err:
+                raise _refused(err) from None
+            return _done(request, run_id, f"{verb} sent by {user}")
+
+        app.post(f"/runs/{{run_id}}/{verb}", name=verb)(act)
+
+    verbs: tuple[Literal["pause", "resume", "cancel"], ...] = ("pause", "resume", "cancel")
+    for verb in verbs:
+        _actor_route(verb)
+
+    @app.post("/runs/{run_id}/edit")
+    async def edit(request: Request, run_id: str) -> Response:
+        console, user, fields, _ = await _acting(request, run_id)
+        form = _parse(EditForm, fields)
+        steps = [line.strip() for line in form.pending_steps.splitlines() if line.strip()]
+        try:
+            patch = StatePatch(by=user, goal=form.goal or None, pending_steps=steps or None)
+        except ValidationError as err:
+            raise PageError(422, f"the edit is not valid: {one_line(err)}") from None
+        try:
+            edited = await runs.edit(console.client, run_id, patch)
+        except RunError as err:
+            raise _refused(err) from None
+        return _done(request, run_id, f"edited by {user}: {edited.progress_line()}")
+
+    @app.post("/runs/{run_id}/fork")
+    async def fork(request: Request, run_id: str) -> Response:
+        console, user, fields, _ = await _acting(request, run_id)
+        form = _parse(MomentForm, fields)
+        try:
+            started = await timeline.fork(console.client, console.settings, run_id, form.moment)
+        except RunError as err:
+            raise _refused(err) from None
+        where = f"/runs/{started.run_id}"
+        return _done(request, run_id, f"forked by {user} from moment {form.moment}", where)
+
+    @app.post("/runs/{run_id}/rewind")
+    async def rewind(request: Request, run_id: str) -> Response:
+        console, user, fields, _ = await _acting(request, run_id)
+        form = _parse(MomentForm, fields)
+        try:
+            await timeline.rewind(console.client, run_id, form.moment, by=user)
+        except RunError as err:
+            raise _refused(err) from None
+        return _done(request, run_id, f"rewound by {user} to moment {form.moment}")

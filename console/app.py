@@ -1,0 +1,178 @@
+"""The console's web application: pages, the event stream, sign-in.
+
+Every page but sign-in and /health needs a signed-in user. Actions live in
+console/actions.py; what both share is in console/web.py.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Annotated
+
+from fastapi import Depends, FastAPI, Request, Response
+from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse
+from fastapi.sse import EventSourceResponse, ServerSentEvent
+from fastapi.staticfiles import StaticFiles
+from temporalio.client import Client
+
+from console import actions, events, users
+from console.identity import CSRF_FIELD, Identity
+from console.views import Views
+from console.web import (
+    HERE,
+    Console,
+    PageError,
+    SignInNeeded,
+    console_of,
+    proxy_refusal,
+    read_form,
+    render,
+    run_state,
+    signed_in,
+    wants_json,
+)
+from starters.signer import kept_signer
+from worker.client import connect
+from worker.settings import Settings
+from workflows.state import RunStatus
+
+
+def create_app(settings: Settings, client: Client | None = None) -> FastAPI:
+    """The console for these settings, on `client` (tests, the benchmark) or on a client
+    connected at startup."""
+
+    def build(connected: Client) -> Console:
+        return Console(
+            settings=settings,
+            client=connected,
+            identity=Identity(settings),
+            views=Views(connected),
+            signer=kept_signer(settings.console_key_path, settings.console_key_id),
+        )
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        if client is None:
+            app.state.console = build(await connect(settings))
+        yield
+
+    app = FastAPI(title="durable-agents console", lifespan=lifespan, docs_url=None, redoc_url=None)
+    app.mount("/static", StaticFiles(directory=HERE / "static"), name="static")
+
+    @app.exception_handler(SignInNeeded)
+    async def _to_sign_in(request: Request, _: SignInNeeded) -> Response:
+        if wants_json(request):
+            return JSONResponse({"ok": False, "message": "sign in first"}, status_code=401)
+        if console_of(request).identity.uses_proxy:
+            return render(request, "error.html", {"message": proxy_refusal()}, status=401)
+        return RedirectResponse("/login", status_code=303)
+
+    @app.exception_handler(PageError)
+    async def _page_error(request: Request, err: PageError) -> Response:
+        if wants_json(request):
+            return JSONResponse({"ok": False, "message": err.message}, status_code=err.status)
+        return render(request, "error.html", {"message": err.message}, status=err.status)
+
+    if client is not None:
+        app.state.console = build(client)
+    _pages(app)
+    actions.register(app)
+    return app
+
+
+async def stream_start(request: Request, run_id: str, after: int = 0) -> int:
+    """Checked before the stream opens: a bad request is an error page, not a stream."""
+    signed_in(request)
+    if after < 0:
+        raise PageError(400, "after must be a whole number >= 0")
+    await run_state(console_of(request), run_id)
+    return events.last_event_id(request.headers.get("last-event-id"), after)
+
+
+def _pages(app: FastAPI) -> None:
+    @app.get("/health")
+    async def health() -> dict[str, str]:
+        return {"status": "ok"}
+
+    @app.get("/login", response_class=HTMLResponse)
+    async def login_page(request: Request) -> Response:
+        return render(request, "login.html", {})
+
+    @app.post("/login", response_class=HTMLResponse)
+    async def login(request: Request) -> Response:
+        console = console_of(request)
+        form = await read_form(request)
+        if not console.identity.csrf_ok(request, form.get(CSRF_FIELD)):
+            raise PageError(403, "the form is stale or forged (CSRF token): reload and retry")
+        if console.identity.uses_proxy:
+            raise PageError(400, "this console signs people in through its proxy")
+        name, password = form.get("name", ""), form.get("password", "")
+        try:
+            ok = users.verify(console.settings.console_users_path, name, password)
+        except users.UsersFileError as err:
+            raise PageError(500, str(err)) from None
+        if not ok:
+            context = {"flash": "wrong name or password", "name": name[:100]}
+            return render(request, "login.html", context, status=401)
+        console.identity.sign_in(request, name)
+        response = RedirectResponse("/", status_code=303)
+        console.identity.keep(request, response)
+        return response
+
+    @app.post("/logout")
+    async def logout(request: Request) -> Response:
+        console = console_of(request)
+        form = await read_form(request)
+        if not console.identity.csrf_ok(request, form.get(CSRF_FIELD)):
+            raise PageError(403, "the form is stale or forged (CSRF token): reload and retry")
+        console.identity.sign_out(request)
+        response = RedirectResponse("/login", status_code=303)
+        console.identity.keep(request, response)
+        return response
+
+    @app.get("/", response_class=HTMLResponse)
+    async def inbox(request: Request, agent: str = "", tool: str = "") -> Response:
+        user = signed_in(request)
+        entries = await console_of(request).views.inbox(agent[:100], tool[:100])
+        context = {"entries": entries, "agent": agent, "tool": tool, "me": user}
+        return render(request, "inbox.html", context)
+
+    @app.get("/runs", response_class=HTMLResponse)
+    async def runs_page(request: Request, status: str = "", agent: str = "") -> Response:
+        signed_in(request)
+        if status and status not in {s.value for s in RunStatus}:
+            raise PageError(400, f"no status {status[:40]!r}: one of the run statuses")
+        rows = await console_of(request).views.runs(status, agent[:100])
+        context = {"rows": rows, "status": status, "agent": agent, "statuses": list(RunStatus)}
+        return render(request, "runs.html", context)
+
+    @app.get("/runs/{run_id}", response_class=HTMLResponse)
+    async def run_page(request: Request, run_id: str) -> Response:
+        user = signed_in(request)
+        console = console_of(request)
+        state = await run_state(console, run_id)
+        context = {
+            "state": state,
+            "me": user,
+            "web_ui": console.settings.web_ui_url(run_id),
+        }
+        return render(request, "run.html", context)
+
+    @app.get("/runs/{run_id}/panel", response_class=HTMLResponse)
+    async def run_panel(request: Request, run_id: str) -> Response:
+        """The live part of the run page, re-read when its status changes."""
+        user = signed_in(request)
+        state = await run_state(console_of(request), run_id)
+        return render(request, "panel.html", {"state": state, "me": user})
+
+    @app.get("/runs/{run_id}/events", response_class=EventSourceResponse)
+    async def run_events(
+        request: Request, run_id: str, start: Annotated[int, Depends(stream_start)]
+    ) -> AsyncIterator[ServerSentEvent]:
+        """The run's events as SSE (docs/events.md); a reconnect resumes after Last-Event-ID."""
+        console = console_of(request)
+        async for item in events.stream(console.client, console.settings, run_id, start):
+            if await request.is_disconnected():
+                return
+            yield item

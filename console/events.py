@@ -1,0 +1,200 @@
+"""The run event protocol, version 1 (docs/events.md): a run's moments as offset-addressed
+JSON, served as Server-Sent Events.
+
+Each moment of a run is one event whose offset is the moment's number: it never repeats
+within a run's chain, so a reader that reconnects with Last-Event-ID N gets exactly the
+events after N. Events come from the run's `events` query, which reads the latest moments
+kept in its state and costs the history nothing; a reader further behind than the state
+keeps gets the missing ones rebuilt from the history (starters/timeline.py).
+
+A model or tool moment is sent once it is over (a later moment exists, or the run is
+closed), with a preview of what it wrote to the transcript, so no event is sent twice to
+add its result. Between moments the stream sends `status` events (no id): the run's
+summary whenever it changes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import AsyncIterator
+from typing import Any
+
+from fastapi.sse import ServerSentEvent
+from temporalio.client import Client
+
+from starters import timeline
+from starters.runs import RunError, handle
+from starters.stored import transcript_store
+from worker.settings import Settings
+from workflows.contracts import preview
+from workflows.state import EventPage, RunEvent
+
+PROTOCOL_VERSION = 1
+PREVIEW_CHARS = 400
+# How often a stream asks the run for news: the click-to-update delay is about this.
+POLL_SECONDS = 0.2
+ACTIVITY_KINDS = ("model", "tool")
+_SEQ = re.compile(r"\(seq (\d+)\)$")
+
+
+async def event_page(client: Client, run_id: str, after: int) -> EventPage:
+    page: EventPage = await handle(client, run_id).query(
+        "events", {"after": after}, result_type=EventPage
+    )
+    return page
+
+
+def is_over(event: RunEvent, page: EventPage) -> bool:
+    """Whether an event is final: its activity ended (a later moment) or the run closed."""
+    if event.kind not in ACTIVITY_KINDS:
+        return True
+    return event.offset < page.summary.moment or page.summary.status.is_closed
+
+
+def message_preview(message: dict[str, Any] | None) -> str:
+    """A model reply's or a tool result's text, short: what a person reads in the timeline."""
+    if message is None:
+        return ""
+    parts = [str(message.get("content") or "")]
+    for call in message.get("tool_calls") or []:
+        function = call.get("function", {}) if isinstance(call, dict) else {}
+        parts.append(f"→ {function.get('name', '?')}({function.get('arguments', '')})")
+    return preview(" ".join(p for p in parts if p), PREVIEW_CHARS)
+
+
+class Previews:
+    """Transcript texts for events, read from our store as this process reaches it."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+
+    async def of(self, store_key: str, seq: int | None) -> str:
+        if seq is None:
+            return ""
+        try:
+            store = await asyncio.to_thread(transcript_store, self.settings)
+            message = await asyncio.to_thread(store.read_one, store_key, seq)
+        except RunError as err:
+            return f"(text not readable here: {err})"
+        return message_preview(message)
+
+
+def wire(run_id: str, event: RunEvent, text: str) -> dict[str, Any]:
+    return {
+        "v": PROTOCOL_VERSION,
+        "run_id": run_id,
+        "offset": event.offset,
+        "at": event.at.isoformat(),
+        "kind": event.kind,
+        "detail": event.detail,
+        "status": event.status.value,
+        "step": event.step,
+        "preview": text,
+    }
+
+
+def status_wire(page: EventPage) -> dict[str, Any]:
+    summary = page.summary
+    return {
+        "v": PROTOCOL_VERSION,
+        "run_id": summary.run_id,
+        "status": summary.status.value,
+        "moment": summary.moment,
+        "progress": summary.progress,
+        "step": summary.current_step,
+        "steps_done": summary.steps_done,
+        "steps_total": summary.steps_total,
+        "waiting_for": summary.waiting_for,
+        "cost_usd": summary.usage.cost_usd,
+        "tokens": summary.usage.input_tokens + summary.usage.output_tokens,
+        "pending": [a.request_id for a in summary.pending_approvals]
+        + [q.question_id for q in summary.pending_questions],
+    }
+
+
+async def from_history(client: Client, run_id: str, after: int, before: int) -> list[RunEvent]:
+    """Events after `after` and before `before`, rebuilt by replaying the run's history:
+    for a reader further behind than the state keeps."""
+    found = await timeline.rebuild(client, run_id)
+    events = []
+    for moment in found.moments:
+        if after < moment.index < before:
+            seq = _SEQ.search(moment.detail) if moment.kind in ACTIVITY_KINDS else None
+            state = moment.state
+            events.append(
+                RunEvent(
+                    offset=moment.index,
+                    at=moment.at,
+                    kind=moment.kind,
+                    detail=moment.detail,
+                    status=state.status,
+                    step=state.current_step,
+                    seq=int(seq.group(1)) if seq else None,
+                )
+            )
+    return events
+
+
+class EventReader:
+    """A run's events after an offset, each once, in order, with previews."""
+
+    def __init__(self, client: Client, settings: Settings, run_id: str, after: int) -> None:
+        self.client, self.run_id, self.after = client, run_id, after
+        self.previews = Previews(settings)
+
+    async def next_batch(self) -> tuple[list[dict[str, Any]], EventPage]:
+        page = await event_page(self.client, self.run_id, self.after)
+        ready: list[RunEvent] = []
+        for event in page.events:  # in order: stop at the first one not over yet
+            if not is_over(event, page):
+                break
+            ready.append(event)
+        if page.first_kept is not None and self.after < page.first_kept - 1:
+            ready = (
+                await from_history(self.client, self.run_id, self.after, page.first_kept) + ready
+            )
+        out = []
+        for event in ready:
+            text = await self.previews.of(page.store_key, event.seq)
+            out.append(wire(self.run_id, event, text))
+            self.after = event.offset
+        return out, page
+
+
+async def stream(
+    client: Client, settings: Settings, run_id: str, after: int
+) -> AsyncIterator[ServerSentEvent]:
+    """The SSE stream: `moment` events with ids, `status` events when the summary changes,
+    and `end` once the run is closed and every moment was sent."""
+    reader = EventReader(client, settings, run_id, after)
+    last_status: dict[str, Any] | None = None
+    while True:
+        try:
+            batch, page = await reader.next_batch()
+        except Exception as err:  # told to the page, then retried: a worker may come back
+            yield ServerSentEvent(event="unavailable", data={"error": one_line(err)}, retry=2000)
+            await asyncio.sleep(2)
+            continue
+        for item in batch:
+            yield ServerSentEvent(id=str(item["offset"]), event="moment", data=item)
+        status = status_wire(page)
+        if status != last_status:
+            last_status = status
+            yield ServerSentEvent(event="status", data=status)
+        if page.summary.status.is_closed and page.summary.moment <= reader.after:
+            yield ServerSentEvent(event="end", data={"status": page.summary.status.value})
+            return
+        await asyncio.sleep(POLL_SECONDS)
+
+
+def one_line(err: BaseException) -> str:
+    text = getattr(err, "message", None) or str(err) or type(err).__name__
+    return " ".join(str(text).split())[:300]
+
+
+def last_event_id(header: str | None, query: int | None) -> int:
+    """Where a reader resumes: the Last-Event-ID header (a reconnect), else ?after=N."""
+    if header is not None and header.strip().isdigit():
+        return int(header.strip())
+    return query or 0

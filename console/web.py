@@ -1,0 +1,122 @@
+"""What the console's pages and actions share: its state, who is signed in, errors,
+rendering and reading a form."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from fastapi import Request
+from fastapi.responses import HTMLResponse
+from fastapi.templating import Jinja2Templates
+from temporalio.client import Client
+from temporalio.service import RPCError, RPCStatusCode
+
+from console import events
+from console.identity import CSRF_FIELD, Identity
+from console.views import Views, countdown
+from starters.runs import RunError, get_state
+from starters.signer import Signer
+from worker.settings import Settings
+from workflows.contracts import RUN_ID_PATTERN
+from workflows.state import RunState
+
+HERE = Path(__file__).parent
+templates = Jinja2Templates(directory=HERE / "templates")
+templates.env.globals["countdown"] = countdown
+templates.env.globals["CSRF_FIELD"] = CSRF_FIELD
+MAX_FORM_FIELDS = 20
+MAX_FIELD_BYTES = 64 * 1024
+
+
+@dataclass
+class Console:
+    settings: Settings
+    client: Client
+    identity: Identity
+    views: Views
+    signer: Signer
+
+
+class SignInNeeded(Exception):
+    pass
+
+
+class PageError(Exception):
+    """A request the console refuses: its status and one line for the person."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status, self.message = status, message
+
+
+def console_of(request: Request) -> Console:
+    found: Console = request.app.state.console
+    return found
+
+
+def signed_in(request: Request) -> str:
+    user = console_of(request).identity.user(request)
+    if user is None:
+        raise SignInNeeded
+    return user
+
+
+def render(request: Request, name: str, context: dict[str, Any], status: int = 200) -> HTMLResponse:
+    console = console_of(request)
+    identity = console.identity
+    session = identity.session(request)
+    page_context = {
+        "user": identity.user(request),
+        "csrf": session.csrf,
+        "flash": context.pop("flash", None) or identity.take_flash(request),
+        "proxy_mode": identity.uses_proxy,
+        "now": datetime.now(UTC),
+        **context,
+    }
+    response = templates.TemplateResponse(request, name, page_context, status_code=status)
+    identity.keep(request, response)
+    return response
+
+
+def check_run_id(run_id: str) -> str:
+    if not re.fullmatch(RUN_ID_PATTERN, run_id):
+        raise PageError(404, f"no run with id {run_id[:80]!r}")
+    return run_id
+
+
+async def run_state(console: Console, run_id: str) -> RunState:
+    try:
+        return await get_state(console.client, check_run_id(run_id))
+    except RunError as err:
+        status = 404 if "no run with id" in str(err) else 503
+        raise PageError(status, str(err)) from None
+    except RPCError as err:
+        if err.status == RPCStatusCode.NOT_FOUND:
+            raise PageError(404, f"no run with id {run_id}") from None
+        raise PageError(503, f"no worker answered for {run_id}: {err.message}") from None
+
+
+def wants_json(request: Request) -> bool:
+    return "application/json" in request.headers.get("accept", "")
+
+
+def proxy_refusal() -> str:
+    return "this console signs people in through a proxy, and the request did not come from it"
+
+
+async def read_form(request: Request) -> dict[str, str]:
+    """The form's text fields, bounded: too many fields or a field too large is a 400."""
+    try:
+        form = await request.form(
+            max_files=0, max_fields=MAX_FORM_FIELDS, max_part_size=MAX_FIELD_BYTES
+        )
+    except Exception as err:  # starlette's MultiPartException, a bad encoding, …
+        raise PageError(400, f"malformed form: {events.one_line(err)}") from None
+    fields = {key: value for key, value in form.items() if isinstance(value, str)}
+    if len(fields) != len(form):
+        raise PageError(400, "malformed form: files are not taken here")
+    return fields

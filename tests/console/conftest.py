@@ -1,0 +1,18 @@
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+from temporalio.testing import WorkflowEnvironment
+from temporalio.worker import Worker
+
+from tests.console.live import LiveConsole, live_console
+from worker.settings import Settings
+
+
+@pytest.fixture
+async def console(
+    dev_env: WorkflowEnvironment, settings: Settings, worker: Worker
+) -> AsyncIterator[LiveConsole]:
+    async with live_console(settings, dev_env.client) as served:
+        yield served

@@ -1,0 +1,71 @@
+"""The console served for tests: a real uvicorn server on a free port, in the test's event
+loop (beside the in-process worker), reached over real HTTP."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+
+import httpx
+import uvicorn
+from temporalio.client import Client
+
+from console import users
+from console.app import create_app
+from worker.settings import Settings
+
+PASSWORDS = {"alice": "alice-password", "bob": "bob-password", "cfo": "cfo-password"}
+CSRF_INPUT = re.compile(r'name="csrf" value="([^"]+)"')
+
+
+@dataclass
+class LiveConsole:
+    url: str
+    settings: Settings
+
+    def client(self) -> httpx.AsyncClient:
+        return httpx.AsyncClient(base_url=self.url, timeout=30.0, follow_redirects=False)
+
+
+@asynccontextmanager
+async def live_console(settings: Settings, client: Client) -> AsyncIterator[LiveConsole]:
+    for name, password in PASSWORDS.items():
+        users.add_user(settings.console_users_path, name, password)
+    config = uvicorn.Config(
+        create_app(settings, client), host="127.0.0.1", port=0, log_level="warning",
+        timeout_graceful_shutdown=1,
+    )
+    server = uvicorn.Server(config)
+    task = asyncio.create_task(server.serve())
+    while not server.started:
+        if task.done():
+            task.result()
+        await asyncio.sleep(0.02)
+    port = server.servers[0].sockets[0].getsockname()[1]
+    try:
+        yield LiveConsole(f"http://127.0.0.1:{port}", settings)
+    finally:
+        server.should_exit = True
+        await task
+
+
+def csrf_of(html: str) -> str:
+    found = CSRF_INPUT.search(html)
+    assert found, "the page has no CSRF token"
+    return found.group(1)
+
+
+async def signed_in(console: LiveConsole, name: str) -> tuple[httpx.AsyncClient, str]:
+    """A browser-like HTTP client signed in as `name`, and its CSRF token."""
+    http = console.client()
+    page = await http.get("/login")
+    response = await http.post(
+        "/login", data={"csrf": csrf_of(page.text), "name": name, "password": PASSWORDS[name]}
+    )
+    assert response.status_code == 303, response.text
+    home = await http.get("/")
+    assert home.status_code == 200
+    return http, csrf_of(home.text)

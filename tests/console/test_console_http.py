@@ -1,0 +1,162 @@
+"""The console over real HTTP against a dev server and a worker: sign-in, CSRF, who may
+decide, the signed-in user on every decision, and one-line refusals for bad input."""
+
+from __future__ import annotations
+
+import pytest
+from temporalio.testing import WorkflowEnvironment
+
+from starters import runs
+from tests.console.live import LiveConsole, csrf_of, signed_in
+from tests.console.runs_for_console import asking, waiting_payment
+from workflows.state import ApprovalStatus, QuestionStatus, RunStatus
+
+
+async def test_sign_in_logout_and_csrf(console: LiveConsole) -> None:
+    http = console.client()
+    assert (await http.get("/")).headers["location"] == "/login"
+    assert (await http.get("/runs")).status_code == 303
+    login = await http.get("/login")
+    token = csrf_of(login.text)
+    no_token = await http.post("/login", data={"name": "alice", "password": "alice-password"})
+    assert no_token.status_code == 403
+    wrong = await http.post(
+        "/login", data={"csrf": token, "name": "alice", "password": "not-her-password"}
+    )
+    assert wrong.status_code == 401 and "wrong name or password" in wrong.text
+    nobody = await http.post("/login", data={"csrf": token, "name": "eve", "password": "x" * 9})
+    assert nobody.status_code == 401
+
+    http, token = await signed_in(console, "alice")
+    assert "signed in as <strong id=\"me\">alice</strong>" in (await http.get("/")).text
+    assert (await http.post("/logout", data={})).status_code == 403
+    out = await http.post("/logout", data={"csrf": token})
+    assert out.status_code == 303 and out.headers["location"] == "/login"
+    assert (await http.get("/")).status_code == 303
+
+
+async def test_a_decision_carries_the_signed_in_user_never_a_typed_name(
+    console: LiveConsole, dev_env: WorkflowEnvironment
+) -> None:
+    client = dev_env.client
+    state = await waiting_payment(client, console.settings)
+    rid, request = state.run_id, state.pending_approvals[0]
+
+    bob, bob_token = await signed_in(console, "bob")
+    page = (await bob.get(f"/runs/{rid}")).text
+    assert "Who may decide:</strong> alice" in page
+    assert 'value="approve" class="primary" disabled' in page
+    form = {"csrf": bob_token, "request_id": request.request_id, "decision": "approve"}
+    refused = await bob.post(f"/runs/{rid}/decide", data=form)
+    assert refused.status_code == 403 and "bob may not decide pay_invoice" in refused.text
+    after = await runs.get_state(client, rid)
+    assert after.pending_approvals == state.pending_approvals and after.audit == state.audit
+
+    alice, alice_token = await signed_in(console, "alice")
+    form = {"request_id": request.request_id, "decision": "approve", "by": "cfo"}
+    assert (await alice.post(f"/runs/{rid}/decide", data=form)).status_code == 403
+    assert (await runs.get_state(client, rid)).audit == state.audit
+
+    form |= {"csrf": alice_token, "comment": "ok, within budget"}
+    done = await alice.post(f"/runs/{rid}/decide", data=form)
+    assert done.status_code == 303, done.text
+    outcome = await runs.wait_for_outcome(client, rid)
+    assert outcome["status"] == RunStatus.COMPLETED
+    final = await runs.get_state(client, rid)
+    decided = final.approvals[0]
+    assert decided.status is ApprovalStatus.APPROVED
+    assert (decided.decided_by, decided.comment) == ("alice", "ok, within budget")
+    assert not [e for e in final.audit if e.actor == "cfo"]
+    # The message the redirect carried is on the next page, once.
+    page = (await alice.get(f"/runs/{rid}")).text
+    assert "approved: pay_invoice" in page
+    assert "approved: pay_invoice" not in (await alice.get(f"/runs/{rid}")).text
+
+
+async def test_an_answer_and_the_json_replies_of_scripted_pages(
+    console: LiveConsole, dev_env: WorkflowEnvironment
+) -> None:
+    client = dev_env.client
+    rid = await asking(client, console.settings)
+
+    async def asked() -> bool:
+        return bool((await runs.get_summary(client, rid)).pending_questions)
+
+    from tests.conftest import eventually
+
+    await eventually(asked)
+    question = (await runs.get_summary(client, rid)).pending_questions[0]
+    http, token = await signed_in(console, "bob")
+    json_headers = {"Accept": "application/json"}
+    base = {"csrf": token, "question_id": question.question_id}
+    if question.options:
+        wrong = await http.post(
+            f"/runs/{rid}/answer", data=base | {"answer": "not an option"}, headers=json_headers
+        )
+        assert wrong.status_code == 409 and wrong.json()["message"].startswith("answer must be")
+    reply = (question.options or ["yes"])[0]
+    done = await http.post(
+        f"/runs/{rid}/answer", data=base | {"answer": reply, "by": "cfo"}, headers=json_headers
+    )
+    assert done.status_code == 200 and done.json()["ok"] is True
+    answered = (await runs.get_state(client, rid)).questions[0]
+    assert answered.status is QuestionStatus.ANSWERED
+    assert (answered.answer, answered.answered_by) == (reply, "bob")
+
+
+@pytest.mark.parametrize(
+    ("path", "form", "status", "says"),
+    [
+        ("/runs/no-such-run/decide", {"request_id": "r", "decision": "approve"}, 404, "no run"),
+        ("/runs/bad id!/pause", {}, 404, "no run"),
+        ("/runs/{rid}/decide", {"request_id": "nope", "decision": "approve"}, 409, "no pending"),
+        ("/runs/{rid}/decide", {"request_id": "{req}", "decision": "maybe"}, 422, "decision"),
+        ("/runs/{rid}/decide", {"request_id": "{req}", "comment": "x" * 2001}, 422, "comment"),
+        ("/runs/{rid}/fork", {"moment": "abc"}, 422, "moment"),
+        ("/runs/{rid}/fork", {"moment": "999999"}, 409, "there is no step 999999"),
+        ("/runs/{rid}/rewind", {"moment": "0"}, 422, "moment"),
+        ("/runs/{rid}/edit", {}, 409, "the patch changes nothing"),
+        ("/runs/{rid}/answer", {"question_id": "q", "answer": "x"}, 409, "no question"),
+        ("/runs/{rid}/pause", {f"f{i}": "x" for i in range(30)}, 400, "malformed form"),
+    ],
+)
+async def test_bad_input_is_one_line_and_changes_nothing(
+    console: LiveConsole,
+    dev_env: WorkflowEnvironment,
+    path: str,
+    form: dict[str, str],
+    status: int,
+    says: str,
+) -> None:
+    state = await waiting_payment(dev_env.client, console.settings)
+    http, token = await signed_in(console, "alice")
+    req = state.pending_approvals[0].request_id
+    path = path.replace("{rid}", state.run_id)
+    form = {k: v.replace("{req}", req) for k, v in form.items()}
+    response = await http.post(
+        path, data={"csrf": token, **form}, headers={"Accept": "application/json"}
+    )
+    assert response.status_code == status, response.text
+    message = response.json()["message"]
+    assert says in message and "\n" not in message
+    after = await runs.get_state(dev_env.client, state.run_id)
+    assert after.audit == state.audit and after.approvals == state.approvals
+
+
+async def test_pages_refuse_bad_requests(console: LiveConsole, dev_env: WorkflowEnvironment) -> None:
+    http, token = await signed_in(console, "alice")
+    assert (await http.get("/runs/no-such-run")).status_code == 404
+    assert (await http.get("/runs?status=bogus")).status_code == 400
+    assert (await http.get("/runs/no-such-run/events")).status_code == 404
+    garbage = await http.post(
+        "/runs/x/pause",
+        content=b"--b\r\nnot a part",
+        headers={"Content-Type": "multipart/form-data; boundary=b"},
+    )
+    assert garbage.status_code in (400, 403)
+    upload = await http.post(
+        "/runs/x/pause", data={"csrf": token}, files={"f": ("a.txt", b"x")}
+    )
+    assert upload.status_code == 400 and "files" in upload.text
+    # A GET changes nothing: there is no GET for an action.
+    assert (await http.get("/runs/x/pause")).status_code == 405
