@@ -18,6 +18,7 @@ from typing import Any, Literal
 
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+from temporalio import workflow
 
 from workflows.contracts import RunPolicy, SignedDecision
 
@@ -96,7 +97,10 @@ def signature_error(
         public = Ed25519PublicKey.from_public_bytes(base64.b64decode(trusted.public_key))
         raw = base64.b64decode(signed.signature, validate=True)
         message = _message(signed.key_id, run, by, action, request_id, digest, signed.at)
-        public.verify(raw, message)
+        # The library's native code imports its exception class when a check fails; in the
+        # workflow sandbox that import must reach the module already loaded, not a copy.
+        with workflow.unsafe.imports_passed_through():
+            public.verify(raw, message)
     except (InvalidSignature, binascii.Error, ValueError):
         return f"forged signature: key {signed.key_id!r} did not sign this decision"
     return None

@@ -35,7 +35,10 @@ async def live_console(settings: Settings, client: Client) -> AsyncIterator[Live
     for name, password in PASSWORDS.items():
         users.add_user(settings.console_users_path, name, password)
     config = uvicorn.Config(
-        create_app(settings, client), host="127.0.0.1", port=0, log_level="warning",
+        create_app(settings, client),
+        host="127.0.0.1",
+        port=0,
+        log_level="warning",
         timeout_graceful_shutdown=1,
     )
     server = uvicorn.Server(config)

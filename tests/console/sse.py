@@ -25,7 +25,9 @@ async def events(
         headers["Last-Event-ID"] = last_event_id
     async with http.stream("GET", path, headers=headers) as response:
         assert response.status_code == 200, await response.aread()
-        name, event_id, data = "message", None, []
+        name: str = "message"
+        event_id: str | None = None
+        data: list[str] = []
         async for line in response.aiter_lines():
             if line == "":
                 if data:

@@ -28,7 +28,7 @@ async def test_sign_in_logout_and_csrf(console: LiveConsole) -> None:
     assert nobody.status_code == 401
 
     http, token = await signed_in(console, "alice")
-    assert "signed in as <strong id=\"me\">alice</strong>" in (await http.get("/")).text
+    assert 'signed in as <strong id="me">alice</strong>' in (await http.get("/")).text
     assert (await http.post("/logout", data={})).status_code == 403
     out = await http.post("/logout", data={"csrf": token})
     assert out.status_code == 303 and out.headers["location"] == "/login"
@@ -143,7 +143,7 @@ async def test_bad_input_is_one_line_and_changes_nothing(
     assert after.audit == state.audit and after.approvals == state.approvals
 
 
-async def test_pages_refuse_bad_requests(console: LiveConsole, dev_env: WorkflowEnvironment) -> None:
+async def test_pages_refuse_bad_requests(console: LiveConsole) -> None:
     http, token = await signed_in(console, "alice")
     assert (await http.get("/runs/no-such-run")).status_code == 404
     assert (await http.get("/runs?status=bogus")).status_code == 400
@@ -154,9 +154,7 @@ async def test_pages_refuse_bad_requests(console: LiveConsole, dev_env: Workflow
         headers={"Content-Type": "multipart/form-data; boundary=b"},
     )
     assert garbage.status_code in (400, 403)
-    upload = await http.post(
-        "/runs/x/pause", data={"csrf": token}, files={"f": ("a.txt", b"x")}
-    )
+    upload = await http.post("/runs/x/pause", data={"csrf": token}, files={"f": ("a.txt", b"x")})
     assert upload.status_code == 400 and "files" in upload.text
     # A GET changes nothing: there is no GET for an action.
     assert (await http.get("/runs/x/pause")).status_code == 405
