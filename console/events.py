@@ -58,7 +58,11 @@ def message_preview(message: dict[str, Any] | None) -> str:
         return ""
     parts = [str(message.get("content") or "")]
     for call in message.get("tool_calls") or []:
-        function = call.get("function", {}) if isinstance(call, dict) else {}
+        if not isinstance(call, dict):
+            continue
+        # Our own form ({name, arguments}), or the wire form nested under "function".
+        nested = call.get("function")
+        function: dict[str, Any] = nested if isinstance(nested, dict) else call
         parts.append(f"→ {function.get('name', '?')}({function.get('arguments', '')})")
     return preview(" ".join(p for p in parts if p), PREVIEW_CHARS)
 

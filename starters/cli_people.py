@@ -52,8 +52,9 @@ def _decision_command(approve: bool):  # type: ignore[no-untyped-def]
             request_id=request_id, approve=approve, by=_who(by), comment=comment
         )
         settings = load_settings()
+        signer = _own_signer(settings)  # a bad key file is refused before connecting
         client = await connect(settings)
-        console.print(await runs.decide(client, run_id, request, _own_signer(settings)))
+        console.print(await runs.decide(client, run_id, request, signer))
 
     decide.__doc__ = "Approve a pending tool call." if approve else "Reject a pending tool call."
     return decide
@@ -69,8 +70,9 @@ async def answer(
     """Answer the question a run asked."""
     reply = Answer(question_id=question_id, answer=text, by=_who(by))
     settings = load_settings()
+    signer = _own_signer(settings)
     client = await connect(settings)
-    console.print(await runs.answer(client, run_id, reply, _own_signer(settings)))
+    console.print(await runs.answer(client, run_id, reply, signer))
 
 
 def _actor_command(verb: str, doc: str):  # type: ignore[no-untyped-def]

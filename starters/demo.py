@@ -48,6 +48,10 @@ async def demo(
     state = await runs.get_state(client, run_id)
     print_state(console, state)
     console.print(f"\nOpen the run in the Temporal Web UI: [link]{settings.web_ui_url(run_id)}[/]")
+    console.print(
+        f"or in the console: [link]{settings.console_url}/runs/{run_id}[/] "
+        "(`agentctl users add NAME` first)"
+    )
     if settings.encryption_on:
         console.print(
             "Payloads and stores are encrypted; the Web UI shows them decrypted through the "

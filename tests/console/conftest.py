@@ -3,9 +3,11 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 
 import pytest
+from playwright.async_api import Browser
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
+from tests.console.browser import launched
 from tests.console.live import LiveConsole, live_console
 from worker.settings import Settings
 
@@ -16,3 +18,9 @@ async def console(
 ) -> AsyncIterator[LiveConsole]:
     async with live_console(settings, dev_env.client) as served:
         yield served
+
+
+@pytest.fixture(scope="session")
+async def browser() -> AsyncIterator[Browser]:
+    async for launched_browser in launched():
+        yield launched_browser

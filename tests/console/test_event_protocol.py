@@ -4,6 +4,8 @@ come from the history."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from temporalio.client import WorkflowQueryFailedError
 from temporalio.testing import WorkflowEnvironment
@@ -25,7 +27,7 @@ async def _until(http, path: str, stop, last_event_id: str | None = None) -> lis
     return seen
 
 
-def _moments(seen: list[Event]) -> list[dict]:
+def _moments(seen: list[Event]) -> list[dict[str, Any]]:
     return [e.data for e in seen if e.name == "moment"]
 
 
@@ -47,6 +49,7 @@ async def test_a_reconnect_resumes_after_the_last_event_nothing_twice_nothing_mi
     assert before[0]["v"] == 1 and before[0]["kind"] == "started"
     model_texts = [m["preview"] for m in before if m["kind"] == "model"]
     assert model_texts and all(model_texts), "model moments carry the reply's text"
+    assert any("→ lookup_invoice({" in text for text in model_texts), model_texts
     status = next(e for e in first if e.name == "status").data
     assert status["run_id"] == rid and "status" in status
 

@@ -34,6 +34,11 @@ def test_each_part_gets_only_what_it_needs(tmp_path):
     model = environment_for(parts["model"], OURS, "m")
     codec = environment_for(parts["codec"], OURS, "m")
     worker = environment_for(parts["worker"], OURS, "m")
+    console = environment_for(parts["console"], OURS, "m")
+    # The console decodes with the keys and reads the stores; the model key never reaches it.
+    assert console["AGENT_ENCRYPTION_KEYS"] == "k1=secret"
+    assert not any(k in console for k in ("OPENAI_API_KEY", "AGENT_OPENAI_API_KEY"))
+    assert "AWS_SECRET_ACCESS_KEY" not in console
     for env in (temporal, model):
         assert not any("secret" in v or v.startswith("sk-") for v in env.values()), env
         assert "AGENT_CODEC_TOKEN" not in env

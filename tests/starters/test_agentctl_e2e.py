@@ -33,19 +33,27 @@ class Stack:
             "AGENT_OFFLINE_MODEL_PORT": str(free_port()),
             "AGENT_METRICS_PORT": str(free_port()),
             "AGENT_CODEC_PORT": str(free_port()),
+            "AGENT_CONSOLE_PORT": str(free_port()),
             "COLUMNS": "200",
         }
         for key in ("OPENAI_API_KEY", "OPENAI_BASE_URL"):
             self.env.pop(key, None)
 
-    def __call__(self, *args: str, check: bool = True, env: dict[str, str] | None = None):
+    def __call__(
+        self,
+        *args: str,
+        check: bool = True,
+        env: dict[str, str] | None = None,
+        stdin: str | None = None,
+    ):
         done = subprocess.run(
             [AGENTCTL, *args],
             env=env or self.env,
             capture_output=True,
             text=True,
             timeout=180,
-            stdin=subprocess.DEVNULL,
+            input=stdin,
+            stdin=subprocess.DEVNULL if stdin is None else None,
         )
         if check and done.returncode != 0:
             raise AssertionError(f"agentctl {' '.join(args)} failed:\n{done.stdout}\n{done.stderr}")
@@ -76,7 +84,9 @@ def stack(tmp_path):
 def test_pay_invoice_through_approval_and_across_a_restart(stack):
     up = stack("up")
     assert "retention 7 days, daily prune schedule 'durable-agents-prune'" in up.stdout
-    assert stack("stack").stdout.count("running") == 3
+    assert f"Console: http://127.0.0.1:{stack.env['AGENT_CONSOLE_PORT']}" in up.stdout
+    listing = stack("stack").stdout
+    assert listing.count("running") == 4 and "the console" in listing
     schedule = subprocess.run(
         [
             str(temporal_cli()),
@@ -101,6 +111,7 @@ def test_pay_invoice_through_approval_and_across_a_restart(stack):
     assert started["run_id"] == "e2e-1" and started["status"] in {"planning", "running"}
     waiting = stack.wait_status("e2e-1", "awaiting_approval")
     assert waiting["approvals"][0]["tool"] == "pay_invoice"
+    _console_shows_it_waiting(stack, "e2e-1")
 
     stack("approve", "e2e-1", "--as", "carol", "--comment", "looks right")
     done = stack.wait_status("e2e-1", "completed")
@@ -147,7 +158,8 @@ def test_pay_invoice_through_approval_and_across_a_restart(stack):
     assert [r["run_id"] for r in json.loads(listed)] == ["e2e-1"]
 
     stack("down")
-    assert stack("stack").stdout.count("stopped") == 3
+    assert stack("stack").stdout.count("stopped") == 4
+
     stack("up")
     assert stack.show("e2e-1")["status"] == "completed"  # the run survived down and up
 
@@ -263,7 +275,7 @@ def test_an_encrypted_stack_runs_the_demo_and_the_web_ui_decodes(stack):
     demo = stack("demo")
     assert "approving as demo-auto-approver" in demo.stdout
     assert "codec: starting" in demo.stdout
-    assert stack("stack").stdout.count("running") == 4
+    assert stack("stack").stdout.count("running") == 5
     found = re.search(r"run (demo-[\d-]+)", demo.stdout)
     assert found is not None
     run_id = found.group(1)
@@ -323,3 +335,17 @@ def payloads_in(node):
     elif isinstance(node, list):
         for value in node:
             yield from payloads_in(value)
+
+
+def _console_shows_it_waiting(stack: Stack, run_id: str) -> None:
+    """`agentctl up` started the console: a user added from the CLI signs in and finds the
+    run waiting in the inbox."""
+    added = stack("users", "add", "carol", "--password-stdin", stdin="carol-password\n")
+    assert added.stdout.startswith("added carol")
+    with httpx.Client(base_url=f"http://127.0.0.1:{stack.env['AGENT_CONSOLE_PORT']}") as web:
+        token = re.search(r'name="csrf" value="([^"]+)"', web.get("/login").text)
+        assert token is not None
+        form = {"csrf": token.group(1), "name": "carol", "password": "carol-password"}
+        assert web.post("/login", data=form).status_code == 303
+        inbox = web.get("/").text
+    assert f'data-run="{run_id}"' in inbox and "pay_invoice" in inbox
