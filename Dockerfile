@@ -13,6 +13,7 @@ COPY pyproject.toml constraints.txt README.md ./
 COPY durable_agents ./durable_agents
 COPY examples ./examples
 COPY activities ./activities
+COPY console ./console
 COPY infra ./infra
 COPY starters ./starters
 COPY worker ./worker

@@ -30,6 +30,7 @@ from console.web import (
     render,
     run_state,
     signed_in,
+    templates,
     wants_json,
 )
 from starters.signer import kept_signer
@@ -68,6 +69,10 @@ def create_app(settings: Settings, client: Client | None = None) -> FastAPI:
             return render(request, "error.html", {"message": proxy_refusal()}, status=401)
         return RedirectResponse("/login", status_code=303)
 
+    @app.exception_handler(users.UsersFileError)
+    async def _users_file(request: Request, err: users.UsersFileError) -> Response:
+        return render_without_user(request, str(err))
+
     @app.exception_handler(PageError)
     async def _page_error(request: Request, err: PageError) -> Response:
         if wants_json(request):
@@ -88,6 +93,14 @@ async def stream_start(request: Request, run_id: str, after: int = 0) -> int:
         raise PageError(400, "after must be a whole number >= 0")
     await run_state(console_of(request), run_id)
     return events.last_event_id(request.headers.get("last-event-id"), after)
+
+
+def render_without_user(request: Request, message: str) -> Response:
+    """An error page that does not ask who is signed in (that is what failed)."""
+    response = templates.TemplateResponse(
+        request, "error.html", {"user": None, "csrf": "", "message": message}, status_code=500
+    )
+    return response
 
 
 def _pages(app: FastAPI) -> None:

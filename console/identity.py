@@ -17,6 +17,7 @@ from pathlib import Path
 from fastapi import Request, Response
 from itsdangerous import BadSignature, URLSafeTimedSerializer
 
+from console import users
 from worker.settings import Settings
 
 SESSION_COOKIE = "da_console"
@@ -85,7 +86,10 @@ class Identity:
         """The signed-in user: from the session, or (proxy mode) from the proxy's header,
         believed only when the request comes from a configured proxy address."""
         if not self.uses_proxy:
-            return self.session(request).user
+            user = self.session(request).user
+            if user is None or not users.exists(self.settings.console_users_path, user):
+                return None
+            return user
         peer = request.client.host if request.client else None
         if peer is None or peer not in self.settings.console_trusted_proxies:
             return None

@@ -75,6 +75,11 @@ def user_names(path: Path) -> list[str]:
     return sorted(_read(path))
 
 
+def exists(path: Path, name: str) -> bool:
+    """Whether the user is (still) in the file: a removed user's session ends with it."""
+    return name in _read(path)
+
+
 def verify(path: Path, name: str, password: str) -> bool:
     """Whether this name and password sign in."""
     entry = _read(path).get(name)

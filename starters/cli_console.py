@@ -17,8 +17,12 @@ from starters.signer import kept_signer, write_new_key
 from worker.settings import load_settings
 
 console = Console()
-users_app = typer.Typer(help="The console's local users (AGENT_CONSOLE_AUTH=users).")
-keys_app = typer.Typer(help="Keys that sign decisions, for a run policy's trusted_keys.")
+users_app = typer.Typer(
+    help="The console's local users (AGENT_CONSOLE_AUTH=users).", no_args_is_help=True
+)
+signing_app = typer.Typer(
+    help="Keys that sign decisions, for a run policy's trusted_keys.", no_args_is_help=True
+)
 
 
 def serve_console() -> None:
@@ -82,7 +86,7 @@ def _trusted_entry(key_id: str, public: str, signs_for: list[str]) -> str:
     return json.dumps({"trusted_keys": {key_id: entry}}, indent=2)
 
 
-@keys_app.command("new")
+@signing_app.command("new")
 def new_key(
     path: Annotated[Path, typer.Argument(help="Where to write the private key (mode 600).")],
     key_id: Annotated[str, typer.Option(help="The key's id in a policy.")] = "",
@@ -102,7 +106,7 @@ def new_key(
     typer.echo(_trusted_entry(key_id or who, public, [who]))
 
 
-@keys_app.command("console")
+@signing_app.command("console")
 def console_key() -> None:
     """The console's public key, as a policy's trusted_keys entry (made on first use)."""
     settings = load_settings()
@@ -116,4 +120,4 @@ def console_key() -> None:
 def register(app: typer.Typer) -> None:
     app.command("console")(serve_console)
     app.add_typer(users_app, name="users")
-    app.add_typer(keys_app, name="keys")
+    app.add_typer(signing_app, name="signing")

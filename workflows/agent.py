@@ -106,6 +106,10 @@ CUT_SHORT_PATCH = "cut-short-replies-go-on"
 TOOL_ERRORS_PATCH = "tool-errors-go-to-the-model"
 # Runs record their agent at start (a local activity); older runs resolve it when needed.
 AGENT_RECORD_PATCH = "agent-recorded-at-start"
+# A cancel now always takes hold: one that came before the run's story started (with the
+# start, or during its local activity) or while an activity that finished anyway was in
+# flight was recorded and then lost, the run going on to its next wait.
+CANCEL_HOLDS_PATCH = "cancel-holds"
 PLAN_TOOLS: tuple[str, ...] = (SUBMIT_PLAN,)
 
 
@@ -210,6 +214,8 @@ class AgentWorkflow:
             self._moment("forked", f"from {self.state.parent.run_id} at {self.state.parent.moment}")
             await self._copy_parent_transcript(self._parent_store_key or self.state.parent.run_id)
         self._story = asyncio.create_task(self._tell())
+        if self._cancel_holds():
+            self._story.cancel()
         try:
             answer = await self._story
         except (asyncio.CancelledError, ActivityError) as err:
@@ -644,8 +650,15 @@ class AgentWorkflow:
         self.state.record_usage(turn.usage, memoized=turn.memoized)
         return turn
 
+    def _cancel_holds(self) -> bool:
+        """Whether a cancel was asked for and must take hold now (asked where it matters)."""
+        return self.state.cancel_requested_by is not None and workflow.patched(CANCEL_HOLDS_PATCH)
+
     async def _pause_point(self) -> None:
-        """Between activities: where a requested pause takes hold."""
+        """Between activities: where a requested pause takes hold, and a cancel whose
+        activity finished before it heard of it."""
+        if self._cancel_holds():
+            raise asyncio.CancelledError()
         if not self.state.pause_requested:
             return
         self.state.enter_pause()
@@ -680,6 +693,8 @@ class AgentWorkflow:
 
     async def _wait(self, done: Callable[[], bool]) -> bool:
         """Wait for a person, durably, up to the run's decision timeout."""
+        if self._cancel_holds():
+            raise asyncio.CancelledError()
         try:
             await workflow.wait_condition(done, timeout=self._decision_timeout)
         except TimeoutError:

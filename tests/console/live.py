@@ -18,7 +18,7 @@ from console.app import create_app
 from worker.settings import Settings
 
 PASSWORDS = {"alice": "alice-password", "bob": "bob-password", "cfo": "cfo-password"}
-CSRF_INPUT = re.compile(r'name="csrf" value="([^"]+)"')
+CSRF_INPUT = re.compile(r'(?:name="csrf" value|data-csrf)="([^"]+)"')
 
 
 @dataclass

@@ -158,3 +158,68 @@ async def test_pages_refuse_bad_requests(console: LiveConsole) -> None:
     assert upload.status_code == 400 and "files" in upload.text
     # A GET changes nothing: there is no GET for an action.
     assert (await http.get("/runs/x/pause")).status_code == 405
+
+
+async def test_edit_cancel_and_rewind_from_the_console(
+    console: LiveConsole, dev_env: WorkflowEnvironment
+) -> None:
+    client = dev_env.client
+    state = await waiting_payment(client, console.settings)
+    rid = state.run_id
+    http, token = await signed_in(console, "bob")
+    json_headers = {"Accept": "application/json"}
+
+    form = {"csrf": token, "goal": "Pay INV-1001 only", "pending_steps": "Wrap up\n\n", "by": "x"}
+    edited = await http.post(f"/runs/{rid}/edit", data=form, headers=json_headers)
+    assert edited.status_code == 200, edited.text
+    after = await runs.get_state(client, rid)
+    assert after.goal == "Pay INV-1001 only" and after.plan[-1].title == "Wrap up"
+    assert after.audit[-1].actor == "bob" and after.audit[-1].action == "edited"
+
+    before_rewind = (await runs.handle(client, rid).describe()).run_id
+    rewound = await http.post(f"/runs/{rid}/rewind", data={"csrf": token, "moment": "2"})
+    assert rewound.status_code == 303, rewound.text
+    assert (await runs.handle(client, rid).describe()).run_id != before_rewind
+
+    cancelled = await http.post(
+        f"/runs/{rid}/cancel", data={"csrf": token, "reason": "wrong vendor"}, headers=json_headers
+    )
+    assert cancelled.status_code == 200
+    assert (await runs.wait_for_outcome(client, rid))["status"] == RunStatus.CANCELLED
+    closed = await http.post(f"/runs/{rid}/pause", data={"csrf": token}, headers=json_headers)
+    assert closed.status_code == 409 and "cancelled" in closed.json()["message"]
+    final = await runs.get_state(client, rid)
+    assert any(e.actor == "bob" and e.action == "cancel_requested" for e in final.audit)
+
+
+async def test_a_removed_user_is_signed_out(console: LiveConsole) -> None:
+    from console import users
+
+    http, _ = await signed_in(console, "cfo")
+    users.remove_user(console.settings.console_users_path, "cfo")
+    assert (await http.get("/")).status_code == 303
+    users.add_user(console.settings.console_users_path, "cfo", "cfo-password")
+
+
+async def test_proxy_mode_believes_the_header_only_from_the_proxy(
+    dev_env: WorkflowEnvironment, settings
+) -> None:
+    from tests.console.live import live_console
+
+    proxied = settings.model_copy(
+        update={"console_auth": "proxy", "console_trusted_proxies": ["127.0.0.1"]}
+    )
+    async with live_console(proxied, dev_env.client) as console:
+        http = console.client()
+        named = await http.get("/", headers={"X-Forwarded-User": "dana"})
+        assert named.status_code == 200 and 'id="me">dana<' in named.text
+        assert (await http.get("/")).status_code == 401
+        login = await http.post("/login", data={"csrf": csrf_of(named.text)})
+        assert login.status_code == 400
+
+    elsewhere = settings.model_copy(
+        update={"console_auth": "proxy", "console_trusted_proxies": ["10.9.8.7"]}
+    )
+    async with live_console(elsewhere, dev_env.client) as console:
+        refused = await console.client().get("/", headers={"X-Forwarded-User": "dana"})
+        assert refused.status_code == 401 and "dana" not in refused.text

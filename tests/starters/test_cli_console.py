@@ -50,7 +50,7 @@ def test_users_add_list_remove(tmp_path):
 
 def test_keys_new_and_console_print_policy_entries(tmp_path):
     key_file = tmp_path / "cfo.key"
-    made = agentctl(tmp_path, "keys", "new", str(key_file), "--signs-for", "cfo")
+    made = agentctl(tmp_path, "signing", "new", str(key_file), "--signs-for", "cfo")
     assert made.exit_code == 0, made.stderr
     entry = json.loads(made.stdout)
     policy = RunPolicy.model_validate({"require_signed_decisions": True, **entry})
@@ -58,11 +58,11 @@ def test_keys_new_and_console_print_policy_entries(tmp_path):
     assert read_signer(key_file, "cfo").public_key == policy.trusted_keys["cfo"].public_key
     assert stat.S_IMODE(key_file.stat().st_mode) == 0o600
 
-    again = agentctl(tmp_path, "keys", "new", str(key_file))
+    again = agentctl(tmp_path, "signing", "new", str(key_file))
     assert again.exit_code == 1 and "never overwritten" in again.stderr
 
-    first = json.loads(agentctl(tmp_path, "keys", "console").stdout)
-    second = json.loads(agentctl(tmp_path, "keys", "console").stdout)
+    first = json.loads(agentctl(tmp_path, "signing", "console").stdout)
+    second = json.loads(agentctl(tmp_path, "signing", "console").stdout)
     assert first == second and first["trusted_keys"]["console"]["signs_for"] == []
 
 
