@@ -22,6 +22,7 @@ from typing import Any
 
 from fastapi.sse import ServerSentEvent
 from temporalio.client import Client
+from temporalio.service import RPCError, RPCStatusCode
 
 from starters import timeline
 from starters.runs import RunError, handle
@@ -176,6 +177,13 @@ async def stream(
     while True:
         try:
             batch, page = await reader.next_batch()
+        except RPCError as err:
+            if err.status == RPCStatusCode.NOT_FOUND:  # deleted while watched
+                yield ServerSentEvent(event="end", data={"status": "gone"})
+                return
+            yield ServerSentEvent(event="unavailable", data={"error": one_line(err)}, retry=2000)
+            await asyncio.sleep(2)
+            continue
         except Exception as err:  # told to the page, then retried: a worker may come back
             yield ServerSentEvent(event="unavailable", data={"error": one_line(err)}, retry=2000)
             await asyncio.sleep(2)

@@ -9,6 +9,7 @@ no query once seen.
 from __future__ import annotations
 
 import asyncio
+from collections import OrderedDict
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
@@ -20,6 +21,7 @@ from workflows import search_attributes as sa
 from workflows.state import ApprovalRequest, Question, RunStatus, RunSummary
 
 QUERIES_AT_ONCE = 32
+SUMMARIES_CACHED = 5000  # runs whose summaries are kept (the least recently seen go)
 RUNS_LISTED = 100
 INBOX_LIMIT = 500
 
@@ -67,7 +69,7 @@ class InboxEntry:
 class Views:
     def __init__(self, client: Client) -> None:
         self.client = client
-        self._summaries: dict[str, tuple[int, RunSummary]] = {}
+        self._summaries: OrderedDict[str, tuple[int, RunSummary]] = OrderedDict()
         self._gate = asyncio.Semaphore(QUERIES_AT_ONCE)
 
     async def summary(self, run_id: str, history_length: int | None = None) -> RunSummary | None:
@@ -75,6 +77,7 @@ class Views:
         answers."""
         cached = self._summaries.get(run_id)
         if cached is not None and history_length is not None and cached[0] == history_length:
+            self._summaries.move_to_end(run_id)
             return cached[1]
         async with self._gate:
             try:
@@ -85,6 +88,9 @@ class Views:
                 return None
         if history_length is not None:
             self._summaries[run_id] = (history_length, summary)
+            self._summaries.move_to_end(run_id)
+            while len(self._summaries) > SUMMARIES_CACHED:
+                self._summaries.popitem(last=False)
         return summary
 
     async def _rows(self, query: str, limit: int) -> list[RunRow]:

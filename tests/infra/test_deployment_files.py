@@ -25,6 +25,7 @@ OUR_IMAGE = "durable-agents:0.1.0"
 SAMPLES = {
     "AGENT_ENCRYPTION_KEYS": f"k1={new_key()}",
     "AGENT_CODEC_TOKEN": "a-codec-token",
+    "AGENT_CONSOLE_SECRET": "a-console-secret",
     "OPENAI_API_KEY": "sk-sample",
     "AGENT_DATABASE_URL": "postgresql://agents:pw@postgres:5432/agents",
 }
@@ -99,7 +100,7 @@ def test_every_image_is_pinned():
 
 def test_compose_services_of_our_image_read_only_settings(monkeypatch):
     ours = {n: s for n, s in compose()["services"].items() if s.get("image") == OUR_IMAGE}
-    assert set(ours) == {"setup", "codec", "worker"}
+    assert set(ours) == {"setup", "codec", "worker", "console"}
     known = setting_variables()
     for name, service in ours.items():
         env = {k: interpolate(str(v)) for k, v in service["environment"].items()}
@@ -112,6 +113,9 @@ def test_compose_services_of_our_image_read_only_settings(monkeypatch):
             assert settings.metrics_port == 9464
         if name == "codec":
             assert settings.ui_origins == ["http://localhost:8080"]
+        if name == "console":
+            assert settings.console_url == "http://0.0.0.0:8280" and settings.encryption_on
+            assert settings.openai_api_key is None
 
 
 def test_compose_wires_the_ui_to_the_codec_server_and_prometheus_to_the_workers():
