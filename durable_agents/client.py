@@ -153,6 +153,8 @@ class RunHandle:
         await runs.cancel(self.temporal, self.run_id, Actor(by=by, reason=reason))
 
     async def edit(self, patch: StatePatch) -> RunState:
+        """Apply an edit; the run's state after it (its kept events left out: `state()`
+        has them)."""
         return await runs.edit(self.temporal, self.run_id, patch)
 
     async def result(self) -> RunResult:

@@ -863,7 +863,8 @@ class AgentWorkflow:
         self.state.apply_patch(patch, workflow.now())
         self._publish()
         self._moment("edited", patch.by)
-        return self.state
+        # The answer lands in the history: the kept events stay out (the events query has them).
+        return self.state.model_copy(update={"events": []})
 
     @edit.validator
     def _validate_edit(self, *payload: Any) -> None:
