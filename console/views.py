@@ -13,7 +13,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from temporalio.client import Client, WorkflowExecution
+from temporalio.client import Client, WorkflowExecution, WorkflowQueryFailedError
 from temporalio.service import RPCError
 
 from starters.runs import WAITING_VALUES, WORKFLOW_TYPE, handle
@@ -84,7 +84,7 @@ class Views:
                 summary: RunSummary = await handle(self.client, run_id).query(
                     "summary", result_type=RunSummary, rpc_timeout=timedelta(seconds=5)
                 )
-            except RPCError:
+            except (RPCError, WorkflowQueryFailedError):  # no worker, or it cannot replay it
                 return None
         if history_length is not None:
             self._summaries[run_id] = (history_length, summary)

@@ -5,20 +5,20 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from fastapi import Request
 from fastapi.responses import HTMLResponse
 from fastapi.templating import Jinja2Templates
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowQueryFailedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from console import events
 from console.identity import CSRF_FIELD, Identity
 from console.views import Views, countdown
-from starters.runs import RunError, get_state
+from starters.runs import WEDGED, handle, one_line_of, wedged
 from starters.signer import Signer
 from worker.settings import Settings
 from workflows.contracts import RUN_ID_PATTERN
@@ -88,16 +88,38 @@ def check_run_id(run_id: str) -> str:
     return run_id
 
 
+# How long a page waits for a run's worker to answer before saying why it did not.
+QUERY_SECONDS = 10.0
+
+
 async def run_state(console: Console, run_id: str) -> RunState:
+    """The run's state, or a page error in one line: unknown (404), or no answer (503,
+    wedged or no worker) within QUERY_SECONDS instead of a page that hangs."""
+    check_run_id(run_id)
+    if await _wedged(console, run_id):  # a query would wait for a task that keeps failing
+        raise PageError(503, str(wedged(run_id)))
     try:
-        return await get_state(console.client, check_run_id(run_id))
-    except RunError as err:
-        status = 404 if "no run with id" in str(err) else 503
-        raise PageError(status, str(err)) from None
+        state: RunState = await handle(console.client, run_id).query(
+            "state", result_type=RunState, rpc_timeout=timedelta(seconds=QUERY_SECONDS)
+        )
+        return state
+    except WorkflowQueryFailedError as err:
+        raise PageError(503, f"run {run_id} could not answer: {one_line_of(err.message)}") from None
     except RPCError as err:
         if err.status == RPCStatusCode.NOT_FOUND:
             raise PageError(404, f"no run with id {run_id}") from None
-        raise PageError(503, f"no worker answered for {run_id}: {err.message}") from None
+        if WEDGED in err.message or await _wedged(console, run_id):
+            raise PageError(503, str(wedged(run_id))) from None
+        raise PageError(503, f"no worker answered for {run_id} ({err.message})") from None
+
+
+async def _wedged(console: Console, run_id: str) -> bool:
+    """Whether the run's workflow task has failed more than once in a row."""
+    try:
+        described = await handle(console.client, run_id).describe()
+    except RPCError:
+        return False
+    return described.raw_description.pending_workflow_task.attempt >= 2
 
 
 def wants_json(request: Request) -> bool:

@@ -223,3 +223,17 @@ async def test_proxy_mode_believes_the_header_only_from_the_proxy(
     async with live_console(elsewhere, dev_env.client) as console:
         refused = await console.client().get("/", headers={"X-Forwarded-User": "dana"})
         assert refused.status_code == 401 and "dana" not in refused.text
+
+
+async def test_a_run_that_cannot_answer_still_lists_and_its_page_says_why(
+    console: LiveConsole, dev_env: WorkflowEnvironment
+) -> None:
+    from tests.conftest import start_wedged_run
+
+    wedged = await start_wedged_run(dev_env.client, console.settings.task_queue)
+    http, _ = await signed_in(console, "alice")
+    listing = await http.get("/runs")
+    assert listing.status_code == 200 and wedged.id in listing.text
+    page = await http.get(f"/runs/{wedged.id}")
+    assert page.status_code == 503 and "is wedged" in page.text
+    assert (await http.get("/")).status_code == 200
