@@ -2,14 +2,23 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import uvicorn
 
 from console.app import create_app
+from worker.client import connect, connect_failure
 from worker.settings import load_settings
 
 
 def main() -> None:
     settings = load_settings()
+    try:
+        asyncio.run(connect(settings))
+    except RuntimeError as err:  # the SDK's connection error, said in one line
+        reason = connect_failure(str(err))
+        print(f"console: cannot reach Temporal at {settings.temporal_address} ({reason})")
+        raise SystemExit(2) from None
     uvicorn.run(
         create_app(settings),
         host=settings.console_host,

@@ -58,7 +58,13 @@ def create_app(settings: Settings, client: Client | None = None) -> FastAPI:
             app.state.console = build(await connect(settings))
         yield
 
-    app = FastAPI(title="durable-agents console", lifespan=lifespan, docs_url=None, redoc_url=None)
+    app = FastAPI(
+        title="durable-agents console",
+        lifespan=lifespan,
+        docs_url=None,
+        redoc_url=None,
+        openapi_url=None,
+    )
     app.mount("/static", StaticFiles(directory=HERE / "static"), name="static")
 
     @app.exception_handler(SignInNeeded)

@@ -89,3 +89,26 @@ def test_a_policy_that_requires_signatures_needs_keys():
         RunPolicy(require_signed_decisions=True)
     with pytest.raises(ValidationError, match="raw Ed25519 key"):
         RunPolicy.model_validate({"trusted_keys": {"k": {"public_key": "A" * 44}}})
+
+
+def test_the_console_without_temporal_says_so_in_one_line(tmp_path):
+    import subprocess
+    import sys
+
+    from infra.offline_model.embedded import free_port
+
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "AGENT_DATA_DIR": str(tmp_path),
+        "AGENT_TEMPORAL_PORT": str(free_port()),
+        "AGENT_CONSOLE_PORT": str(free_port()),
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "console"], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 2
+    lines = (done.stdout + done.stderr).strip().splitlines()
+    assert lines == [
+        f"console: cannot reach Temporal at 127.0.0.1:{env['AGENT_TEMPORAL_PORT']} "
+        "(connection refused)"
+    ]
