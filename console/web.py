@@ -30,6 +30,7 @@ templates.env.globals["countdown"] = countdown
 templates.env.globals["CSRF_FIELD"] = CSRF_FIELD
 MAX_FORM_FIELDS = 20
 MAX_FIELD_BYTES = 64 * 1024
+MAX_BODY_BYTES = 256 * 1024
 
 
 @dataclass
@@ -131,14 +132,26 @@ def proxy_refusal() -> str:
 
 
 async def read_form(request: Request) -> dict[str, str]:
-    """The form's text fields, bounded: too many fields or a field too large is a 400."""
+    """The form's text fields, bounded and unambiguous: a body without a length or over
+    MAX_BODY_BYTES (411, 413), too many fields, a field too large, a file or a field given
+    twice (400) is refused before anything is acted on."""
+    length = request.headers.get("content-length")
+    if length is None or not length.isdigit():
+        raise PageError(411, "a form must say its length (Content-Length)")
+    if int(length) > MAX_BODY_BYTES:
+        raise PageError(413, f"the form is larger than {MAX_BODY_BYTES // 1024} KB")
     try:
         form = await request.form(
             max_files=0, max_fields=MAX_FORM_FIELDS, max_part_size=MAX_FIELD_BYTES
         )
     except Exception as err:  # starlette's MultiPartException, a bad encoding, …
         raise PageError(400, f"malformed form: {events.one_line(err)}") from None
-    fields = {key: value for key, value in form.items() if isinstance(value, str)}
-    if len(fields) != len(form):
-        raise PageError(400, "malformed form: files are not taken here")
+    items = form.multi_items()
+    fields: dict[str, str] = {}
+    for key, value in items:
+        if not isinstance(value, str):
+            raise PageError(400, "malformed form: files are not taken here")
+        if key in fields:
+            raise PageError(400, f"malformed form: {key[:40]!r} is given twice")
+        fields[key] = value
     return fields

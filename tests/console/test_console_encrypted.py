@@ -1,14 +1,23 @@
 """On an encrypted stack the console decodes with the worker's keys and shows plaintext to
-signed-in users only; the server holds ciphertext, and anonymous requests get nothing."""
+signed-in users only; the server holds ciphertext, and anonymous requests get nothing.
+With PostgreSQL the console runs on a data dir of its own, as on another machine, and
+still reads the transcript's texts."""
 
 from __future__ import annotations
 
+import pytest
 from pydantic import SecretStr
 from temporalio.client import Client
 
 from starters import runs
 from starters.demo import DEMO_GOAL
-from tests.conftest import run_id, settings_for, wait_for_approval
+from tests.conftest import (
+    drop_schema,
+    postgres_or_skip,
+    run_id,
+    settings_for,
+    wait_for_approval,
+)
 from tests.console.live import live_console, signed_in
 from tests.console.sse import events
 from worker.client import connect
@@ -17,9 +26,26 @@ from worker.main import build_worker
 from workflows.contracts import RunPolicy, RunRequest
 
 
-async def test_plaintext_for_signed_in_users_only(dev_env, model_server, tmp_path) -> None:
+@pytest.mark.parametrize("store", ["sqlite", "postgres"])
+async def test_plaintext_for_signed_in_users_only(dev_env, model_server, tmp_path, store) -> None:
     plain = settings_for(dev_env.client, tmp_path / "data", model_server.port)
     settings = plain.model_copy(update={"encryption_keys": SecretStr(f"k1={new_key()}")})
+    console_settings = settings
+    schema = None
+    if store == "postgres":
+        schema = f"c_{run_id('s').replace('-', '_')}"
+        settings = settings.model_copy(
+            update={"database_url": postgres_or_skip(), "database_schema": schema}
+        )
+        console_settings = settings.model_copy(update={"data_dir": tmp_path / "elsewhere"})
+    try:
+        await _plaintext_for_signed_in_users_only(dev_env, settings, console_settings)
+    finally:
+        if schema is not None:
+            drop_schema(settings.database_url or "", schema)
+
+
+async def _plaintext_for_signed_in_users_only(dev_env, settings, console_settings) -> None:
     client = await connect(settings)
     rid = run_id("secret")
     policy = RunPolicy(approvers={"pay_invoice": ["alice"]})
@@ -34,7 +60,7 @@ async def test_plaintext_for_signed_in_users_only(dev_env, model_server, tmp_pat
         history = await keyless.get_workflow_handle(rid).fetch_history()
         assert "ACME" not in history.to_json()
 
-        async with live_console(settings, client) as console:
+        async with live_console(console_settings, client) as console:
             anonymous = console.client()
             for path in (f"/runs/{rid}", f"/runs/{rid}/panel", f"/runs/{rid}/events", "/"):
                 response = await anonymous.get(path)

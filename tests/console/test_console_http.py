@@ -156,6 +156,23 @@ async def test_pages_refuse_bad_requests(console: LiveConsole) -> None:
     assert garbage.status_code in (400, 403)
     upload = await http.post("/runs/x/pause", data={"csrf": token}, files={"f": ("a.txt", b"x")})
     assert upload.status_code == 400 and "files" in upload.text
+    urlencoded = {"Content-Type": "application/x-www-form-urlencoded"}
+    twice = await http.post(
+        "/runs/x/pause",
+        content=f"csrf={token}&reason=a&reason=b",
+        headers=urlencoded | {"Accept": "application/json"},
+    )
+    assert twice.status_code == 400 and twice.json()["message"].endswith("'reason' is given twice")
+    huge = await http.post(
+        "/runs/x/pause", content=f"csrf={token}&reason=" + "x" * 300_000, headers=urlencoded
+    )
+    assert huge.status_code == 413
+
+    async def chunks():
+        yield f"csrf={token}".encode()
+
+    unsized = await http.post("/runs/x/pause", content=chunks(), headers=urlencoded)
+    assert unsized.status_code == 411
     # A GET changes nothing: there is no GET for an action.
     assert (await http.get("/runs/x/pause")).status_code == 405
 
