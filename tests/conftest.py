@@ -38,6 +38,26 @@ EXAMPLE_AGENTS = load_registry(DEFAULT_AGENT_MODULES.split(","))
 serve_for_replay(EXAMPLE_AGENTS)
 
 
+_exit_status = 0
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    global _exit_status
+    _exit_status = int(exitstatus)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """Leave without interpreter finalization once every test has run and reported, as
+    agentctl does (starters/cli.py): the Temporal SDK's Rust core keeps threads that can
+    touch the GIL while Python finalizes, and a clean-clone run once hung there, its
+    results printed, until killed (the main thread parked in the bridge's Condvar)."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(_exit_status)
+
+
 @pytest.fixture(autouse=True)
 def examples_for_replay() -> Iterator[None]:
     """A test that replays with other agents (AGENT_MODULES, a registry of its own) leaves
