@@ -18,11 +18,11 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 import httpx
-import uvicorn
 
 from bench.harness import Bench, bench_stack
 from console import users
 from console.app import create_app
+from console.serving import serving
 from starters import runs
 from starters.demo import DEMO_GOAL
 from workflows.contracts import RunRequest
@@ -33,19 +33,8 @@ PASSWORD = "bench-password"
 @asynccontextmanager
 async def served_console(bench: Bench) -> AsyncIterator[str]:
     users.add_user(bench.settings.console_users_path, "bench", PASSWORD)
-    config = uvicorn.Config(
-        create_app(bench.settings, bench.client), host="127.0.0.1", port=0, log_level="error"
-    )
-    server = uvicorn.Server(config)
-    task = asyncio.create_task(server.serve())
-    while not server.started:  # noqa: ASYNC110 - uvicorn offers no event for it
-        await asyncio.sleep(0.02)
-    port = server.servers[0].sockets[0].getsockname()[1]
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        await task
+    async with serving(create_app(bench.settings, bench.client)) as url:
+        yield url
 
 
 async def start_waiting_runs(bench: Bench, count: int) -> list[str]:

@@ -3,18 +3,17 @@ loop (beside the in-process worker), reached over real HTTP."""
 
 from __future__ import annotations
 
-import asyncio
 import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
 import httpx
-import uvicorn
 from temporalio.client import Client
 
 from console import users
 from console.app import create_app
+from console.serving import serving
 from worker.settings import Settings
 
 PASSWORDS = {"alice": "alice-password", "bob": "bob-password", "cfo": "cfo-password"}
@@ -34,25 +33,8 @@ class LiveConsole:
 async def live_console(settings: Settings, client: Client) -> AsyncIterator[LiveConsole]:
     for name, password in PASSWORDS.items():
         users.add_user(settings.console_users_path, name, password)
-    config = uvicorn.Config(
-        create_app(settings, client),
-        host="127.0.0.1",
-        port=0,
-        log_level="warning",
-        timeout_graceful_shutdown=1,
-    )
-    server = uvicorn.Server(config)
-    task = asyncio.create_task(server.serve())
-    while not server.started:
-        if task.done():
-            task.result()
-        await asyncio.sleep(0.02)
-    port = server.servers[0].sockets[0].getsockname()[1]
-    try:
-        yield LiveConsole(f"http://127.0.0.1:{port}", settings)
-    finally:
-        server.should_exit = True
-        await task
+    async with serving(create_app(settings, client)) as url:
+        yield LiveConsole(url, settings)
 
 
 def csrf_of(html: str) -> str:
