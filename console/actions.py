@@ -110,7 +110,9 @@ def register(app: FastAPI) -> None:
             comment=form.comment,
         )
         try:
-            said = await runs.decide(console.client, run_id, request_, console.signer)
+            # Signed from the state just read: no second query to learn the arguments.
+            signed = runs.signed_decision(state, request_, console.signer)
+            said = await runs.decide(console.client, run_id, signed)
         except RunError as err:
             raise _refused(err) from None
         return _done(request, run_id, said)
@@ -120,10 +122,9 @@ def register(app: FastAPI) -> None:
         console, user, fields, state = await _acting(request, run_id)
         form = _parse(AnswerForm, fields)
         reply = Answer(question_id=form.question_id, answer=form.answer, by=user)
-        if (error := state.answer_error(reply)) is not None:
-            raise PageError(409, error)
         try:
-            said = await runs.answer(console.client, run_id, reply, console.signer)
+            signed = runs.signed_answer(state, reply, console.signer)
+            said = await runs.answer(console.client, run_id, signed)
         except RunError as err:
             raise _refused(err) from None
         return _done(request, run_id, said)

@@ -295,12 +295,27 @@ async def decide(
 async def _signed_decision(
     client: Client, run_id: str, request: DecideRequest, signer: Signer
 ) -> DecideRequest:
-    state = await _state_to_sign(client, run_id)
+    return signed_decision(await _state_to_sign(client, run_id), request, signer)
+
+
+def signed_decision(state: RunState, request: DecideRequest, signer: Signer) -> DecideRequest:
+    """The decision signed for the request it names in this state, and its arguments."""
+    if (error := state.decision_error(request.as_decision())) is not None:
+        raise RunError(f"refused: {error}")
     target = state.find_pending_approval(request.request_id)
-    if target is None:
-        raise RunError(f"refused: {state.decision_error(request.as_decision())}")
+    assert target is not None, "decision_error() found it"
     signed = signer.approval(state.store_key, request.by, request.approve, target)
     return request.model_copy(update={"request_id": target.request_id, "signed": signed})
+
+
+def signed_answer(state: RunState, reply: Answer, signer: Signer) -> Answer:
+    """The answer signed for the question it names in this state, and its text."""
+    if (error := state.answer_error(reply)) is not None:
+        raise RunError(f"refused: {error}")
+    question = state.find_pending_question(reply.question_id)
+    assert question is not None, "answer_error() found it"
+    signed = signer.answer(state.store_key, reply.by, question, reply.answer)
+    return reply.model_copy(update={"question_id": question.question_id, "signed": signed})
 
 
 async def _state_to_sign(client: Client, run_id: str) -> RunState:
@@ -315,14 +330,7 @@ async def _state_to_sign(client: Client, run_id: str) -> RunState:
 async def answer(client: Client, run_id: str, reply: Answer, signer: Signer | None = None) -> str:
     if signer is not None:
         state = await _state_to_sign(client, run_id)
-        question = next(
-            (q for q in state.pending_questions if reply.question_id in (None, q.question_id)),
-            None,
-        )
-        if question is None or state.answer_error(reply) is not None:
-            raise RunError(f"refused: {state.answer_error(reply) or 'no question is pending'}")
-        signed = signer.answer(state.store_key, reply.by, question, reply.answer)
-        reply = reply.model_copy(update={"question_id": question.question_id, "signed": signed})
+        reply = signed_answer(state, reply, signer)
     elif not await worker_answers(client, run_id):
         await _signal(client, run_id, "answer", reply)
         return KEPT_NOTE

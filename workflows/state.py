@@ -409,7 +409,7 @@ class RunState(BaseModel):
                 return f"no question {answer.question_id!r}"
             if known.status is not QuestionStatus.PENDING:
                 return f"question {answer.question_id} is already {known.status.value}"
-        question = self._find_question(answer.question_id)
+        question = self.find_pending_question(answer.question_id)
         if question is None:
             return "no question is pending" if not self.pending_questions else "name the question"
         if question.options is not None and answer.answer not in question.options:
@@ -417,7 +417,7 @@ class RunState(BaseModel):
         return None
 
     def answer_signature_error(self, answer: Answer) -> str | None:
-        question = self._find_question(answer.question_id)
+        question = self.find_pending_question(answer.question_id)
         assert question is not None, "checked after answer_error()"
         return signature_error(
             self.policy,
@@ -430,7 +430,7 @@ class RunState(BaseModel):
         )
 
     def answer(self, answer: Answer, now: datetime) -> Question:
-        question = self._find_question(answer.question_id)
+        question = self.find_pending_question(answer.question_id)
         assert question is not None, "answer() called for an answer that cannot apply"
         question.status = QuestionStatus.ANSWERED
         question.answer = answer.answer
@@ -445,7 +445,8 @@ class RunState(BaseModel):
         self._leave_wait()
         self.log(now, "deadline", "question_expired", question.question_id)
 
-    def _find_question(self, question_id: str | None) -> Question | None:
+    def find_pending_question(self, question_id: str | None) -> Question | None:
+        """The question an answer names, or the only one waiting when it names none."""
         return _named_or_only(self.pending_questions, question_id, lambda q: q.question_id)
 
     def _leave_wait(self) -> None:
