@@ -3,7 +3,9 @@ call, once per idempotency key, when AGENT_CRASH_AT names that instant.
 
 The instants: `before_provider`, `after_provider` (the provider acted; our ledger has
 not recorded it), `after_ledger` (recorded; Temporal has not heard back). Optionally
-narrowed to one tool: `after_provider:refund_order`.
+narrowed to one tool: `after_provider:refund_order`. And in workflow code, around a
+sub-agent's start (workflows/faults.py): `before_child_start`, `after_child_start`,
+`after_child_answer`.
 """
 
 from __future__ import annotations
@@ -11,9 +13,12 @@ from __future__ import annotations
 import hashlib
 import os
 import signal
+from collections.abc import Callable
 from pathlib import Path
 
-INSTANTS = ("before_provider", "after_provider", "after_ledger")
+from workflows.faults import WORKFLOW_INSTANTS
+
+INSTANTS = ("before_provider", "after_provider", "after_ledger", *WORKFLOW_INSTANTS)
 
 
 class CrashPoints:
@@ -22,6 +27,12 @@ class CrashPoints:
         if self.instant and self.instant not in INSTANTS:
             raise ValueError(f"AGENT_CRASH_AT: unknown instant {self.instant!r}; use {INSTANTS}")
         self.marks = data_dir / "crash-marks"
+
+    def workflow_hook(self) -> Callable[[str, str], None] | None:
+        """The hook workflow code calls at its instants, when one of them is named."""
+        if self.instant not in WORKFLOW_INSTANTS:
+            return None
+        return lambda instant, key: self.reached(instant, "", key)
 
     def reached(self, instant: str, tool: str, key: str) -> None:
         if instant != self.instant or (self.tool and tool != self.tool):

@@ -112,6 +112,7 @@ class ModelActivities:
             run_id=call.run_id,
             seq=call.reply_seq,
             run_label=call.run_label,
+            agent=agent.name,
             timeout_seconds=_seconds_left(),
         )
         try:
@@ -149,17 +150,30 @@ class ModelActivities:
             model=model_name,
             system=system_prompt(agent.instructions, planning=agent.planning),
             messages=[clip_for_model(message) for message in history],
-            tools=[self._schema(name) for name in call.tools],
+            tools=self._schemas(call),
             force_tool=call.force_tool,
         )
         digest = fingerprint(request.fingerprinted())
         return request, digest, transcript.recall(call.run_id, call.reply_seq, digest)
 
-    def _schema(self, name: str) -> ToolSchema:
-        spec = INTERNAL_TOOLS.get(name) or self.registry.tools.get(name)
-        if spec is None:
-            raise ApplicationError(f"this worker has no tool {name!r}", type="ToolNotHere")
-        return ToolSchema(name=spec.name, description=spec.description, parameters=spec.schema)
+    def _schemas(self, call: ModelCallInput) -> list[ToolSchema]:
+        """The tools' schemas: ours from the code, an MCP tool's as the run recorded it."""
+        recorded: dict[str, Any] | None = None
+        schemas = []
+        for name in call.tools:
+            spec = INTERNAL_TOOLS.get(name) or self.registry.tools.get(name)
+            if spec is not None:
+                schemas.append(
+                    ToolSchema(name=spec.name, description=spec.description, parameters=spec.schema)
+                )
+                continue
+            if recorded is None:
+                recorded = self.stores.transcript.tool_lists(call.run_id)
+            listed = recorded.get(name)
+            if listed is None:
+                raise ApplicationError(f"this worker has no tool {name!r}", type="ToolNotHere")
+            schemas.append(ToolSchema(name=name, **listed))
+        return schemas
 
 
 def _stored_reply(stored: dict[str, Any]) -> ModelReply:

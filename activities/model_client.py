@@ -36,6 +36,8 @@ class CallMeta(BaseModel):
     run_id: str
     seq: int
     run_label: str | None = None
+    # The agent asking (a test model may answer each agent of a run differently).
+    agent: str | None = None
     timeout_seconds: float | None = None
 
 

@@ -34,6 +34,8 @@ class OpenAIChatClient:
                 "X-Agent-Run": meta.run_id,
                 "X-Agent-Seq": str(meta.seq),
             }
+            if meta.agent:
+                headers["X-Agent-Name"] = meta.agent
         try:
             # The openai client's own POST, its JSON kept as JSON: `create` walks every
             # message to transform it and builds a typed reply we would only dump again,

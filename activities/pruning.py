@@ -18,7 +18,7 @@ from activities.sql import SqlDatabase
 from workflows.contracts import PruneReport, PruneRequest
 from workflows.state import IDENTITY_SEPARATOR
 
-TABLES = ("transcript", "model_calls", "effects")
+TABLES = ("transcript", "model_calls", "tool_lists", "effects")
 
 
 class PruneActivities:

@@ -31,6 +31,13 @@ CREATE TABLE IF NOT EXISTS model_calls (
     response TEXT NOT NULL,
     created_at TEXT NOT NULL,
     PRIMARY KEY (run_id, seq, fingerprint)
+);
+CREATE TABLE IF NOT EXISTS tool_lists (
+    run_id TEXT NOT NULL,
+    server TEXT NOT NULL,
+    listing TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    PRIMARY KEY (run_id, server)
 )
 """
 
@@ -115,6 +122,24 @@ class TranscriptStore:
             )
             self._upsert(tx, run_id, seq, message)
 
+    def put_tool_list(self, run_id: str, server: str, tools: dict[str, Any]) -> None:
+        """An MCP server's tools as a run recorded them when it started (name -> the
+        description and schema the model is shown): the history keeps only their names."""
+        with self.db.transaction() as tx:
+            tx.execute(
+                "INSERT INTO tool_lists (run_id, server, listing, created_at) VALUES (?, ?, ?, ?)"
+                " ON CONFLICT (run_id, server) DO UPDATE SET listing=excluded.listing",
+                (run_id, server, self.sealed.dump(tools, _list_row(run_id, server)), now_text()),
+            )
+
+    def tool_lists(self, run_id: str) -> dict[str, Any]:
+        """Every MCP tool the run recorded, by the name the model sees."""
+        rows = self.db.query("SELECT server, listing FROM tool_lists WHERE run_id = ?", (run_id,))
+        found: dict[str, Any] = {}
+        for row in rows:
+            found |= self.sealed.load(row["listing"], _list_row(run_id, row["server"]))
+        return found
+
     def copy(self, from_run_id: str, to_run_id: str, before_seq: int) -> int:
         """The rows before `before_seq`, each at its own seq, in one transaction. Sealed
         rows are bound to their run and seq, so each is opened and sealed anew for its new
@@ -129,7 +154,9 @@ class TranscriptStore:
                     " SET role=excluded.role, message=excluded.message",
                     (to_run_id, now_text(), from_run_id, before_seq),
                 )
+            self._copy_tool_lists(from_run_id, to_run_id)
             return self._count(to_run_id, before_seq)
+        self._copy_tool_lists(from_run_id, to_run_id)
         rows = self.db.query(
             "SELECT seq, message FROM transcript WHERE run_id = ? AND seq < ? ORDER BY seq",
             (from_run_id, before_seq),
@@ -143,6 +170,15 @@ class TranscriptStore:
         ]
         self.put_many(to_run_id, opened)
         return self._count(to_run_id, before_seq)
+
+    def _copy_tool_lists(self, from_run_id: str, to_run_id: str) -> None:
+        """A fork calls the MCP tools its parent recorded, so it needs their schemas."""
+        rows = self.db.query(
+            "SELECT server, listing FROM tool_lists WHERE run_id = ?", (from_run_id,)
+        )
+        for row in rows:
+            tools = self.sealed.load(row["listing"], _list_row(from_run_id, row["server"]))
+            self.put_tool_list(to_run_id, row["server"], tools)
 
     def _count(self, run_id: str, before_seq: int) -> int:
         with self.db.transaction() as tx:
@@ -177,6 +213,10 @@ class TranscriptStore:
 
 def _message_row(run_id: str, seq: int) -> str:
     return f"transcript/{run_id}/{seq}"
+
+
+def _list_row(run_id: str, server: str) -> str:
+    return f"tool_lists/{run_id}/{server}"
 
 
 def _answer_row(run_id: str, seq: int, fingerprint: str) -> str:

@@ -9,21 +9,33 @@ policy says, and the history replays step for step (docs/your-own-agent.md).
 runs an agent against a scripted model on Temporal's time-skipping test server.
 """
 
-from workflows.agents import Agent, CallToReview, Evaluator, Model, Verdict, evaluator
-from workflows.contracts import RunLimits, RunPolicy
+from workflows.agents import (
+    Agent,
+    CallToReview,
+    Evaluator,
+    MCPServer,
+    Model,
+    Verdict,
+    delegate,
+    evaluator,
+)
+from workflows.contracts import RunBudget, RunLimits, RunPolicy
 from workflows.tools import Tool, ToolContext, ToolRisk, tool
 
 __all__ = [
     "Agent",
     "CallToReview",
     "Evaluator",
+    "MCPServer",
     "Model",
+    "RunBudget",
     "RunLimits",
     "RunPolicy",
     "Tool",
     "ToolContext",
     "ToolRisk",
     "Verdict",
+    "delegate",
     "evaluator",
     "tool",
 ]

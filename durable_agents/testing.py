@@ -82,9 +82,11 @@ def plan(*steps: str) -> Turn:
 class ScriptedModel:
     """Plays `turns` in order, per run. A retried call (same run, same place in the
     conversation) gets the same reply, as a memoizing endpoint would. After the script,
-    it says "(scripted) done."."""
+    it says "(scripted) done.". Sub-agents play their own script from `agents`, by agent
+    name (a sub-agent without one plays `turns`)."""
 
     turns: Sequence[Turn]
+    agents: dict[str, Sequence[Turn]] = field(default_factory=dict)
     requests: list[ModelRequest] = field(default_factory=list)
     _given: dict[tuple[str, int], int] = field(default_factory=dict)
     _next: dict[str, int] = field(default_factory=dict)
@@ -96,7 +98,8 @@ class ScriptedModel:
             self._given[slot] = self._next.get(meta.run_id, 0)
             self._next[meta.run_id] = self._given[slot] + 1
         index = self._given[slot]
-        turn = self.turns[index] if index < len(self.turns) else say("(scripted) done.")
+        turns = self.agents.get(meta.agent or "", self.turns)
+        turn = turns[index] if index < len(turns) else say("(scripted) done.")
         return ModelReply(
             content=turn.content,
             tool_calls=[

@@ -300,7 +300,7 @@ async def _signed_decision(
 
 def signed_decision(state: RunState, request: DecideRequest, signer: Signer) -> DecideRequest:
     """The decision signed for the request it names in this state, and its arguments."""
-    if (error := state.decision_error(request.as_decision())) is not None:
+    if (error := state.decision_error(request.as_decision(), request.approve)) is not None:
         raise RunError(f"refused: {error}")
     target = state.find_pending_approval(request.request_id)
     assert target is not None, "decision_error() found it"

@@ -20,8 +20,10 @@ from temporalio.runtime import Runtime
 from temporalio.worker import Worker
 
 from activities.crash_points import CrashPoints
+from activities.mcp import MCPActivities
 from activities.model import ClientFactory, ModelActivities, openai_clients
 from activities.pruning import PruneActivities
+from activities.runs import await_run
 from activities.stores import Stores
 from activities.tools import ToolActivities
 from activities.transcript import TranscriptActivities
@@ -29,6 +31,7 @@ from worker import run_metrics, telemetry
 from worker.client import connect, connect_failure
 from worker.encryption import KeyringError
 from worker.settings import Settings, SettingsFileMissing, load_settings
+from workflows import faults
 from workflows.agent import AgentWorkflow
 from workflows.agents import AgentRegistry, load_registry, serve
 from workflows.prune import PruneWorkflow
@@ -51,7 +54,9 @@ def build_worker(
     stores = Stores.open(settings)
     model = ModelActivities(settings, stores, registry, model_clients)
     crash_points = CrashPoints(settings.crash_at, settings.data_dir)
+    faults.install(crash_points.workflow_hook())
     tools = ToolActivities(stores, crash_points, registry, settings.data_dir)
+    mcp = MCPActivities(settings, stores, registry)
     return Worker(
         client,
         task_queue=settings.task_queue,
@@ -61,6 +66,9 @@ def build_worker(
             tools.run_tool,
             tools.evaluate_call,
             tools.resolve_agent,
+            mcp.list_mcp_tools,
+            mcp.call_mcp_tool,
+            await_run,
             TranscriptActivities(stores.transcript).copy_transcript,
             PruneActivities(client, stores.db).prune_stored_runs,
         ],

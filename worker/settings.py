@@ -12,7 +12,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 OFFLINE_MODEL_NAME = "scripted-offline-model"
 # The bundled examples: what a worker serves when AGENT_MODULES is not set.
 DEFAULT_AGENT_MODULES = (
-    "examples.invoice,examples.refund,examples.question,examples.large_result,"
+    "examples.invoice,examples.refund,examples.question,examples.large_result,examples.triage,"
     "examples.before_agents"
 )
 
@@ -53,6 +53,10 @@ class Settings(BaseSettings):
     modules: str = Field(default=DEFAULT_AGENT_MODULES, min_length=1)
     # Fault hook for crash tests: kill the worker at a named instant of a tool call.
     crash_at: str | None = None
+    # Headers for the agents' streamable-HTTP MCP servers, by server name, as JSON:
+    # {"research": {"Authorization": "Bearer ..."}}. Read by the worker only; they never
+    # reach a workflow input or the history (invariant 7).
+    mcp_headers: dict[str, dict[str, str]] = Field(default_factory=dict, repr=False)
     price_input_per_mtok: float = Field(default=0.0, ge=0)
     price_output_per_mtok: float = Field(default=0.0, ge=0)
 

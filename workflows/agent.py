@@ -15,13 +15,19 @@ from datetime import timedelta
 from typing import Any, NoReturn, TypeVar
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy, SearchAttributeUpdate
-from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
+from temporalio.common import RetryPolicy, SearchAttributeUpdate, WorkflowIDReusePolicy
+from temporalio.exceptions import (
+    ActivityError,
+    ApplicationError,
+    CancelledError,
+    ChildWorkflowError,
+    WorkflowAlreadyStartedError,
+)
 
 with workflow.unsafe.imports_passed_through():
     from pydantic import BaseModel, ValidationError
 
-    from workflows import prompts, timeline
+    from workflows import faults, prompts, timeline
     from workflows import search_attributes as sa
     from workflows.agents import (
         BEFORE_AGENTS,
@@ -31,7 +37,10 @@ with workflow.unsafe.imports_passed_through():
         AgentRegistry,
         AgentUnavailable,
         CallToReview,
+        DelegateArgs,
         Evaluator,
+        MCPListing,
+        MCPListRequest,
         ToolRecord,
         rule_name,
         served,
@@ -42,14 +51,18 @@ with workflow.unsafe.imports_passed_through():
         PREVIEW_CHARS,
         Actor,
         Answer,
+        BudgetRaise,
         CallVerdict,
+        ChildSpend,
         DecideRequest,
         Decision,
+        DelegatedBy,
         EffectSummary,
         EvaluationInput,
         ForkSpec,
         ModelCallInput,
         ModelTurn,
+        RunBudget,
         RunRequest,
         RunResult,
         StatePatch,
@@ -59,12 +72,15 @@ with workflow.unsafe.imports_passed_through():
         TranscriptCopy,
         preview,
     )
+    from workflows.delegation import child_run_id
     from workflows.policy import approval_rule, idempotency_key
     from workflows.state import (
+        BUDGET_REQUEST,
         FINAL_ANSWER_CHARS,
         IDENTITY_SEPARATOR,
         ApprovalRequest,
         ApprovalStatus,
+        Delegation,
         EventPage,
         PlanStep,
         Question,
@@ -93,6 +109,11 @@ RUN_TOOL = "run_tool"
 EVALUATE_CALL = "evaluate_call"
 RESOLVE_AGENT = "resolve_agent"
 COPY_TRANSCRIPT = "copy_transcript"
+LIST_MCP_TOOLS = "list_mcp_tools"
+CALL_MCP_TOOL = "call_mcp_tool"
+# Waits for a sub-agent's run that a reset of its parent found already started.
+AWAIT_RUN = "await_run"
+CHILD_SPENT = "child_spent"
 # Activities heartbeat every second (activities/heartbeat.py): a dead worker's activity
 # is retried after a few seconds, not after its whole start-to-close timeout.
 HEARTBEAT_TIMEOUT = timedelta(seconds=5)
@@ -136,6 +157,9 @@ class AgentWorkflow:
                 self._start_as_fork(request.fork)
         self._published: tuple[str, int, str] | None = None
         self._story: asyncio.Task[str] | None = None
+        # The sub-agent's run this run waits on now (pause, resume, cancel, budget reach it).
+        self._active_child: str | None = None
+        self._sending: set[asyncio.Task[None]] = set()
 
     # -- the run's agent: resolved once, recorded, then served from this worker's code ----
     def _registry(self) -> AgentRegistry:
@@ -159,8 +183,43 @@ class AgentWorkflow:
             self.state.limits = adopted.limits
         if request.policy is None and adopted.policy is not None:
             self.state.policy = adopted.policy
+        if request.budget is None and adopted.budget is not None:
+            self.state.budget = adopted.budget
         # A tool's default approvers hold unless the policy names approvers for that tool.
         self.state.policy.approvers = adopted.tool_approvers | self.state.policy.approvers
+        for server in adopted.mcp_servers:
+            await self._list_mcp_tools(server)
+
+    async def _list_mcp_tools(self, server: str) -> None:
+        """Read an MCP server's tool list once, in an activity: the history keeps it, so a
+        replay sees the tools the run started with, whatever the server lists later."""
+        listing: MCPListing = await workflow.execute_activity(
+            LIST_MCP_TOOLS,
+            MCPListRequest(run_id=self.state.store_key, agent=self._agent.name, server=server),
+            result_type=MCPListing,
+            start_to_close_timeout=timedelta(minutes=2),
+            retry_policy=RetryPolicy(maximum_interval=timedelta(seconds=10), maximum_attempts=10),
+            summary=f"mcp: list {server}",
+        )
+        taken = {t.name for t in self._agent.tools}
+        for spec in listing.tools:
+            if spec.name in taken or spec.name in INTERNAL_TOOLS:
+                listing.skipped.append(f"{spec.name}: another tool has that name")
+                continue
+            taken.add(spec.name)
+            self._agent.tools.append(
+                ToolRecord(
+                    name=spec.name,
+                    risk=spec.risk,
+                    schema_digest=spec.schema_digest,
+                    mcp=server,
+                    mcp_name=spec.mcp_name,
+                )
+            )
+        names = ", ".join(f"{t.name} ({t.risk.value})" for t in listing.tools) or "none"
+        self.state.log(workflow.now(), "system", "mcp_tools", preview(f"{server}: {names}", 500))
+        for skipped in listing.skipped:
+            self.state.log(workflow.now(), "system", "mcp_tool_skipped", preview(skipped, 300))
 
     @property
     def _agent(self) -> AgentRecord:
@@ -228,7 +287,9 @@ class AgentWorkflow:
                 # Cancelled through Temporal itself (Web UI, `temporal workflow cancel`):
                 # end as Canceled there too.
                 raise asyncio.CancelledError() from err
-            return RunResult(run_id=self.state.run_id, status=self.state.status)
+            return RunResult(
+                run_id=self.state.run_id, status=self.state.status, spent=self.state.spent
+            )
         except RunFailed as err:
             self._fail(err)
         self.state.complete(answer, workflow.now())
@@ -239,6 +300,7 @@ class AgentWorkflow:
             status=self.state.status,
             final_answer=answer,
             effects=self.state.effects,
+            spent=self.state.spent,
         )
 
     def _fail(self, err: BaseException) -> NoReturn:
@@ -401,7 +463,11 @@ class AgentWorkflow:
                 self.state.queue_message("tool", text, call.id)
                 return None
         await self._pause_point()
-        await self._run_tool(step, call, spec, args)
+        await self._within_budget("delegate" if spec.delegate_to else "tool")
+        if spec.delegate_to is not None and isinstance(args, DelegateArgs):
+            await self._delegate(step, call, spec, args)
+        else:
+            await self._run_tool(step, call, spec, args, record)
         return None
 
     async def _rules_verdict(
@@ -525,7 +591,9 @@ class AgentWorkflow:
             text = "no answer came before the deadline; decide without it"
         self.state.queue_message("tool", text, call.id)
 
-    async def _run_tool(self, step: PlanStep, call: ToolCall, spec: Tool, args: BaseModel) -> None:
+    async def _run_tool(
+        self, step: PlanStep, call: ToolCall, spec: Tool, args: BaseModel, record: ToolRecord
+    ) -> None:
         key = None
         if spec.risk is not ToolRisk.READ_ONLY:
             key = idempotency_key(self.state.store_key, step.index, call.id)
@@ -537,7 +605,11 @@ class AgentWorkflow:
             arguments=args.model_dump(mode="json"),
             result_seq=self.state.take_seq(),
             side_effect=key is not None or None,
+            agent=self._agent.name if record.mcp else None,
+            mcp=record.mcp,
+            mcp_name=record.mcp_name,
         )
+        self.state.tool_calls += 1
         self._moment("tool", f"{spec.name} (seq {tool_input.result_seq})", tool_input.result_seq)
         timeout = spec.timeout or timedelta(seconds=self.state.limits.tool_timeout_seconds)
         retry = spec.retry or RetryPolicy(
@@ -545,7 +617,7 @@ class AgentWorkflow:
         )
         try:
             outcome: ToolOutcome = await workflow.execute_activity(
-                RUN_TOOL,
+                CALL_MCP_TOOL if record.mcp else RUN_TOOL,
                 tool_input,
                 result_type=ToolOutcome,
                 start_to_close_timeout=timeout,
@@ -557,6 +629,7 @@ class AgentWorkflow:
         except ActivityError as err:
             if _is_cancellation(err) or not workflow.patched(TOOL_ERRORS_PATCH):
                 raise
+            self._report_spend()
             # The tool failed for good: the model hears why; the run goes on.
             text = prompts.tool_failed(spec.name, _failure_reason(err))
             self.state.queue_message("tool", text, call.id)
@@ -574,7 +647,7 @@ class AgentWorkflow:
         if key is not None:  # the ledger's recorded result for this key: what really happened
             effect = EffectSummary(tool=spec.name, idempotency_key=key, ok=outcome.ok)
             self.state.record_effect(effect)
-        record = ToolResultRecord(
+        result = ToolResultRecord(
             step=step.index,
             tool_call_id=call.id,
             tool=spec.name,
@@ -582,7 +655,184 @@ class AgentWorkflow:
             summary=outcome.summary,
             seq=outcome.result_seq,
         )
-        self.state.record_tool_result(record, workflow.now())
+        self.state.record_tool_result(result, workflow.now())
+        self._report_spend()
+
+    # -- delegation: a sub-agent as a child workflow ------------------------------------------
+    async def _delegate(
+        self, step: PlanStep, call: ToolCall, spec: Tool, args: DelegateArgs
+    ) -> None:
+        """Run the sub-agent on the task as a child workflow and hand its answer to the model.
+        A fork made after this delegation reuses its answer for the same task."""
+        agent = spec.delegate_to or ""
+        reused = self.state.reusable_delegation(agent, step.index, args.task)
+        if reused is not None:
+            self._moment("delegate answer reused", f"{agent}: {reused.child_id}")
+            self._delegate_answered(step, call, spec, reused.child_id, "completed", reused.answer)
+            return
+        now = workflow.now()
+        child_id = child_run_id(self.state.run_id, self.state.store_key, step.index, call.id)
+        delegation = Delegation(
+            child_id=child_id,
+            agent=agent,
+            tool=spec.name,
+            step=step.index,
+            tool_call_id=call.id,
+            task=preview(args.task, 500),
+            started_at=now,
+        )
+        self.state.start_delegation(delegation, now)
+        self._moment("delegated", f"{agent}: {child_id}")
+        request = RunRequest(
+            goal=args.task,
+            agent=agent,
+            label=self.state.label,
+            policy=self.state.policy,
+            budget=self.state.remaining_budget(now, delegation),
+            delegated_by=DelegatedBy(
+                run_id=self.state.run_id,
+                step=step.index,
+                tool_call_id=call.id,
+                agent=self._agent.name,
+            ),
+        )
+        self._active_child = child_id
+        try:
+            result = await self._child_result(child_id, request)
+        except ChildWorkflowError as err:
+            if isinstance(err.cause, CancelledError):
+                result = RunResult(run_id=child_id, status="cancelled")
+            else:
+                result = RunResult(run_id=child_id, status="failed", error=_failure_reason(err))
+        finally:
+            self._active_child = None
+        faults.reached("after_child_answer", child_id)
+        answer = result.final_answer if result.status == "completed" else result.error
+        self.state.finish_delegation(child_id, result.status, answer, result.spent, workflow.now())
+        self._moment("delegate answered", f"{agent}: {result.status}")
+        self._delegate_answered(step, call, spec, child_id, result.status, answer)
+        self._report_spend()
+
+    async def _child_result(self, child_id: str, request: RunRequest) -> RunResult:
+        faults.reached("before_child_start", child_id)
+        try:
+            handle = await workflow.start_child_workflow(
+                "AgentWorkflow",
+                request,
+                id=child_id,
+                task_queue=workflow.info().task_queue,
+                result_type=RunResult,
+                # A closed child of this id is this delegation's (a reset replays the start):
+                # never a second run of it.
+                id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
+                # A reset ends the parent's run: its children must live on to be found.
+                parent_close_policy=workflow.ParentClosePolicy.ABANDON,
+                static_summary=f"sub-agent {request.agent} for {self.state.run_id}",
+            )
+        except WorkflowAlreadyStartedError:
+            return await self._await_started_child(child_id)
+        faults.reached("after_child_start", child_id)
+        result: RunResult = await handle
+        return result
+
+    async def _await_started_child(self, child_id: str) -> RunResult:
+        """The child's run already exists (the parent was reset to before its start): wait
+        for its answer in an activity; cancelling the parent cancels it too."""
+        try:
+            result: RunResult = await workflow.execute_activity(
+                AWAIT_RUN,
+                child_id,
+                result_type=RunResult,
+                start_to_close_timeout=timedelta(days=365),
+                heartbeat_timeout=HEARTBEAT_TIMEOUT,
+                summary=f"wait for sub-agent {child_id}",
+            )
+            return result
+        except ActivityError as err:
+            if _is_cancellation(err):
+                await workflow.get_external_workflow_handle(child_id).cancel()
+                raise
+            return RunResult(run_id=child_id, status="failed", error=_failure_reason(err))
+
+    def _delegate_answered(
+        self,
+        step: PlanStep,
+        call: ToolCall,
+        spec: Tool,
+        child_id: str,
+        status: str,
+        answer: str | None,
+    ) -> None:
+        text = prompts.delegate_result(spec.delegate_to or "", status, answer)
+        self.state.queue_message("tool", text, call.id)
+        result = ToolResultRecord(
+            step=step.index,
+            tool_call_id=call.id,
+            tool=spec.name,
+            ok=status == "completed",
+            summary=preview(text),
+            seq=self.state.outbox[-1].seq,
+        )
+        self.state.record_tool_result(result, workflow.now())
+
+    def _report_spend(self) -> None:
+        """A sub-agent's run tells its parent what it has spent, after each call: the
+        parent's budget and views roll it up while the child still runs."""
+        parent = self.state.delegated_by
+        if parent is None:
+            return
+        report = ChildSpend(child_id=self.state.run_id, spent=self.state.spent)
+        self._signal_later(parent.run_id, CHILD_SPENT, report)
+
+    def _signal_later(self, run_id: str, name: str, payload: BaseModel) -> None:
+        """Signal another run without waiting for it (from a handler, or mid-story)."""
+        task = asyncio.create_task(self._signal_quietly(run_id, name, payload))
+        self._sending.add(task)
+        task.add_done_callback(self._sending.discard)
+
+    async def _signal_quietly(self, run_id: str, name: str, payload: BaseModel) -> None:
+        try:
+            await workflow.get_external_workflow_handle(run_id).signal(name, payload)
+        except Exception as err:  # the other run closed: nothing left to tell it
+            workflow.logger.info("signal %s to %s not delivered: %s", name, run_id, err)
+
+    def _forward(self, name: str, payload: BaseModel) -> None:
+        """Pass a person's pause, resume or budget on to the sub-agent this run waits on."""
+        if self._active_child is not None:
+            self._signal_later(self._active_child, name, payload)
+
+    # -- budget: the run does not fail when it is spent, it waits for a person ------------
+    async def _within_budget(self, call: str) -> None:
+        while (reason := self.state.budget_error(call, workflow.now())) is not None:
+            await self._ask_for_budget(call, reason)
+
+    async def _ask_for_budget(self, call: str, reason: str) -> None:
+        """Wait for a person to raise the budget (the run checks again) or to reject the
+        request, which stops the run; no answer by the deadline stops it too."""
+        request = ApprovalRequest(
+            request_id=f"budget-{self.state.moment + 1}",
+            tool=BUDGET_REQUEST,
+            arguments=self.state.budget_figures(workflow.now()),
+            reason=f"the next {call} call would pass the budget: {reason}",
+            rule=f"budget: {reason}; raise it or stop the run",
+            step=self.state.current_step or 0,
+            requested_at=workflow.now(),
+            deadline=workflow.now() + self._decision_timeout,
+        )
+        self.state.request_approval(request)
+        self._publish()
+        self._moment("budget reached", reason)
+        decided = await self._wait(lambda: request.status is not ApprovalStatus.PENDING)
+        self._publish()
+        if decided and request.status is ApprovalStatus.APPROVED:
+            return
+        by = request.decided_by or DEADLINE_ACTOR
+        if not decided:
+            late = Decision(request_id=request.request_id, by=by, comment="no raise in time")
+            self.state.decide(late, False, workflow.now())
+        stop = Actor(by=by, reason=f"stopped at its budget: {reason}")
+        self.state.request_cancel(stop, workflow.now())
+        raise asyncio.CancelledError()
 
     async def _final_answer(self) -> str:
         self.state.phase_start_seq = self.state.next_seq
@@ -615,6 +865,7 @@ class AgentWorkflow:
         answer_chars: int | None = None,
     ) -> ModelTurn:
         await self._pause_point()
+        await self._within_budget("model")
         call = ModelCallInput(
             run_id=self.state.store_key,
             append=self.state.drain_outbox(),
@@ -648,6 +899,7 @@ class AgentWorkflow:
             summary=f"model: {label}",
         )
         self.state.record_usage(turn.usage, memoized=turn.memoized)
+        self._report_spend()
         return turn
 
     def _cancel_holds(self) -> bool:
@@ -780,6 +1032,7 @@ class AgentWorkflow:
         if not self.state.status.is_closed and not self.state.pause_requested:
             self.state.request_pause(actor, workflow.now())
             self._moment("pause requested", actor.by)
+            self._forward("pause", actor)
 
     @workflow.signal
     def resume(self, *payload: Any) -> None:
@@ -789,6 +1042,7 @@ class AgentWorkflow:
             self.state.resume(actor, workflow.now())
             self._publish()
             self._moment("resumed", actor.by)
+        self._forward("resume", actor)
 
     @workflow.signal
     def cancel(self, *payload: Any) -> None:
@@ -801,8 +1055,54 @@ class AgentWorkflow:
         if self._story is not None:
             self._story.cancel()
 
+    @workflow.signal(name=CHILD_SPENT)
+    def child_spent(self, *payload: Any) -> None:
+        """A sub-agent's run reports its spend; from a run that is not one, it is dropped."""
+        if (report := _signal_input(CHILD_SPENT, payload, ChildSpend)) is None:
+            return
+        if not self.state.child_spent(report.child_id, report.spent):
+            workflow.logger.warning(
+                "child_spent dropped: %s is no running sub-agent", report.child_id
+            )
+
+    @workflow.signal(name="budget")
+    def budget_signal(self, *payload: Any) -> None:
+        """A new budget sent by the parent (a person raised the tree's budget there)."""
+        if (raise_ := _signal_input("budget", payload, BudgetRaise)) is None:
+            return
+        if (error := self.state.budget_raise_error(raise_, workflow.now())) is not None:
+            workflow.logger.warning("budget ignored: %s", error)
+            return
+        self._apply_budget(raise_)
+
+    @workflow.update(name="raise_budget")
+    def raise_budget(self, *payload: Any) -> RunBudget:
+        raise_ = _update_input("raise_budget", payload, BudgetRaise)
+        _refuse_if(self.state.budget_raise_error(raise_, workflow.now()))
+        return self._apply_budget(raise_)
+
+    @raise_budget.validator
+    def _validate_raise_budget(self, *payload: Any) -> None:
+        raise_ = _update_input("raise_budget", payload, BudgetRaise)
+        _refuse_if(self.state.budget_raise_error(raise_, workflow.now()))
+
+    def _apply_budget(self, raise_: BudgetRaise) -> RunBudget:
+        budget = self.state.raise_budget(raise_, workflow.now())
+        self._publish()
+        self._moment("budget raised", raise_.by)
+        running = next((d for d in self.state.delegations if d.status == "running"), None)
+        child_budget = (
+            self.state.remaining_budget(workflow.now(), running) if running is not None else None
+        )
+        if child_budget is not None:  # the sub-agent at work gets its share of the raise
+            limits = child_budget.model_dump(exclude_none=True)
+            self._forward(
+                "budget", BudgetRaise(by=raise_.by, comment="raised by the parent", **limits)
+            )
+        return budget
+
     def _apply_decision(self, decision: Decision, *, approved: bool) -> None:
-        if (error := self.state.decision_error(decision)) is not None:
+        if (error := self.state.decision_error(decision, approved)) is not None:
             workflow.logger.warning("decision ignored: %s", error)
             return
         if (error := self.state.decision_signature_error(decision, approved)) is not None:
@@ -823,7 +1123,7 @@ class AgentWorkflow:
     def decide(self, *payload: Any) -> ApprovalRequest:
         request = _update_input("decide", payload, DecideRequest)
         # Re-checked here too: two updates validated in one activation must not both win.
-        _refuse_if(self.state.decision_error(request.as_decision()))
+        _refuse_if(self.state.decision_error(request.as_decision(), request.approve))
         # Checked here, not in the validator, so a forged or unsigned decision is recorded.
         error = self.state.decision_signature_error(request.as_decision(), request.approve)
         if error is not None:
@@ -837,7 +1137,7 @@ class AgentWorkflow:
     @decide.validator
     def _validate_decide(self, *payload: Any) -> None:
         request = _update_input("decide", payload, DecideRequest)
-        _refuse_if(self.state.decision_error(request.as_decision()))
+        _refuse_if(self.state.decision_error(request.as_decision(), request.approve))
 
     @workflow.update(name="submit_answer")
     def submit_answer(self, *payload: Any) -> Question:

@@ -8,20 +8,23 @@ task, so Temporal retries it on a worker that has them (docs/architecture.md).
 
 from __future__ import annotations
 
+import fnmatch
 import importlib
 import inspect
 import re
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, Literal, overload
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from workflows.contracts import CompactModel, RunLimits, RunPolicy
+from workflows.contracts import CompactModel, RunBudget, RunLimits, RunPolicy
 from workflows.tools import (
     INTERNAL_TOOLS,
+    TOOL_NAME_PATTERN,
     Tool,
+    ToolArgs,
     ToolDefinitionError,
     ToolRisk,
     digest_of,
@@ -125,6 +128,94 @@ def rule_name(rule: Rule | Evaluator) -> str:
     return rule.name if isinstance(rule, Evaluator) else getattr(rule, "__name__", "rule")
 
 
+# -- sub-agents and MCP servers -----------------------------------------------------------
+class DelegateArgs(ToolArgs):
+    """What the model sends a sub-agent: the task, in words."""
+
+    task: str = Field(min_length=1, max_length=4000, description="The task, fully stated.")
+
+
+def delegate(
+    agent: Agent,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    risk: ToolRisk = ToolRisk.READ_ONLY,
+) -> Tool:
+    """A tool that hands a task to another agent, run as a child workflow of the run.
+
+    The model calls it like any tool (`{"task": ...}`) and reads the sub-agent's final
+    answer as the result. Its risk gates the delegation itself; the sub-agent's own tools
+    keep their own risks and approvals."""
+    if not isinstance(agent, Agent):
+        raise ToolDefinitionError(f"delegate({agent!r}): give it an Agent")
+    tool_name = name or "ask_" + re.sub(r"[^A-Za-z0-9_-]", "_", agent.name)[:60]
+    if not re.fullmatch(TOOL_NAME_PATTERN, tool_name):
+        raise ToolDefinitionError(f"delegate: {tool_name!r} is not a tool name (1-64 of A-z0-9_-)")
+    first_line = agent.instructions.strip().splitlines()[0]
+    text = description or f"Hand a task to the {agent.name} agent and get its answer. {first_line}"
+    return Tool(
+        name=tool_name,
+        description=text,
+        risk=ToolRisk(risk),
+        args_model=DelegateArgs,
+        delegate_to=agent.name,
+        delegate_agent=agent,
+    )
+
+
+MCP_SERVER_NAME = r"^[A-Za-z0-9][A-Za-z0-9_-]{0,39}$"
+
+
+@dataclass(frozen=True)
+class MCPServer:
+    """An MCP server whose tools an agent may call: a stdio `command`, or a streamable
+    HTTP `url` (its headers come from the worker's settings, AGENT_MCP_HEADERS, never from
+    code or history). Its tool list is read and recorded when a run starts.
+
+    `risks` maps a tool's name, or a pattern (`fnmatch`: `get_*`), to its risk; the first
+    exact name wins, then the first matching pattern. A tool not named is NEEDS_APPROVAL:
+    an unknown tool is dangerous until someone says otherwise. `prefix` goes before each
+    tool's name as the model sees it (two servers may list the same name). A stdio
+    server gets `env`, and the worker's own variables named in `env_from_worker` (its
+    secrets stay in the worker's environment, not in code)."""
+
+    name: str
+    command: Sequence[str] | None = None
+    url: str | None = None
+    env: Mapping[str, str] = field(default_factory=dict)
+    env_from_worker: Sequence[str] = ()
+    risks: Mapping[str, ToolRisk] = field(default_factory=dict)
+    prefix: str = ""
+    timeout: float = 60.0
+
+    def __post_init__(self) -> None:
+        where = f"MCP server {self.name!r}"
+        if not re.fullmatch(MCP_SERVER_NAME, self.name):
+            raise ToolDefinitionError(f"{where}: a name is letters, digits, _ and - (<=40)")
+        if (self.command is None) == (self.url is None):
+            raise ToolDefinitionError(f"{where}: give a command (stdio) or a url (HTTP), one")
+        if self.command is not None and (isinstance(self.command, str) or not self.command):
+            raise ToolDefinitionError(f"{where}: command is a list: [program, *arguments]")
+        if self.url is not None and not re.match(r"^https?://", self.url):
+            raise ToolDefinitionError(f"{where}: url must start with http:// or https://")
+        if self.prefix and not re.fullmatch(r"^[A-Za-z0-9_-]{1,20}$", self.prefix):
+            raise ToolDefinitionError(f"{where}: a prefix is up to 20 of A-z0-9_-")
+        if self.timeout <= 0:
+            raise ToolDefinitionError(f"{where}: timeout must be positive")
+        object.__setattr__(self, "command", tuple(self.command) if self.command else None)
+        object.__setattr__(self, "env_from_worker", tuple(self.env_from_worker))
+        object.__setattr__(self, "risks", {k: ToolRisk(v) for k, v in self.risks.items()})
+
+    def risk_of(self, tool: str) -> ToolRisk:
+        if tool in self.risks:
+            return self.risks[tool]
+        for pattern, risk in self.risks.items():
+            if fnmatch.fnmatchcase(tool, pattern):
+                return risk
+        return ToolRisk.NEEDS_APPROVAL
+
+
 # -- the agent ------------------------------------------------------------------------
 @dataclass(frozen=True, eq=False)
 class Agent:
@@ -142,6 +233,11 @@ class Agent:
     limits: RunLimits | None = None
     planning: bool = True
     rules: Sequence[Rule | Evaluator] = ()
+    # Sub-agents the model may hand tasks to (`delegate(agent)`, or the agent itself).
+    delegates: Sequence[Agent | Tool] = ()
+    mcp_servers: Sequence[MCPServer] = ()
+    # What a run of this agent may spend, its sub-agents included (None: no limit).
+    budget: RunBudget | None = None
 
     def __post_init__(self) -> None:
         where = f"agent {self.name!r}"
@@ -149,8 +245,19 @@ class Agent:
             raise ToolDefinitionError(f"{where}: a name is letters, digits and . _ - (≤100)")
         if not self.instructions.strip():
             raise ToolDefinitionError(f"{where}: give it instructions")
+        delegates = tuple(
+            item if isinstance(item, Tool) else delegate(item) for item in self.delegates
+        )
+        for item in delegates:
+            if item.delegate_to is None:
+                raise ToolDefinitionError(f"{where}: {item.name!r} is no delegate; use delegate()")
+        object.__setattr__(self, "delegates", delegates)
+        servers = [server.name for server in self.mcp_servers]
+        if len(set(servers)) != len(servers):
+            raise ToolDefinitionError(f"{where}: two MCP servers share a name")
+        object.__setattr__(self, "mcp_servers", tuple(self.mcp_servers))
         seen: set[str] = set()
-        for item in self.tools:
+        for item in (*self.tools, *delegates):
             if not isinstance(item, Tool):
                 raise ToolDefinitionError(f"{where}: {item!r} is not a tool; decorate it @tool")
             if item.name in INTERNAL_TOOLS:
@@ -169,6 +276,18 @@ class Agent:
             object.__setattr__(self, "model", Model(self.model))
 
     @property
+    def all_tools(self) -> tuple[Tool, ...]:
+        """Its own tools and its delegates (MCP tools are listed when a run starts)."""
+        return (*self.tools, *self.delegate_tools)
+
+    @property
+    def delegate_tools(self) -> tuple[Tool, ...]:
+        return tuple(t for t in self.delegates if isinstance(t, Tool))
+
+    def mcp_server(self, name: str) -> MCPServer | None:
+        return next((s for s in self.mcp_servers if s.name == name), None)
+
+    @property
     def model_spec(self) -> Model | None:
         return self.model if isinstance(self.model, Model) else None
 
@@ -178,7 +297,7 @@ class Agent:
             name=self.name,
             planning=self.planning,
             instructions_digest=digest_of(self.instructions),
-            tools=[ToolRecord.of(t) for t in self.tools],
+            tools=[ToolRecord.of(t) for t in self.all_tools],
             rules=[rule_name(rule) for rule in self.rules],
         )
 
@@ -188,6 +307,11 @@ class ToolRecord(CompactModel):
     risk: ToolRisk
     amount_field: str | None = None
     schema_digest: str
+    # A delegate: the agent it hands tasks to.
+    delegate: str | None = None
+    # An MCP tool: its server, and its name there (the model may see it prefixed).
+    mcp: str | None = None
+    mcp_name: str | None = None
 
     @classmethod
     def of(cls, spec: Tool) -> ToolRecord:
@@ -196,7 +320,32 @@ class ToolRecord(CompactModel):
             risk=spec.risk,
             amount_field=spec.amount_field,
             schema_digest=spec.schema_digest,
+            delegate=spec.delegate_to,
         )
+
+
+class MCPToolSpec(CompactModel):
+    """One tool an MCP server listed when a run started, as the run recorded it."""
+
+    name: str  # as the model sees it (prefixed)
+    mcp_name: str  # as the server names it
+    risk: ToolRisk
+    schema_digest: str
+
+
+class MCPListing(CompactModel):
+    """The `list_mcp_tools` activity's answer, recorded in the history: what the server
+    offered then, whatever it offers later."""
+
+    server: str
+    tools: list[MCPToolSpec] = Field(default_factory=list)
+    skipped: list[str] = Field(default_factory=list)  # names we cannot offer, and why
+
+
+class MCPListRequest(CompactModel):
+    run_id: str  # the run's store key: the full schemas are kept under it
+    agent: str
+    server: str
 
 
 class AgentRecord(CompactModel):
@@ -221,8 +370,10 @@ class AdoptedAgent(CompactModel):
     record: AgentRecord
     policy: RunPolicy | None = None
     limits: RunLimits | None = None
+    budget: RunBudget | None = None
     # Who may decide on each tool's calls when the run's policy names nobody for it.
     tool_approvers: dict[str, list[str]] = Field(default_factory=dict)
+    mcp_servers: list[str] = Field(default_factory=list)
 
     @classmethod
     def of(cls, agent: Agent) -> AdoptedAgent:
@@ -230,7 +381,9 @@ class AdoptedAgent(CompactModel):
             record=agent.record(),
             policy=agent.policy,
             limits=agent.limits,
-            tool_approvers={t.name: list(t.approvers) for t in agent.tools if t.approvers},
+            budget=agent.budget,
+            tool_approvers={t.name: list(t.approvers) for t in agent.all_tools if t.approvers},
+            mcp_servers=[server.name for server in agent.mcp_servers],
         )
 
 
@@ -259,11 +412,15 @@ class AgentRegistry:
 
     def _add_agent(self, agent: Agent) -> None:
         known = self.agents.get(agent.name)
-        if known is not None and known is not agent:
+        if known is agent:
+            return  # added already (agents may delegate to each other)
+        if known is not None:
             raise ToolDefinitionError(f"two agents are named {agent.name!r}")
         self.agents[agent.name] = agent
-        for spec in agent.tools:
+        for spec in agent.all_tools:
             self._add_tool(spec)
+            if spec.delegate_agent is not None:
+                self._add_agent(spec.delegate_agent)
         for rule in agent.rules:
             if isinstance(rule, Evaluator):
                 self.evaluators[(agent.name, rule.name)] = rule
@@ -306,6 +463,8 @@ class AgentRegistry:
 
     def tool_for(self, record: ToolRecord, agent: str) -> Tool:
         """The worker's tool for a run's recorded tool, or AgentUnavailable."""
+        if record.mcp is not None:
+            return mcp_tool(record)
         spec = INTERNAL_TOOLS.get(record.name) or self.tools.get(record.name)
         if spec is None:
             raise AgentUnavailable(
@@ -344,6 +503,23 @@ def served(task_queue: str) -> AgentRegistry:
     if registry is None:
         raise AgentUnavailable(f"no worker in this process serves task queue {task_queue!r}")
     return registry
+
+
+class MCPArguments(BaseModel):
+    """An MCP tool's arguments: any JSON object; the server checks them against its schema."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+
+def mcp_tool(record: ToolRecord) -> Tool:
+    """An MCP tool as the workflow handles it, from the run's record (the worker's code
+    has no function for it: the `call_mcp_tool` activity calls the server)."""
+    return Tool(
+        name=record.name,
+        description=f"MCP tool {record.mcp_name} of {record.mcp}",
+        risk=record.risk,
+        args_model=MCPArguments,
+    )
 
 
 def load_registry(modules: Sequence[str]) -> AgentRegistry:

@@ -74,9 +74,73 @@ class RunLimits(StrictModel):
     steps_end: Literal["answer", "complete_step"] = "answer"
 
 
+NAME = Field(min_length=1, max_length=100)
+
+
+class RunBudget(StrictModel):
+    """What a run and the sub-agents it delegates to may spend together; None: no limit.
+    Before a model or tool call that would pass it, the run waits for a person to raise
+    it or stop the run (docs/your-own-agent.md, "Budgets")."""
+
+    usd: float | None = Field(default=None, ge=0, le=1_000_000)
+    tokens: int | None = Field(default=None, ge=0)
+    tool_calls: int | None = Field(default=None, ge=0)
+    seconds: float | None = Field(default=None, gt=0, le=365 * 24 * 3600.0)
+
+    def is_empty(self) -> bool:
+        return all(v is None for v in (self.usd, self.tokens, self.tool_calls, self.seconds))
+
+
+class Spend(StrictModel):
+    """What a run spent, its delegated sub-agents included."""
+
+    usd: float = 0.0
+    tokens: int = 0
+    tool_calls: int = 0
+
+    def plus(self, other: Spend) -> Spend:
+        return Spend(
+            usd=round(self.usd + other.usd, 6),
+            tokens=self.tokens + other.tokens,
+            tool_calls=self.tool_calls + other.tool_calls,
+        )
+
+
+class DelegatedBy(StrictModel):
+    """The run that delegated this one: its workflow id, the step and the tool call."""
+
+    run_id: str = Field(min_length=1, max_length=200)
+    step: int = Field(ge=0)
+    tool_call_id: str = Field(min_length=1, max_length=200)
+    agent: str | None = Field(default=None, max_length=100)
+
+
+class ChildSpend(StrictModel):
+    """Signal payload from a delegated run to its parent: what it has spent so far."""
+
+    child_id: str = Field(min_length=1, max_length=300)
+    spent: Spend
+
+
+class BudgetRaise(StrictModel):
+    """Update payload for `raise_budget` (and the signal a parent sends its child): the new
+    budget, each limit given at least what is spent; limits left out stay as they were."""
+
+    by: str = NAME
+    usd: float | None = Field(default=None, ge=0, le=1_000_000)
+    tokens: int | None = Field(default=None, ge=0)
+    tool_calls: int | None = Field(default=None, ge=0)
+    seconds: float | None = Field(default=None, gt=0, le=365 * 24 * 3600.0)
+    comment: str = Field(default="", max_length=2000)
+
+    def limits(self) -> dict[str, Any]:
+        return self.model_dump(
+            include={"usd", "tokens", "tool_calls", "seconds"}, exclude_none=True
+        )
+
+
 DAY_SECONDS = 24 * 3600.0
 StepTitle = Annotated[str, Field(min_length=1, max_length=300)]
-NAME = Field(min_length=1, max_length=100)
 
 
 class TrustedKey(StrictModel):
@@ -151,6 +215,10 @@ class RunRequest(StrictModel):
     # None: the agent's own defaults.
     policy: RunPolicy | None = None
     limits: RunLimits | None = None
+    # None: the agent's own budget (if it has one).
+    budget: RunBudget | None = None
+    # Set by a parent run that delegated this one to a sub-agent (a child workflow).
+    delegated_by: DelegatedBy | None = None
     fork: ForkSpec | None = None
     # Set only by the workflow itself when it continues as new: the state it carries,
     # packed (workflows/state.py: pack_state); plain JSON in runs of earlier versions.
@@ -240,6 +308,10 @@ class ToolCallInput(CompactModel):
     # history a second time.
     idempotency_key: str | None = None
     side_effect: bool | None = None
+    # An MCP tool: the run's agent, the server and the tool's name there.
+    agent: str | None = None
+    mcp: str | None = None
+    mcp_name: str | None = None
 
     @property
     def key(self) -> str | None:
@@ -381,6 +453,8 @@ class RunResult(StrictModel):
     final_answer: str | None = None
     error: str | None = None
     effects: EffectsReport | None = None
+    # What the run spent, its sub-agents included (None in results of earlier versions).
+    spent: Spend | None = None
 
 
 class PruneRequest(StrictModel):

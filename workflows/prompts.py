@@ -87,3 +87,11 @@ def tool_failed(tool: str, error: str) -> str:
 def rejected(tool: str, by: str, comment: str) -> str:
     suffix = f": {comment}" if comment else ""
     return f"rejected by {by}{suffix} (the {tool} call was not executed)"
+
+
+def delegate_result(agent: str, status: str, answer: str | None) -> str:
+    """What the model reads as a delegate's result: the sub-agent's answer, or its end."""
+    if status == "completed":
+        return answer or f"(the {agent} agent gave an empty answer)"
+    why = f": {answer}" if answer else ""
+    return f"error: the {agent} agent's run {status}{why}"

@@ -21,13 +21,17 @@ from workflows.contracts import (
     EFFECTS_LISTED,
     Actor,
     Answer,
+    BudgetRaise,
     ChatMessage,
     Decision,
+    DelegatedBy,
     EffectsReport,
     EffectSummary,
+    RunBudget,
     RunLimits,
     RunPolicy,
     RunRequest,
+    Spend,
     StatePatch,
     TokenUsage,
     preview,
@@ -153,6 +157,29 @@ class Usage(BaseModel):
         self.cost_usd = round(self.cost_usd + usage.cost_usd, 6)
 
 
+# The approval a run asks for when its budget is spent: not a tool (no tool has parentheses
+# in its name), decided by raising the budget or stopping the run.
+BUDGET_REQUEST = "(budget)"
+DELEGATE_ANSWER_CHARS = 2000
+
+
+class Delegation(BaseModel):
+    """A task the run handed to a sub-agent, run as a child workflow."""
+
+    child_id: str
+    agent: str
+    tool: str
+    step: int
+    tool_call_id: str
+    task: str
+    status: str = "running"  # running, completed, failed, cancelled
+    spent: Spend = Field(default_factory=Spend)
+    answer: str | None = None
+    started_at: datetime | None = None
+    # Made by the run this one was forked from: its answer is reused for the same task.
+    inherited: bool = False
+
+
 class RunEvent(BaseModel):
     """One moment of the run as the event protocol carries it (docs/events.md): its offset
     is the moment's number, which never repeats within a run's chain."""
@@ -227,6 +254,13 @@ class RunState(BaseModel):
     phase_start_seq: int = 0
     parent: ForkOrigin | None = None
     chain: int = 1  # runs in the continue-as-new chain so far, this one included
+    # What the run (with its sub-agents) may spend; None: no limit.
+    budget: RunBudget | None = None
+    tool_calls: int = 0  # tool calls this run made (its delegations included)
+    # What the latest model call cost: the estimate of the next one, for the budget.
+    last_call: Spend | None = None
+    delegations: list[Delegation] = Field(default_factory=list)
+    delegated_by: DelegatedBy | None = None
     created_at: datetime
     updated_at: datetime
 
@@ -238,6 +272,8 @@ class RunState(BaseModel):
             label=request.label,
             policy=request.policy or RunPolicy(),
             limits=request.limits or RunLimits(),
+            budget=request.budget,
+            delegated_by=request.delegated_by,
             created_at=now,
             updated_at=now,
         )
@@ -316,6 +352,158 @@ class RunState(BaseModel):
 
     def record_usage(self, usage: TokenUsage, *, memoized: bool) -> None:
         self.usage.add(usage, memoized=memoized)
+        if not memoized:
+            tokens = usage.input_tokens + usage.output_tokens
+            self.last_call = Spend(usd=usage.cost_usd, tokens=tokens)
+
+    # -- budget: the run and its sub-agents together ------------------------------
+    @property
+    def own_spend(self) -> Spend:
+        tokens = self.usage.input_tokens + self.usage.output_tokens
+        return Spend(usd=self.usage.cost_usd, tokens=tokens, tool_calls=self.tool_calls)
+
+    @property
+    def spent(self) -> Spend:
+        """What the run and every sub-agent it delegated to have spent."""
+        total = self.own_spend
+        for delegation in self.delegations:
+            total = total.plus(delegation.spent)
+        return total
+
+    def elapsed(self, now: datetime) -> float:
+        return max(0.0, (now - self.created_at).total_seconds())
+
+    def budget_error(self, call: str, now: datetime) -> str | None:
+        """Why the next call (`model`, `tool` or `delegate`) would pass the budget."""
+        budget = self.budget
+        if budget is None:
+            return None
+        spent = self.spent
+        if budget.seconds is not None and self.elapsed(now) >= budget.seconds:
+            return f"its time ({budget.seconds:g} s) is up"
+        calls = budget.tool_calls
+        if call != "model" and calls is not None and spent.tool_calls + 1 > calls:
+            return f"{spent.tool_calls} of {calls} tool calls are made"
+        if call == "tool":
+            return None
+        # A model call would add about what the last one cost; a sub-agent needs some left.
+        upcoming = self.last_call if call == "model" and self.last_call else Spend()
+        if budget.usd is not None and _passes(spent.usd, upcoming.usd, budget.usd):
+            return f"${spent.usd:.4f} of ${budget.usd:.4f} is spent"
+        if budget.tokens is not None and _passes(spent.tokens, upcoming.tokens, budget.tokens):
+            return f"{spent.tokens} of {budget.tokens} tokens are spent"
+        return None
+
+    def budget_figures(self, now: datetime) -> dict[str, Any]:
+        """What a person deciding on a budget sees."""
+        assert self.budget is not None
+        return {
+            "budget": self.budget.model_dump(exclude_none=True),
+            "spent": self.spent.model_dump(),
+            "seconds": round(self.elapsed(now), 1),
+            "next_call": (self.last_call or Spend()).model_dump(include={"usd", "tokens"}),
+        }
+
+    def remaining_budget(self, now: datetime, child: Delegation) -> RunBudget | None:
+        """What a sub-agent may spend: this run's budget less what the run and its other
+        sub-agents spent (and, for time, the time that had passed when the child began)."""
+        if self.budget is None:
+            return None
+        budget = self.budget
+        spent = Spend.model_validate(
+            {
+                "usd": round(self.spent.usd - child.spent.usd, 6),
+                "tokens": self.spent.tokens - child.spent.tokens,
+                "tool_calls": self.spent.tool_calls - child.spent.tool_calls,
+            }
+        )
+        began = child.started_at or now
+        return RunBudget(
+            usd=None if budget.usd is None else max(0.0, round(budget.usd - spent.usd, 6)),
+            tokens=None if budget.tokens is None else max(0, budget.tokens - spent.tokens),
+            tool_calls=None
+            if budget.tool_calls is None
+            else max(0, budget.tool_calls - spent.tool_calls),
+            seconds=None
+            if budget.seconds is None
+            else max(0.001, budget.seconds - self.elapsed(began)),
+        )
+
+    def budget_raise_error(self, raise_: BudgetRaise, now: datetime) -> str | None:
+        if self.status.is_closed:
+            return f"the run is {self.status.value}"
+        limits = raise_.limits()
+        if not limits:
+            return "give a new limit: usd, tokens, tool_calls or seconds"
+        if not self.policy.may_decide(BUDGET_REQUEST, raise_.by):
+            return f"{raise_.by} may not change this run's budget"
+        spent = self.spent
+        below = {
+            "usd": spent.usd,
+            "tokens": spent.tokens,
+            "tool_calls": spent.tool_calls,
+            "seconds": self.elapsed(now),
+        }
+        for name, value in limits.items():
+            if value < below[name]:
+                return f"{name} {value:g} is below what is spent already ({below[name]:g})"
+        return None
+
+    def raise_budget(self, raise_: BudgetRaise, now: datetime) -> RunBudget:
+        """Apply a raise that budget_raise_error() accepted; a budget request waiting is
+        approved by it (the run checks again, and asks again if still over)."""
+        base = self.budget.model_dump() if self.budget else {}
+        self.budget = RunBudget.model_validate(base | raise_.limits())
+        detail = json.dumps(raise_.limits(), sort_keys=True)
+        for request in self.pending_approvals:
+            if request.tool == BUDGET_REQUEST:
+                request.status = ApprovalStatus.APPROVED
+                request.decided_by, request.decided_at = raise_.by, now
+                request.comment = raise_.comment or f"budget raised: {detail}"
+        self._leave_wait()
+        self.log(now, raise_.by, "budget_raised", detail)
+        return self.budget
+
+    # -- delegation -----------------------------------------------------------------
+    def delegation(self, child_id: str) -> Delegation | None:
+        return next((d for d in self.delegations if d.child_id == child_id), None)
+
+    def reusable_delegation(self, agent: str, step: int, task: str) -> Delegation | None:
+        """A finished delegation of the run this one was forked from, for the same task."""
+        return next(
+            (
+                d
+                for d in self.delegations
+                if d.inherited
+                and d.status == "completed"
+                and (d.agent, d.step, d.task) == (agent, step, preview(task, 500))
+            ),
+            None,
+        )
+
+    def start_delegation(self, delegation: Delegation, now: datetime) -> None:
+        self.delegations.append(delegation)
+        self.tool_calls += 1
+        self.log(now, "model", "delegated", f"{delegation.agent}: {delegation.child_id}")
+
+    def child_spent(self, child_id: str, spent: Spend) -> bool:
+        """A running child's spend so far (it reports after each call); False if unknown."""
+        delegation = self.delegation(child_id)
+        if delegation is None or delegation.status != "running":
+            return False
+        delegation.spent = spent
+        return True
+
+    def finish_delegation(
+        self, child_id: str, status: str, answer: str | None, spent: Spend | None, now: datetime
+    ) -> None:
+        delegation = self.delegation(child_id)
+        assert delegation is not None
+        delegation.status = status
+        delegation.answer = preview(answer, DELEGATE_ANSWER_CHARS) if answer else None
+        if spent is not None:
+            delegation.spent = spent
+        self.log(now, "system", "delegate_answered", f"{child_id}: {status}")
 
     # -- approvals ----------------------------------------------------------------
     @property
@@ -331,7 +519,7 @@ class RunState(BaseModel):
         """The request a decision names, or the only one waiting when it names none."""
         return _named_or_only(self.pending_approvals, request_id, lambda a: a.request_id)
 
-    def decision_error(self, decision: Decision) -> str | None:
+    def decision_error(self, decision: Decision, approved: bool = False) -> str | None:
         """Why this decision cannot apply now; None when it can."""
         if self.status.is_closed:
             return f"the run is {self.status.value}"
@@ -352,6 +540,8 @@ class RunState(BaseModel):
             return f"several approvals are pending; name one of {', '.join(pending)}"
         if not self.policy.may_decide(request.tool, decision.by, request.escalated):
             return f"{decision.by} may not decide {request.tool} requests in this run"
+        if request.tool == BUDGET_REQUEST and approved:
+            return "a spent budget is not approved but raised (raise_budget), or rejected to stop"
         return None
 
     def decide(self, decision: Decision, approved: bool, now: datetime) -> ApprovalRequest:
@@ -579,6 +769,13 @@ class RunState(BaseModel):
         ]
         fork.outbox, fork.notes_for_model, fork.errors, fork.events = [], [], [], []
         fork.effects = EffectsReport()  # the parent's effects were the parent's
+        # A sub-agent's finished answer is reused by the fork for the same task; one still
+        # running belonged to the parent's moment and is not the fork's.
+        fork.delegations = [
+            d.model_copy(update={"inherited": True})
+            for d in fork.delegations
+            if d.status != "running"
+        ]
         fork.current_step, fork.final_answer = None, None
         fork.pause_requested, fork.cancel_requested_by = False, None
         fork.status = RunStatus.RUNNING if fork.plan else RunStatus.PLANNING
@@ -611,7 +808,14 @@ class RunState(BaseModel):
         if self.status is RunStatus.AWAITING_INPUT:
             asked = "; ".join(preview(q.question, 60) for q in self.pending_questions)
             return f"{where} — awaiting an answer: {asked}"
+        running = next((d for d in self.delegations if d.status == "running"), None)
+        if running is not None and self.status is RunStatus.RUNNING:
+            return f"{where} — waiting for sub-agent {running.agent} ({running.child_id})"
         return f"{where} — {self.status.value}"
+
+
+def _passes(spent: float, upcoming: float, limit: float) -> bool:
+    return spent >= limit or spent + upcoming > limit
 
 
 def _named_or_only(pending: list[T], wanted: str | None, key: Callable[[T], str]) -> T | None:
@@ -639,6 +843,10 @@ class RunSummary(BaseModel):
     agent: str | None = None
     label: str | None = None
     moment: int = 0
+    budget: RunBudget | None = None
+    spent: Spend | None = None
+    delegated_by: DelegatedBy | None = None
+    delegations: list[Delegation] = Field(default_factory=list)
 
     @classmethod
     def of(cls, state: RunState) -> RunSummary:
@@ -660,6 +868,10 @@ class RunSummary(BaseModel):
             final_answer=state.final_answer,
             errors=state.errors,
             parent=state.parent,
+            budget=state.budget,
+            spent=state.spent,
+            delegated_by=state.delegated_by,
+            delegations=state.delegations,
         )
 
 

@@ -82,6 +82,9 @@ class Tool:
     # How the function takes what the model sent: the one model parameter, or fields.
     args_param: str | None = None
     context_param: str | None = None
+    # A delegate (workflows.agents.delegate): the agent it hands tasks to, run as a child.
+    delegate_to: str | None = None
+    delegate_agent: Any = field(repr=False, default=None)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if self.fn is None:

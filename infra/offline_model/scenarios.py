@@ -113,6 +113,12 @@ class Scenario(BaseModel):
     # A plain tool loop's turns (an agent that does not plan): then plan and steps are unused.
     loop: list[Turn] | None = None
     faults: list[Fault] = Field(default_factory=list)
+    # Scripts for the other agents of a run's tree (sub-agents), by agent name.
+    agents: dict[str, Scenario] = Field(default_factory=dict)
+
+    def for_agent(self, agent: str | None) -> Scenario:
+        """The script of this agent of the run (the scenario's own for the first one)."""
+        return self.agents.get(agent or "", self)
 
 
 class ScenarioSpec(BaseModel):

@@ -57,6 +57,7 @@ def create_app() -> FastAPI:
         x_scenario: str | None = Header(default=None),
         x_agent_run: str | None = Header(default=None),
         x_agent_seq: int | None = Header(default=None),
+        x_agent_name: str | None = Header(default=None),
         authorization: str | None = Header(default=None),
     ) -> dict[str, Any] | JSONResponse:
         stats["requests"] += 1
@@ -80,7 +81,7 @@ def create_app() -> FastAPI:
                 stats["completions"] += 1
                 by_run[run] += 1
                 return _completion(body, loop.content, engine.render_calls(loop, turn), messages)
-            scenario = load(spec, goal)
+            scenario = load(spec, goal).for_agent(x_agent_name)
         except ScenarioError as err:
             return _error(400, "invalid_request_error", str(err))
         where = engine.in_scenario(scenario, engine.position(messages))
