@@ -108,6 +108,8 @@ class ModelActivities:
         )
         if stored is not None:
             return _turn(call, _stored_reply(stored), memoized=True)
+        if (over := self._over_budget(call, request)) is not None:
+            return ModelTurn(seq=call.reply_seq, over_budget=over)
         meta = CallMeta(
             run_id=call.run_id,
             seq=call.reply_seq,
@@ -136,6 +138,26 @@ class ModelActivities:
             reply.as_message(),
         )
         return _turn(call, reply, memoized=False, settings=self.settings)
+
+    def _over_budget(self, call: ModelCallInput, request: ModelRequest) -> str | None:
+        """Why this call would pass what is left of the run's budget, or None. Estimated
+        before calling: the request's characters (4 a token) in, the last reply's tokens
+        out; what a call then really costs is what the endpoint reports."""
+        if call.budget_usd is None and call.budget_tokens is None:
+            return None
+        chars = len(request.system) + sum(
+            len(str(m.get("content") or "")) for m in request.messages
+        )
+        tokens_in, tokens_out = chars // 4 + 1, call.output_tokens_hint or 0
+        usd = (
+            tokens_in * self.settings.price_input_per_mtok
+            + tokens_out * self.settings.price_output_per_mtok
+        ) / 1_000_000
+        if call.budget_tokens is not None and tokens_in + tokens_out > call.budget_tokens:
+            return f"about {tokens_in + tokens_out} tokens, {call.budget_tokens} are left"
+        if call.budget_usd is not None and usd > call.budget_usd:
+            return f"about ${usd:.4f}, ${call.budget_usd:.4f} is left"
+        return None
 
     def _prepare(
         self, call: ModelCallInput, agent: Agent, model_name: str

@@ -28,7 +28,9 @@ from workflows.agents import Agent, AgentRegistry
 from workflows.contracts import (
     Actor,
     Answer,
+    BudgetRaise,
     DecideRequest,
+    RunBudget,
     RunLimits,
     RunPolicy,
     RunRequest,
@@ -78,14 +80,17 @@ class AgentClient:
         policy: RunPolicy | None = None,
         limits: RunLimits | None = None,
         label: str | None = None,
+        budget: RunBudget | None = None,
     ) -> RunHandle:
         """Start a run of `agent` (or attach to the same request already running under
         `run_id`). An unknown agent or an invalid request is refused before anything starts;
-        policy and limits default to the agent's own."""
+        policy, limits and budget default to the agent's own."""
         name = agent.name if isinstance(agent, Agent) else agent
         check_limits(known_agent(name, self.agents or local_agents()), limits)
         try:
-            request = RunRequest(goal=goal, agent=name, policy=policy, limits=limits, label=label)
+            request = RunRequest(
+                goal=goal, agent=name, policy=policy, limits=limits, label=label, budget=budget
+            )
         except ValueError as err:
             raise RunError(f"invalid run request: {_first_error(err)}") from None
         started = await runs.start_run(self.temporal, self.settings, request, run_id)
@@ -151,6 +156,31 @@ class RunHandle:
 
     async def cancel(self, *, by: str, reason: str = "") -> None:
         await runs.cancel(self.temporal, self.run_id, Actor(by=by, reason=reason))
+
+    async def raise_budget(
+        self,
+        *,
+        by: str,
+        usd: float | None = None,
+        tokens: int | None = None,
+        tool_calls: int | None = None,
+        seconds: float | None = None,
+        comment: str = "",
+    ) -> RunBudget:
+        """Set the run's budget (limits left out stay as they are). A run waiting at its
+        budget goes on; the sub-agent it waits on gets what is left. To stop it: `reject`."""
+        try:
+            raise_ = BudgetRaise(
+                by=by,
+                usd=usd,
+                tokens=tokens,
+                tool_calls=tool_calls,
+                seconds=seconds,
+                comment=comment,
+            )
+        except ValueError as err:
+            raise RunError(f"invalid budget: {_first_error(err)}") from None
+        return await runs.raise_budget(self.temporal, self.run_id, raise_)
 
     async def edit(self, patch: StatePatch) -> RunState:
         """Apply an edit; the run's state after it (its kept events left out: `state()`

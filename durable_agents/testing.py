@@ -43,7 +43,7 @@ from infra.temporal_setup import register_search_attributes
 from worker.main import build_worker
 from worker.settings import Settings
 from workflows.agents import Agent, AgentRegistry
-from workflows.contracts import RunLimits, RunPolicy
+from workflows.contracts import RunBudget, RunLimits, RunPolicy
 from workflows.tools import SUBMIT_PLAN
 
 __all__ = ["AgentTestbed", "ScriptedModel", "Turn", "call", "plan", "say"]
@@ -179,8 +179,11 @@ class AgentTestbed:
         run_id: str | None = None,
         policy: RunPolicy | None = None,
         limits: RunLimits | None = None,
+        budget: RunBudget | None = None,
     ) -> RunHandle:
-        return await self.client.start(agent, goal, run_id=run_id, policy=policy, limits=limits)
+        return await self.client.start(
+            agent, goal, run_id=run_id, policy=policy, limits=limits, budget=budget
+        )
 
 
 async def _time_skipping_server() -> WorkflowEnvironment:

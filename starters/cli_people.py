@@ -1,5 +1,5 @@
-"""agentctl approve, reject, answer, pause, resume, cancel, edit, inbox: a person acting
-on a live run. Each takes --as NAME for the record."""
+"""agentctl approve, reject, answer, pause, resume, cancel, edit, budget, inbox: a person
+acting on a live run. Each takes --as NAME for the record."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from pydantic import ValidationError
 from rich.console import Console
 from rich.table import Table
 
@@ -17,7 +18,7 @@ from starters.errors import RunIdArgument, fail, run_async
 from starters.signer import Signer, read_signer
 from worker.client import connect
 from worker.settings import Settings, load_settings
-from workflows.contracts import Actor, Answer, DecideRequest, StatePatch
+from workflows.contracts import Actor, Answer, BudgetRaise, DecideRequest, StatePatch
 
 console = Console()
 AsOption = Annotated[str | None, typer.Option("--as", help="Who is acting (default: you).")]
@@ -135,6 +136,40 @@ async def edit(
 
 
 @run_async
+async def budget(
+    run_id: RunIdArgument,
+    usd: Annotated[
+        float | None, typer.Option(help="Dollars, for the run and its sub-agents.")
+    ] = None,
+    tokens: Annotated[int | None, typer.Option(help="Model tokens (input and output).")] = None,
+    tool_calls: Annotated[
+        int | None, typer.Option(help="Tool calls, delegations included.")
+    ] = None,
+    seconds: Annotated[float | None, typer.Option(help="Seconds since the run started.")] = None,
+    by: AsOption = None,
+    comment: Annotated[str, typer.Option(help="Why; recorded with the change.")] = "",
+) -> None:
+    """Set a run's budget (limits left out stay); a run waiting at its budget goes on, and
+    the sub-agent it waits on gets what is left. To stop it instead: `reject`."""
+    try:
+        raise_ = BudgetRaise(
+            by=_who(by),
+            usd=usd,
+            tokens=tokens,
+            tool_calls=tool_calls,
+            seconds=seconds,
+            comment=comment,
+        )
+    except ValidationError as err:
+        raise fail(
+            f"invalid budget: {err.errors()[0]['loc'][0]}: {err.errors()[0]['msg']}"
+        ) from None
+    client = await connect(load_settings())
+    new = await runs.raise_budget(client, run_id, raise_)
+    console.print(f"budget of {run_id}: {new.model_dump(exclude_none=True)}")
+
+
+@run_async
 async def inbox(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
@@ -145,10 +180,11 @@ async def inbox(
         typer.echo(json.dumps([item.__dict__ for item in items]))
         return
     table = Table(title="waiting for a human")
-    for column in ("run id", "waiting for", "step", "what"):
+    for column in ("run id", "waiting for", "step", "what", "sub-agent of"):
         table.add_column(column)
     for item in items:
-        table.add_row(item.run_id, item.waiting_for, str(item.step or ""), item.detail)
+        row = (item.run_id, item.waiting_for, str(item.step or ""), item.detail, item.parent)
+        table.add_row(*(value or "" for value in row))
     console.print(table)
 
 
@@ -160,4 +196,5 @@ def register(app: typer.Typer) -> None:
     app.command("resume")(_actor_command("resume", "Resume a paused run."))
     app.command("cancel")(_actor_command("cancel", "Cancel a run; no half-done effect is left."))
     app.command()(edit)
+    app.command()(budget)
     app.command()(inbox)

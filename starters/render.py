@@ -39,8 +39,15 @@ def summary_panel(summary: RunSummary) -> Panel:
             f"${summary.usage.cost_usd:.4f}"
         ),
     ]
+    if summary.spent is not None and (summary.delegations or summary.budget is not None):
+        lines.append(Text(f"spent   {spend_line(summary)} (with its sub-agents)"))
+    if summary.budget is not None:
+        lines.append(Text(f"budget  {budget_line(summary)}"))
     if summary.parent is not None:
         lines.append(Text(f"forked  from {summary.parent.run_id} at step {summary.parent.moment}"))
+    if summary.delegated_by is not None:
+        origin = summary.delegated_by
+        lines.append(Text(f"sub-agent of {origin.run_id} (step {origin.step}, {origin.agent})"))
     for request in summary.pending_approvals:
         lines.append(
             Text(
@@ -53,6 +60,40 @@ def summary_panel(summary: RunSummary) -> Panel:
     for error in summary.errors:
         lines.append(Text(f"error   {error}", style="red"))
     return Panel(Group(*lines), title=f"run {summary.run_id}", expand=False)
+
+
+def spend_line(summary: RunSummary) -> str:
+    spent = summary.spent
+    if spent is None:
+        return ""
+    return f"${spent.usd:.4f}, {spent.tokens} tokens, {spent.tool_calls} tool calls"
+
+
+def budget_line(summary: RunSummary) -> str:
+    budget = summary.budget
+    if budget is None:
+        return "none"
+    parts = []
+    if budget.usd is not None:
+        parts.append(f"${budget.usd:.4f}")
+    if budget.tokens is not None:
+        parts.append(f"{budget.tokens} tokens")
+    if budget.tool_calls is not None:
+        parts.append(f"{budget.tool_calls} tool calls")
+    if budget.seconds is not None:
+        parts.append(f"{budget.seconds:g} s")
+    return ", ".join(parts) or "none"
+
+
+def delegations_table(state: RunState) -> Table:
+    table = Table(title="sub-agents (child runs)")
+    for column in ("step", "agent", "run id", "status", "spent", "task"):
+        table.add_column(column)
+    for d in state.delegations:
+        spent = f"${d.spent.usd:.4f}, {d.spent.tokens} tok, {d.spent.tool_calls} calls"
+        reused = " (reused by this fork)" if d.inherited else ""
+        table.add_row(str(d.step), d.agent, d.child_id, d.status + reused, spent, d.task)
+    return table
 
 
 def plan_table(state: RunState) -> Table:
@@ -74,6 +115,8 @@ def print_state(console: Console, state: RunState) -> None:
         console.print(f"agent {state.agent.name} ({kind}), as recorded at start: {tools}")
     if state.plan:
         console.print(plan_table(state))
+    if state.delegations:
+        console.print(delegations_table(state))
     if state.approvals:
         table = Table(title="approvals")
         for column in ("request", "tool", "status", "by", "comment"):

@@ -34,8 +34,10 @@ from workflows.contracts import (
     RUN_ID_PATTERN,
     Actor,
     Answer,
+    BudgetRaise,
     DecideRequest,
     Decision,
+    RunBudget,
     RunRequest,
     RunResult,
     StatePatch,
@@ -342,6 +344,12 @@ async def edit(client: Client, run_id: str, patch: StatePatch) -> RunState:
     return await _update(client, run_id, "edit", patch, RunState)
 
 
+async def raise_budget(client: Client, run_id: str, raise_: BudgetRaise) -> RunBudget:
+    """Give a run (and the sub-agent it waits on) a new budget; a run waiting at its
+    budget goes on."""
+    return await _update(client, run_id, "raise_budget", raise_, RunBudget)
+
+
 async def pause(client: Client, run_id: str, actor: Actor) -> None:
     await _signal(client, run_id, "pause", actor)
 
@@ -388,6 +396,8 @@ class InboxItem:
     waiting_for: str
     step: int | None
     detail: str
+    # A sub-agent's run: the run that delegated to it.
+    parent: str | None = None
 
 
 WAITING_VALUES = ("approval", "input", "resume")
@@ -407,23 +417,33 @@ async def list_waiting(
 
 async def inbox(client: Client, limit: int = 200) -> list[InboxItem]:
     """Every running run that waits for a human, and for what."""
-    return [
-        InboxItem(
-            run_id=run.run_id,
-            waiting_for=run.waiting_for,
-            step=run.step,
-            detail=await _waiting_detail(client, run.run_id),
+    items = []
+    for run in await list_waiting(client, limit=limit):
+        summary = await _waiting_summary(client, run.run_id)
+        items.append(
+            InboxItem(
+                run_id=run.run_id,
+                waiting_for=run.waiting_for,
+                step=run.step,
+                detail=_waiting_detail(summary),
+                parent=summary.delegated_by.run_id if summary and summary.delegated_by else None,
+            )
         )
-        for run in await list_waiting(client, limit=limit)
-    ]
+    return items
 
 
-async def _waiting_detail(client: Client, run_id: str) -> str:
+async def _waiting_summary(client: Client, run_id: str) -> RunSummary | None:
     try:
-        summary = await handle(client, run_id).query(
+        summary: RunSummary = await handle(client, run_id).query(
             "summary", result_type=RunSummary, rpc_timeout=timedelta(seconds=2)
         )
     except RPCError:
+        return None
+    return summary
+
+
+def _waiting_detail(summary: RunSummary | None) -> str:
+    if summary is None:
         return "(no worker answered; details unavailable)"
     parts = [f"{a.tool} {a.arguments} [{a.request_id}]" for a in summary.pending_approvals]
     parts += [f"question: {q.question} [{q.question_id}]" for q in summary.pending_questions]

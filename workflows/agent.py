@@ -881,9 +881,22 @@ class AgentWorkflow:
             context_from_seq=(
                 self.state.phase_start_seq if self.state.limits.context == "step" else None
             ),
+            **self.state.call_budget(),
         )
-        limits = self.state.limits
         self._moment("model", f"{label} (seq {call.reply_seq})", call.reply_seq)
+        while True:
+            turn = await self._call_model(call)
+            if turn.over_budget is None:
+                break
+            # Not made: it would have passed the budget. Made once someone raises it.
+            await self._ask_for_budget("model", turn.over_budget)
+            call = call.model_copy(update=self.state.call_budget())
+        self.state.record_usage(turn.usage, memoized=turn.memoized)
+        self._report_spend()
+        return turn
+
+    async def _call_model(self, call: ModelCallInput) -> ModelTurn:
+        limits = self.state.limits
         turn: ModelTurn = await workflow.execute_activity(
             CALL_MODEL,
             call,
@@ -896,10 +909,8 @@ class AgentWorkflow:
                 maximum_attempts=limits.model_max_attempts,
             ),
             cancellation_type=workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
-            summary=f"model: {label}",
+            summary=f"model: {call.label}",
         )
-        self.state.record_usage(turn.usage, memoized=turn.memoized)
-        self._report_spend()
         return turn
 
     def _cancel_holds(self) -> bool:

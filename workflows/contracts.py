@@ -266,6 +266,11 @@ class ModelCallInput(CompactModel):
     answer_chars: int | None = Field(default=None, ge=1, le=8000)
     # With a "step" context: the model sees the goal (seq 0) and messages from here on.
     context_from_seq: int | None = None
+    # What is left of the run's budget: a call estimated to pass it is not made (the turn
+    # comes back `over_budget`). The estimate: the request's size, and this many tokens out.
+    budget_usd: float | None = None
+    budget_tokens: int | None = None
+    output_tokens_hint: int | None = None
 
 
 class ToolCall(CompactModel):
@@ -289,6 +294,8 @@ class ModelTurn(CompactModel):
     model: str = ""
     usage: TokenUsage = Field(default_factory=TokenUsage)
     memoized: bool = False
+    # Set when the call was not made: it would have passed the budget (why, with figures).
+    over_budget: str | None = None
 
 
 def idempotency_key(run_id: str, step: int, tool_call_id: str) -> str:

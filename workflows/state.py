@@ -259,6 +259,7 @@ class RunState(BaseModel):
     tool_calls: int = 0  # tool calls this run made (its delegations included)
     # What the latest model call cost: the estimate of the next one, for the budget.
     last_call: Spend | None = None
+    last_output_tokens: int = 0
     delegations: list[Delegation] = Field(default_factory=list)
     delegated_by: DelegatedBy | None = None
     created_at: datetime
@@ -355,6 +356,7 @@ class RunState(BaseModel):
         if not memoized:
             tokens = usage.input_tokens + usage.output_tokens
             self.last_call = Spend(usd=usage.cost_usd, tokens=tokens)
+            self.last_output_tokens = usage.output_tokens
 
     # -- budget: the run and its sub-agents together ------------------------------
     @property
@@ -386,13 +388,25 @@ class RunState(BaseModel):
             return f"{spent.tool_calls} of {calls} tool calls are made"
         if call == "tool":
             return None
-        # A model call would add about what the last one cost; a sub-agent needs some left.
-        upcoming = self.last_call if call == "model" and self.last_call else Spend()
-        if budget.usd is not None and _passes(spent.usd, upcoming.usd, budget.usd):
+        # Spent to the limit: no call. Below it, the model activity estimates whether the
+        # call itself would pass it (it knows the request's size).
+        if budget.usd is not None and spent.usd >= budget.usd:
             return f"${spent.usd:.4f} of ${budget.usd:.4f} is spent"
-        if budget.tokens is not None and _passes(spent.tokens, upcoming.tokens, budget.tokens):
+        if budget.tokens is not None and spent.tokens >= budget.tokens:
             return f"{spent.tokens} of {budget.tokens} tokens are spent"
         return None
+
+    def call_budget(self) -> dict[str, Any]:
+        """What a model call may spend: the rest of the budget (the model activity's check)."""
+        budget = self.budget
+        if budget is None or (budget.usd is None and budget.tokens is None):
+            return {}
+        spent = self.spent
+        return {
+            "budget_usd": None if budget.usd is None else round(budget.usd - spent.usd, 6),
+            "budget_tokens": None if budget.tokens is None else budget.tokens - spent.tokens,
+            "output_tokens_hint": self.last_output_tokens or None,
+        }
 
     def budget_figures(self, now: datetime) -> dict[str, Any]:
         """What a person deciding on a budget sees."""
@@ -812,10 +826,6 @@ class RunState(BaseModel):
         if running is not None and self.status is RunStatus.RUNNING:
             return f"{where} — waiting for sub-agent {running.agent} ({running.child_id})"
         return f"{where} — {self.status.value}"
-
-
-def _passes(spent: float, upcoming: float, limit: float) -> bool:
-    return spent >= limit or spent + upcoming > limit
 
 
 def _named_or_only(pending: list[T], wanted: str | None, key: Callable[[T], str]) -> T | None:

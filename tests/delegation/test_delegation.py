@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+from durable_agents import RunPolicy
 from durable_agents.testing import AgentTestbed, ScriptedModel, call, say
+from starters import timeline
+from tests.conftest import eventually
 from tests.delegation.agents import triage
+from workflows.agents import serve_for_replay
 
 
 def model_for_triage() -> ScriptedModel:
@@ -30,3 +34,93 @@ async def test_a_delegate_runs_as_a_child_and_its_answer_goes_to_the_model(time_
     assert child_state.goal == "What is the answer?"
     # the model of the parent read the child's answer as the tool's result
     assert model.requests[-1].messages[-1]["content"] == "The answer is 42."
+
+
+def model_with_a_report() -> ScriptedModel:
+    return ScriptedModel(
+        [call("ask_research", task="Report on X"), say("Triaged.")],
+        agents={
+            "research": [
+                call("look_up", topic="X"),
+                call("file_report", title="X"),
+                say("Reported on X."),
+            ]
+        },
+    )
+
+
+async def child_of(run, within: float = 30.0) -> str:
+    async def started() -> str | None:
+        state = await run.state()
+        return state.delegations[0].child_id if state.delegations else None
+
+    return str(await eventually(started, within=within))
+
+
+async def test_a_childs_approval_waits_in_the_child_linked_to_its_parent(time_env):
+    policy = RunPolicy(approve_all_side_effects=True)  # the child inherits its parent's policy
+    async with AgentTestbed(triage, model=model_with_a_report(), env=time_env) as bed:
+        run = await bed.start("triage", "Ticket 8", policy=policy)
+        child = bed.client.run(await child_of(run))
+        request = await child.next_approval()
+        child_summary = await child.summary()
+        parent_summary = await run.summary()
+        await child.approve(request.request_id, by="alice")
+        result = await run.result()
+        reports = (bed.data_dir / "reports.log").read_text().splitlines()
+    assert request.tool == "file_report"
+    assert child_summary.delegated_by is not None
+    assert child_summary.delegated_by.run_id == run.run_id
+    assert "waiting for sub-agent research" in parent_summary.progress
+    assert parent_summary.pending_approvals == []  # the child's request is the child's
+    assert result.status == "completed"
+    assert len(reports) == 1
+
+
+async def test_pause_resume_and_cancel_of_the_parent_reach_the_child(time_env):
+    policy = RunPolicy(approve_all_side_effects=True)
+    async with AgentTestbed(triage, model=model_with_a_report(), env=time_env) as bed:
+        run = await bed.start("triage", "Ticket 9", policy=policy)
+        child = bed.client.run(await child_of(run))
+        await child.next_approval()
+        await run.pause(by="ops")
+        await eventually(lambda: _paused(child), within=30)
+        await run.resume(by="ops")
+        await eventually(lambda: _paused(child, False), within=30)
+        await run.cancel(by="ops", reason="wrong ticket")
+        result = await run.result()
+        child_result = await child.result()
+        assert not (bed.data_dir / "reports.log").exists()
+    assert result.status == "cancelled"
+    assert child_result.status == "cancelled"
+
+
+async def _paused(handle, wanted: bool = True) -> bool | None:
+    state = await handle.state()
+    return True if state.pause_requested is wanted else None
+
+
+async def test_a_fork_before_the_delegation_starts_its_own_child_one_after_reuses_it(
+    time_env,
+):
+    model = model_for_triage()
+    async with AgentTestbed(triage, model=model, env=time_env) as bed:
+        serve_for_replay(bed.registry)
+        run = await bed.start("triage", "Ticket 10")
+        await run.result()
+        [first] = (await run.state()).delegations
+        found = await timeline.rebuild(bed.client.temporal, run.run_id)
+        before = next(m for m in found.moments if m.kind == "model")
+        after = next(m for m in found.moments if m.kind == "delegate answered")
+        early = await timeline.fork(bed.client.temporal, bed.settings, run.run_id, before.index)
+        late = await timeline.fork(bed.client.temporal, bed.settings, run.run_id, after.index)
+        early_result = await bed.client.run(early.run_id).result()
+        late_result = await bed.client.run(late.run_id).result()
+        [early_child] = (await bed.client.run(early.run_id).state()).delegations
+        [late_child] = (await bed.client.run(late.run_id).state()).delegations
+    assert early_result.status == late_result.status == "completed"
+    assert early_child.child_id.startswith(early.run_id) and not early_child.inherited
+    assert late_child.child_id == first.child_id and late_child.inherited
+    # the research agent ran twice in all: for the run and for the early fork, not the late
+    research_runs = {r.partition("@")[0] for r in model._next if ".1.call_0_0." in r}
+    assert research_runs == {first.child_id, early_child.child_id}
