@@ -81,7 +81,9 @@ async def test_a_dollar_budget_stops_model_calls_at_the_limit(time_env):
         state = await run.state()
         await runs.raise_budget(bed.client.temporal, run.run_id, BudgetRaise(by="cfo", usd=500))
         result = await run.result()
-    estimate = float(re.search(r"about \$([0-9.]+)", asked.rule).group(1))
+    found = re.search(r"about \$([0-9.]+)", asked.rule)
+    assert found is not None, asked.rule
+    estimate = float(found.group(1))
     assert state.spent.usd <= 8 < state.spent.usd + estimate  # stopped before passing it
     assert asked.arguments["budget"] == {"usd": 8.0}
     assert result.status == "completed"
