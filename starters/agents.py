@@ -56,6 +56,19 @@ def describe(registry: AgentRegistry) -> list[dict[str, Any]]:
                 for t in agent.tools
             ],
             "rules": [rule_name(rule) for rule in agent.rules],
+            "delegates": [
+                {"tool": t.name, "agent": t.delegate_to, "risk": t.risk.value}
+                for t in agent.delegate_tools
+            ],
+            "mcp_servers": [
+                {
+                    "name": server.name,
+                    "transport": "stdio" if server.command else "http",
+                    "risks": {pattern: risk.value for pattern, risk in server.risks.items()},
+                }
+                for server in agent.mcp_servers
+            ],
+            "budget": agent.budget.model_dump(exclude_none=True) if agent.budget else None,
         }
         for agent in sorted(registry.agents.values(), key=lambda a: a.name)
     ]

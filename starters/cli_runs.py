@@ -235,7 +235,19 @@ def agents(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] 
         return
     table = Table("agent", "planning", "tool", "risk")
     for entry in listed:
-        for i, spec in enumerate(entry["tools"] or [{"name": "-", "risk": "-"}]):
+        rows = list(entry["tools"])
+        rows += [
+            {"name": f"{d['tool']} → agent {d['agent']}", "risk": d["risk"]}
+            for d in entry["delegates"]
+        ]
+        rows += [
+            {
+                "name": f"MCP {m['name']} ({m['transport']})",
+                "risk": "as declared; else needs_approval",
+            }
+            for m in entry["mcp_servers"]
+        ]
+        for i, spec in enumerate(rows or [{"name": "-", "risk": "-"}]):
             first = i == 0
             table.add_row(
                 entry["name"] if first else "",

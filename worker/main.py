@@ -18,6 +18,7 @@ from datetime import timedelta
 from temporalio.client import Client
 from temporalio.runtime import Runtime
 from temporalio.worker import Worker
+from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 from activities.crash_points import CrashPoints
 from activities.mcp import MCPActivities
@@ -72,6 +73,10 @@ def build_worker(
             TranscriptActivities(stores.transcript).copy_transcript,
             PruneActivities(client, stores.db).prune_stored_runs,
         ],
+        # The fault hooks are shared with the sandbox: one module, seen inside and out.
+        workflow_runner=SandboxedWorkflowRunner(
+            restrictions=SandboxRestrictions.default.with_passthrough_modules("workflows.faults")
+        ),
         graceful_shutdown_timeout=timedelta(seconds=settings.graceful_shutdown_seconds),
         # A dead worker's cached workflows move to another worker after this long.
         sticky_queue_schedule_to_start_timeout=timedelta(seconds=3),

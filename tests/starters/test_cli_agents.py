@@ -22,7 +22,15 @@ def test_agents_lists_the_bundled_agents_and_their_risks():
     result = agentctl("agents", "--json")
     assert result.exit_code == 0, result.stderr
     listed = {a["name"]: a for a in json.loads(result.stdout)}
-    assert set(listed) == {"before-agents", "invoice", "large-result", "question", "refund"}
+    assert set(listed) == {
+        "before-agents", "invoice", "large-result", "question", "refund", "research", "triage",
+    }  # fmt: skip
+    assert listed["triage"]["delegates"] == [
+        {"tool": "ask_research", "agent": "research", "risk": "read_only"}
+    ]
+    assert listed["triage"]["budget"] == {"usd": 0.5, "tool_calls": 20}
+    [kb] = listed["research"]["mcp_servers"]
+    assert kb["transport"] == "stdio" and kb["risks"]["add_note"] == "side_effect"
     risks = {t["name"]: t["risk"] for t in listed["invoice"]["tools"]}
     assert risks == {
         "lookup_invoice": "read_only",
