@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from datetime import timedelta
 from typing import TypeVar
 
 from temporalio.client import Client, WorkflowFailureError
 from temporalio.exceptions import CancelledError
 
-from starters import runs
+from starters import runs, schedules
 from starters.agents import check_limits, known_agent, local_agents
 from starters.runs import RunError
 from worker.client import connect
@@ -95,6 +96,44 @@ class AgentClient:
             raise RunError(f"invalid run request: {_first_error(err)}") from None
         started = await runs.start_run(self.temporal, self.settings, request, run_id)
         return RunHandle(self.temporal, started.run_id, attached=started.attached)
+
+    async def create_schedule(
+        self,
+        name: str,
+        agent: str | Agent,
+        goal: str,
+        *,
+        cron: list[str] | None = None,
+        every: timedelta | None = None,
+        policy: RunPolicy | None = None,
+        budget: RunBudget | None = None,
+        label: str | None = None,
+        overlap: schedules.Overlap = "skip",
+    ) -> schedules.ScheduleInfo:
+        """Run `agent` on `goal` at each cron time (UTC) or interval, as a Temporal Schedule:
+        each start is a normal run (id: the name and the time). A time that comes while
+        the previous run still runs is skipped, unless `overlap` says otherwise."""
+        name_ = agent.name if isinstance(agent, Agent) else agent
+        known_agent(name_, self.agents or local_agents())
+        request = schedules.request_for(name_, goal, label=label, policy=policy, budget=budget)
+        return await schedules.create(
+            self.temporal, self.settings, name, request, cron=cron, every=every, overlap=overlap
+        )
+
+    async def schedules(self) -> list[schedules.ScheduleInfo]:
+        return await schedules.list_all(self.temporal)
+
+    async def pause_schedule(self, name: str, note: str = "") -> None:
+        await schedules.pause(self.temporal, name, note)
+
+    async def unpause_schedule(self, name: str, note: str = "") -> None:
+        await schedules.unpause(self.temporal, name, note)
+
+    async def trigger_schedule(self, name: str) -> None:
+        await schedules.trigger(self.temporal, name)
+
+    async def delete_schedule(self, name: str) -> None:
+        await schedules.delete(self.temporal, name)
 
     def run(self, run_id: str) -> RunHandle:
         """A handle on an existing run."""

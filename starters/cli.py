@@ -9,7 +9,15 @@ import sys
 import typer
 from pydantic import ValidationError
 
-from starters import cli_console, cli_history, cli_ops, cli_people, cli_runs, cli_stack
+from starters import (
+    cli_console,
+    cli_history,
+    cli_ops,
+    cli_people,
+    cli_runs,
+    cli_schedule,
+    cli_stack,
+)
 from starters.demo import demo
 from worker import telemetry
 from worker.settings import load_settings
@@ -26,6 +34,7 @@ cli_people.register(app)
 cli_history.register(app)
 cli_ops.register(app)
 cli_console.register(app)
+cli_schedule.register(app)
 app.command()(demo)
 
 

@@ -30,6 +30,7 @@ ON_A_RUN = [
     ["resume", "{id}"],
     ["cancel", "{id}"],
     ["edit", "{id}", "--set", "goal=other"],
+    ["budget", "{id}", "--usd", "1"],
     ["history", "{id}"],
     ["history", "{id}", "--step", "1"],
     ["history", "{id}", "--diff", "1"],
@@ -37,7 +38,15 @@ ON_A_RUN = [
     ["rewind", "{id}", "--to-step", "1"],
     ["export", "{id}", "-o", "{tmp}/out.json"],
 ]
-NO_RUN = [["run", "hello"], ["list"], ["inbox"], ["prune", "--older-than", "1d"], ["setup"]]
+NO_RUN = [
+    ["run", "hello"],
+    ["list"],
+    ["inbox"],
+    ["prune", "--older-than", "1d"],
+    ["setup"],
+    ["schedule", "list"],
+    ["schedule", "delete", "nightly"],
+]
 
 
 async def agentctl(env: dict[str, str], *args: str):

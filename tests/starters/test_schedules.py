@@ -1,0 +1,100 @@
+"""Scheduled agents on the dev server: a one-minute cron starts a run (a short real wait),
+an interval schedule starts normal runs with their own ids, overlap skips, pause, trigger
+and delete act, and a deleted schedule starts nothing more."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+
+from infra.stack import settings_env
+from starters import runs, schedules
+from tests.conftest import eventually
+from tests.starters.test_verb_walk import agentctl, assert_one_error_line
+
+
+async def started_runs(client, prefix: str) -> list[str]:
+    query = f'WorkflowType = "AgentWorkflow" AND WorkflowId STARTS_WITH "{prefix}-"'
+    return sorted([w.id async for w in client.list_workflows(query)])
+
+
+async def test_schedules_start_runs_and_stop_when_deleted(dev_env, worker, settings, monkeypatch):
+    monkeypatch.setenv("KB_DIR", str(settings.data_dir / "kb"))
+    client, env, tag = dev_env.client, settings_env(settings), uuid.uuid4().hex[:6]
+    cron, every, busy = f"cron-{tag}", f"every-{tag}", f"busy-{tag}"
+    made = await agentctl(
+        env, "schedule", "create", cron, "Ticket: late parcel",
+        "--agent", "triage", "--cron", "* * * * *", "--label", "triage",
+    )  # fmt: skip
+    assert made.exit_code == 0, made.stderr
+    assert (await agentctl(
+        env, "schedule", "create", every, "Ticket: late parcel",
+        "--agent", "triage", "--every", "2s", "--label", "triage",
+    )).exit_code == 0  # fmt: skip
+    # a run that waits for a person: while it waits, each new time is skipped (overlap)
+    assert (await agentctl(
+        env, "schedule", "create", busy, "Refund 80", "--agent", "refund",
+        "--every", "1s", "--label", "refund-loop",
+    )).exit_code == 0  # fmt: skip
+
+    listed = await agentctl(env, "schedule", "list", "--json")
+    by_name = {s["name"]: s for s in json.loads(listed.stdout)}
+    assert by_name[cron]["cron"] == ["* * * * *"] and by_name[cron]["agent"] == "triage"
+    assert by_name[every]["every_seconds"] == [2.0]
+    assert "prune" not in " ".join(by_name)  # housekeeping schedules are not agents'
+
+    # interval: normal runs of the agent, each with its own id, which complete
+    two = await eventually(lambda: _at_least(client, every, 2), within=30)
+    result = await runs.wait_result(client, two[0])
+    assert result.status == "completed"
+    assert (await runs.get_state(client, two[0])).agent.name == "triage"  # type: ignore[union-attr]
+
+    # pause stops it; trigger starts one now anyway
+    assert (await agentctl(env, "schedule", "pause", every, "--note", "maintenance")).exit_code == 0
+    paused = await schedules.describe(client, every)
+    assert paused.paused and paused.note == "maintenance"
+    before = len(await started_runs(client, every))
+    assert (await agentctl(env, "schedule", "trigger", every)).exit_code == 0
+    await eventually(lambda: _at_least(client, every, before + 1), within=30)
+    assert (await agentctl(env, "schedule", "unpause", every)).exit_code == 0
+
+    # the cron: its first run starts at the next minute
+    [minute] = await eventually(lambda: _at_least(client, cron, 1), within=75)
+    assert minute.startswith(f"{cron}-")
+    overlapping = await schedules.describe(client, busy)
+    assert len(await started_runs(client, busy)) == 1 and overlapping.skipped_overlapping >= 2
+
+    for name in (cron, every, busy):
+        assert (await agentctl(env, "schedule", "delete", name)).exit_code == 0
+    counts = [len(await started_runs(client, name)) for name in (cron, every, busy)]
+    await asyncio.sleep(5)  # two and a half intervals of `every`: nothing more may start
+    assert [len(await started_runs(client, name)) for name in (cron, every, busy)] == counts
+    gone = await agentctl(env, "schedule", "pause", every)
+    assert_one_error_line(gone, ["schedule", "pause"], f"no schedule named {every!r}")
+    for run in await started_runs(client, busy):  # leave no run waiting behind
+        await runs.cancel(client, run, runs.Actor(by="test"))
+
+
+async def _at_least(client, prefix: str, count: int) -> list[str] | None:
+    found = await started_runs(client, prefix)
+    return found if len(found) >= count else None
+
+
+async def test_schedule_verbs_refuse_bad_input_in_one_line(dev_env, settings):
+    env = settings_env(settings)
+    cases = [
+        (["schedule", "create", "x y", "goal", "--agent", "triage", "--cron", "* * * * *"],
+         "bad schedule name"),
+        (["schedule", "create", "ok", "goal", "--agent", "nobody", "--cron", "* * * * *"],
+         "no agent named 'nobody'"),
+        (["schedule", "create", "ok", "goal", "--agent", "triage"], "give --cron"),
+        (["schedule", "create", "ok", "goal", "--agent", "triage", "--cron", "not a cron"],
+         "Temporal refused schedule 'ok'"),
+        (["schedule", "create", "ok", "goal", "--agent", "triage", "--every", "0s"],
+         "at least 1s"),
+        (["schedule", "delete", "no-such-schedule"], "no schedule named 'no-such-schedule'"),
+        (["schedule", "trigger", "no-such-schedule"], "no schedule named"),
+    ]  # fmt: skip
+    for args, says in cases:
+        assert_one_error_line(await agentctl(env, *args), args, says)
