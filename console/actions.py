@@ -14,15 +14,15 @@ from typing import Literal, TypeVar
 
 from fastapi import FastAPI, Request, Response
 from fastapi.responses import JSONResponse, RedirectResponse
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from console.identity import CSRF_FIELD
 from console.web import Console, PageError, console_of, read_form, run_state, signed_in
 from starters import runs, timeline
 from starters.errors import one_line
 from starters.runs import RunError
-from workflows.contracts import Actor, Answer, DecideRequest, StatePatch
-from workflows.state import RunState
+from workflows.contracts import Actor, Answer, BudgetRaise, DecideRequest, StatePatch
+from workflows.state import BUDGET_REQUEST, RunState
 
 COMMENT = Field(default="", max_length=2000)
 
@@ -50,6 +50,21 @@ class EditForm(Form):
     goal: str = Field(default="", max_length=4000)
     # One step per line; empty: the steps stay as they are.
     pending_steps: str = Field(default="", max_length=100_000)
+
+
+class BudgetForm(Form):
+    """Empty fields: that limit stays as it is."""
+
+    usd: float | None = Field(default=None, ge=0, le=1_000_000)
+    tokens: int | None = Field(default=None, ge=0)
+    tool_calls: int | None = Field(default=None, ge=0)
+    seconds: float | None = Field(default=None, gt=0)
+    comment: str = COMMENT
+
+    @field_validator("usd", "tokens", "tool_calls", "seconds", mode="before")
+    @classmethod
+    def _empty_is_unset(cls, value: object) -> object:
+        return None if value == "" else value
 
 
 class MomentForm(Form):
@@ -148,6 +163,21 @@ def register(app: FastAPI) -> None:
     verbs: tuple[Literal["pause", "resume", "cancel"], ...] = ("pause", "resume", "cancel")
     for verb in verbs:
         _actor_route(verb)
+
+    @app.post("/runs/{run_id}/budget")
+    async def budget(request: Request, run_id: str) -> Response:
+        console, user, fields, state = await _acting(request, run_id)
+        form = _parse(BudgetForm, fields)
+        if not state.policy.may_decide(BUDGET_REQUEST, user):
+            raise PageError(403, f"{user} may not change this run's budget")
+        limits = form.model_dump(exclude={"comment"}, exclude_none=True)
+        try:
+            new = await runs.raise_budget(
+                console.client, run_id, BudgetRaise(by=user, comment=form.comment, **limits)
+            )
+        except RunError as err:
+            raise _refused(err) from None
+        return _done(request, run_id, f"budget set by {user}: {new.model_dump(exclude_none=True)}")
 
     @app.post("/runs/{run_id}/edit")
     async def edit(request: Request, run_id: str) -> Response:

@@ -18,6 +18,7 @@ from temporalio.service import RPCError
 
 from starters.runs import WAITING_VALUES, WORKFLOW_TYPE, handle
 from workflows import search_attributes as sa
+from workflows.contracts import DelegatedBy
 from workflows.state import ApprovalRequest, Question, RunStatus, RunSummary
 
 QUERIES_AT_ONCE = 32
@@ -42,6 +43,11 @@ class RunRow:
     @property
     def cost_usd(self) -> float | None:
         return self.summary.usage.cost_usd if self.summary else None
+
+    @property
+    def delegated_by(self) -> DelegatedBy | None:
+        """The run that handed this one its task (a sub-agent's run), if any."""
+        return self.summary.delegated_by if self.summary else None
 
 
 @dataclass(frozen=True)

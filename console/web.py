@@ -22,12 +22,13 @@ from starters.runs import WEDGED, handle, one_line_of, wedged
 from starters.signer import Signer
 from worker.settings import Settings
 from workflows.contracts import RUN_ID_PATTERN
-from workflows.state import RunState
+from workflows.state import BUDGET_REQUEST, RunState
 
 HERE = Path(__file__).parent
 templates = Jinja2Templates(directory=HERE / "templates")
 templates.env.globals["countdown"] = countdown
 templates.env.globals["CSRF_FIELD"] = CSRF_FIELD
+templates.env.globals["BUDGET_REQUEST"] = BUDGET_REQUEST
 MAX_FORM_FIELDS = 20
 MAX_FIELD_BYTES = 64 * 1024
 MAX_BODY_BYTES = 256 * 1024

@@ -12,6 +12,7 @@ from infra.stack import settings_env
 from starters import runs, schedules
 from tests.conftest import eventually
 from tests.starters.test_verb_walk import agentctl, assert_one_error_line
+from workflows.contracts import Actor
 
 
 async def started_runs(client, prefix: str) -> list[str]:
@@ -73,7 +74,7 @@ async def test_schedules_start_runs_and_stop_when_deleted(dev_env, worker, setti
     gone = await agentctl(env, "schedule", "pause", every)
     assert_one_error_line(gone, ["schedule", "pause"], f"no schedule named {every!r}")
     for run in await started_runs(client, busy):  # leave no run waiting behind
-        await runs.cancel(client, run, runs.Actor(by="test"))
+        await runs.cancel(client, run, Actor(by="test"))
 
 
 async def _at_least(client, prefix: str, count: int) -> list[str] | None:
