@@ -103,12 +103,12 @@ class ModelActivities:
         return model.name if model is not None else self.settings.effective_model_name
 
     async def _answer(self, call: ModelCallInput, agent: Agent, model_name: str) -> ModelTurn:
-        request, digest, stored = await store_call(
+        request, digest, stored, over = await store_call(
             self.stores.db, self._prepare, call, agent, model_name
         )
         if stored is not None:
             return _turn(call, _stored_reply(stored), memoized=True)
-        if (over := self._over_budget(call, request)) is not None:
+        if over is not None:
             return ModelTurn(seq=call.reply_seq, over_budget=over)
         meta = CallMeta(
             run_id=call.run_id,
@@ -139,31 +139,41 @@ class ModelActivities:
         )
         return _turn(call, reply, memoized=False, settings=self.settings)
 
-    def _over_budget(self, call: ModelCallInput, request: ModelRequest) -> str | None:
-        """Why this call would pass what is left of the run's budget, or None. Estimated
-        before calling: the request's characters (4 a token) in, the last reply's tokens
-        out; what a call then really costs is what the endpoint reports."""
+    def _budgeted(self, call: ModelCallInput, request: ModelRequest) -> str | None:
+        """What is left of the run's budget, applied to this call: None when it may be made
+        (its reply capped, if need be, to what is left), else why not. The input is
+        estimated from the request (4 characters a token); the output is what the cap
+        allows, so a call never passes the budget by more than that estimate's error."""
         if call.budget_usd is None and call.budget_tokens is None:
             return None
         chars = len(request.system) + sum(
             len(str(m.get("content") or "")) for m in request.messages
         )
-        tokens_in, tokens_out = chars // 4 + 1, call.output_tokens_hint or 0
-        usd = (
-            tokens_in * self.settings.price_input_per_mtok
-            + tokens_out * self.settings.price_output_per_mtok
-        ) / 1_000_000
-        if call.budget_tokens is not None and tokens_in + tokens_out > call.budget_tokens:
-            return f"about {tokens_in + tokens_out} tokens, {call.budget_tokens} are left"
-        if call.budget_usd is not None and usd > call.budget_usd:
-            return f"about ${usd:.4f}, ${call.budget_usd:.4f} is left"
+        tokens_in = chars // 4 + 1
+        price_in = self.settings.price_input_per_mtok / 1_000_000
+        price_out = self.settings.price_output_per_mtok / 1_000_000
+        caps: list[int] = []
+        if call.budget_tokens is not None:
+            caps.append(call.budget_tokens - tokens_in)
+        if call.budget_usd is not None:
+            left = call.budget_usd - tokens_in * price_in
+            if left < 0:
+                cost = tokens_in * price_in
+                return f"its input alone, about ${cost:.4f}, passes ${call.budget_usd:.4f} left"
+            if price_out > 0:
+                caps.append(int(left / price_out))
+        if caps and min(caps) < MIN_REPLY_TOKENS:
+            return f"about {tokens_in} tokens in leaves no room for a reply ({min(caps)} tokens)"
+        if caps and min(caps) < UNCAPPED_TOKENS:
+            request.max_output_tokens = min(caps)
         return None
 
     def _prepare(
         self, call: ModelCallInput, agent: Agent, model_name: str
-    ) -> tuple[ModelRequest, str, dict[str, Any] | None]:
-        """Store the appended messages, build the request from the store, and look for an
-        answer already given to it: (request, fingerprint, stored answer or None)."""
+    ) -> tuple[ModelRequest, str, dict[str, Any] | None, str | None]:
+        """Store the appended messages, build the request from the store (capped to the
+        budget), and look for an answer already given to it: (request, fingerprint, stored
+        answer or None, why the budget forbids the call or None)."""
         transcript = self.stores.transcript
         appended = [(m.seq, _message(m.model_dump())) for m in call.append]
         transcript.put_many(call.run_id, appended)
@@ -175,8 +185,9 @@ class ModelActivities:
             tools=self._schemas(call),
             force_tool=call.force_tool,
         )
+        over = self._budgeted(call, request)
         digest = fingerprint(request.fingerprinted())
-        return request, digest, transcript.recall(call.run_id, call.reply_seq, digest)
+        return request, digest, transcript.recall(call.run_id, call.reply_seq, digest), over
 
     def _schemas(self, call: ModelCallInput) -> list[ToolSchema]:
         """The tools' schemas: ours from the code, an MCP tool's as the run recorded it."""
@@ -211,6 +222,10 @@ def _seconds_left() -> float | None:
     return timeout.total_seconds() if timeout else None
 
 
+# A reply capped below this many tokens is not worth a call: the budget waits instead.
+MIN_REPLY_TOKENS = 16
+# A cap this high is no cap: the request is sent as it would be without a budget.
+UNCAPPED_TOKENS = 1_000_000
 # A message longer than this goes to the model clipped, with a note; the transcript keeps
 # it whole. A 10 MB tool result is stored, not sent: no model takes it, no payload nears it.
 MODEL_MESSAGE_CHARS = 100_000

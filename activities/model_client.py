@@ -24,10 +24,16 @@ class ModelRequest(BaseModel):
     messages: list[dict[str, Any]]
     tools: list[ToolSchema] = Field(default_factory=list)
     force_tool: str | None = None
+    # The reply's length cap, set when a budget leaves less than a reply could cost.
+    max_output_tokens: int | None = None
 
     def fingerprinted(self) -> dict[str, Any]:
-        """What makes two requests the same question (the memo's key)."""
-        return self.model_dump(mode="json")
+        """What makes two requests the same question (the memo's key); requests without a
+        cap keep the fingerprint they had before caps existed."""
+        data = self.model_dump(mode="json")
+        if data["max_output_tokens"] is None:
+            del data["max_output_tokens"]
+        return data
 
 
 class CallMeta(BaseModel):

@@ -75,6 +75,8 @@ def wire_request(request: ModelRequest) -> dict[str, Any]:
         ]
         if request.force_tool:
             body["tool_choice"] = {"type": "function", "function": {"name": request.force_tool}}
+    if request.max_output_tokens is not None:
+        body["max_completion_tokens"] = request.max_output_tokens
     return body
 
 

@@ -266,11 +266,10 @@ class ModelCallInput(CompactModel):
     answer_chars: int | None = Field(default=None, ge=1, le=8000)
     # With a "step" context: the model sees the goal (seq 0) and messages from here on.
     context_from_seq: int | None = None
-    # What is left of the run's budget: a call estimated to pass it is not made (the turn
-    # comes back `over_budget`). The estimate: the request's size, and this many tokens out.
+    # What is left of the run's budget: a call whose input alone would pass it is not made
+    # (the turn comes back `over_budget`); otherwise its reply is capped to what is left.
     budget_usd: float | None = None
     budget_tokens: int | None = None
-    output_tokens_hint: int | None = None
 
 
 class ToolCall(CompactModel):

@@ -257,9 +257,8 @@ class RunState(BaseModel):
     # What the run (with its sub-agents) may spend; None: no limit.
     budget: RunBudget | None = None
     tool_calls: int = 0  # tool calls this run made (its delegations included)
-    # What the latest model call cost: the estimate of the next one, for the budget.
+    # What the latest model call cost (shown to the person raising a budget).
     last_call: Spend | None = None
-    last_output_tokens: int = 0
     delegations: list[Delegation] = Field(default_factory=list)
     delegated_by: DelegatedBy | None = None
     created_at: datetime
@@ -356,7 +355,6 @@ class RunState(BaseModel):
         if not memoized:
             tokens = usage.input_tokens + usage.output_tokens
             self.last_call = Spend(usd=usage.cost_usd, tokens=tokens)
-            self.last_output_tokens = usage.output_tokens
 
     # -- budget: the run and its sub-agents together ------------------------------
     @property
@@ -405,7 +403,6 @@ class RunState(BaseModel):
         return {
             "budget_usd": None if budget.usd is None else round(budget.usd - spent.usd, 6),
             "budget_tokens": None if budget.tokens is None else budget.tokens - spent.tokens,
-            "output_tokens_hint": self.last_output_tokens or None,
         }
 
     def budget_figures(self, now: datetime) -> dict[str, Any]:

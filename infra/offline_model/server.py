@@ -130,11 +130,16 @@ def _completion(
     messages: list[Any],
     finish_reason: str | None = None,
 ) -> dict[str, Any]:
+    prompt_chars = sum(len(str(m.get("content") or "")) for m in messages)
+    output_chars = len(content or "") + sum(len(c["function"]["arguments"]) for c in calls)
+    cap = body.get("max_completion_tokens") or body.get("max_tokens")
+    if isinstance(cap, int) and output_chars // 4 + 1 > cap:
+        # As real endpoints do: the reply stops at the cap, mid-sentence, no tool call.
+        content, calls, finish_reason = (content or "")[: max(0, cap - 1) * 4], [], "length"
+        output_chars = len(content)
     message: dict[str, Any] = {"role": "assistant", "content": content}
     if calls:
         message["tool_calls"] = calls
-    prompt_chars = sum(len(str(m.get("content") or "")) for m in messages)
-    output_chars = len(content or "") + sum(len(c["function"]["arguments"]) for c in calls)
     prompt_tokens, completion_tokens = prompt_chars // 4 + 1, output_chars // 4 + 1
     return {
         "id": f"chatcmpl-scripted-{len(messages)}",

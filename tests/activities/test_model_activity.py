@@ -94,3 +94,39 @@ async def test_unreachable_endpoint_is_retryable(tmp_path):
     with pytest.raises(ApplicationError) as raised:
         await ActivityEnvironment().run(model.call_model, plan_call("down-1"))
     assert raised.value.non_retryable is False and "unreachable" in raised.value.message
+
+
+def budget_activities(model_server, tmp_path) -> ModelActivities:
+    settings = Settings(
+        data_dir=tmp_path,
+        offline_model_port=model_server.port,
+        price_input_per_mtok=1000.0,
+        price_output_per_mtok=10_000.0,  # a cent a token out: the reply is what binds
+    )
+    return ModelActivities(settings, Stores.open(settings), EXAMPLE_AGENTS)
+
+
+async def test_a_budget_caps_the_reply_or_keeps_the_call_from_being_made(model_server, tmp_path):
+    activities, env = budget_activities(model_server, tmp_path), ActivityEnvironment()
+    plenty = await env.run(
+        activities.call_model, plan_call("cap-0").model_copy(update={"budget_usd": 100.0})
+    )
+    assert plenty.tool_calls and plenty.finish_reason != "length"
+
+    # room for the input and about 20 tokens out: the plan (longer) is cut at the cap
+    capped = await env.run(
+        activities.call_model, plan_call("cap-1").model_copy(update={"budget_usd": 0.3})
+    )
+    assert capped.finish_reason == "length" and not capped.tool_calls
+    assert capped.usage.output_tokens <= 30 and capped.usage.cost_usd <= 0.3
+
+    # the input alone costs more than is left: no call at all
+    none = await env.run(
+        activities.call_model, plan_call("cap-2").model_copy(update={"budget_usd": 0.001})
+    )
+    assert none.over_budget is not None and "input alone" in none.over_budget
+    assert completions(model_server, "cap-2") == 0
+    tokens = await env.run(
+        activities.call_model, plan_call("cap-3").model_copy(update={"budget_tokens": 10})
+    )
+    assert tokens.over_budget is not None and "no room for a reply" in tokens.over_budget

@@ -5,9 +5,13 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from starters import runs, timeline
-from tests.conftest import run_id
-from workflows.contracts import RunRequest
+from tests.conftest import eventually, run_id
+from worker.main import build_worker
+from workflows.contracts import BudgetRaise, RunBudget, RunRequest
+from workflows.state import BUDGET_REQUEST
 
 
 async def test_triage_delegates_to_research_which_uses_mcp(dev_env, worker, settings, monkeypatch):
@@ -50,3 +54,55 @@ async def test_a_reset_of_the_parent_finds_its_child_and_starts_no_second(
     assert len(children) == 1  # found, not started twice
     notes = json.loads((settings.data_dir / "kb" / "notes.json").read_text())
     assert len(notes["keys"]) == 1
+
+
+async def test_a_dollar_budget_stops_the_tree_at_n_then_a_raise_resumes_it(
+    dev_env, settings, monkeypatch
+):
+    """The acceptance: a budget of N dollars across the parent and its research child,
+    summed from the usage the offline model reported, stops spending at N and waits."""
+    monkeypatch.setenv("KB_DIR", str(settings.data_dir / "kb"))
+    settings.price_input_per_mtok, settings.price_output_per_mtok = 2000.0, 8000.0
+    client = dev_env.client
+    async with build_worker(client, settings):
+        # what each call costs, measured on a run with room to spare
+        free = run_id("free")
+        await runs.start_run(client, settings, triage_request(RunBudget(usd=1000)), free)
+        await runs.wait_result(client, free)
+        parent, child = await tree_of(client, free)
+        n = round((parent.usage.cost_usd + child.usage.cost_usd) / 2, 6)  # half the tree
+
+        rid = run_id("budget")
+        await runs.start_run(client, settings, triage_request(RunBudget(usd=n)), rid)
+        waiting = await eventually(lambda: _waiting_in_tree(client, rid), within=30)
+        parent, child = await tree_of(client, rid)
+        spent = parent.usage.cost_usd + child.usage.cost_usd
+        # spent up to N, never past it: the next call's input and a reply would not fit
+        assert n / 2 < spent <= n, (spent, n, waiting.pending_approvals[0].rule)
+        assert "budget" in waiting.pending_approvals[0].rule
+        assert parent.spent.usd == pytest.approx(spent)  # the child's spend rolled up live
+
+        await runs.raise_budget(client, rid, BudgetRaise(by="cfo", usd=n * 10))
+        result = await runs.wait_result(client, rid)
+        parent, child = await tree_of(client, rid)
+    assert result.status == "completed"
+    assert result.spent is not None
+    assert result.spent.usd == pytest.approx(parent.usage.cost_usd + child.usage.cost_usd)
+
+
+def triage_request(budget: RunBudget | None = None) -> RunRequest:
+    return RunRequest(goal="Ticket: late parcel", agent="triage", label="triage", budget=budget)
+
+
+async def tree_of(client, rid: str):
+    parent = await runs.get_state(client, rid)
+    return parent, await runs.get_state(client, parent.delegations[0].child_id)
+
+
+async def _waiting_in_tree(client, rid: str):
+    parent = await runs.get_state(client, rid)
+    for run in [parent.run_id, *(d.child_id for d in parent.delegations)]:
+        summary = await runs.get_summary(client, run)
+        if any(a.tool == BUDGET_REQUEST for a in summary.pending_approvals):
+            return summary
+    return None
