@@ -162,6 +162,13 @@ class RunHandle:
         """The first question the run waits to have answered, once it asks one."""
         return await self._wait_for(lambda s: next(iter(s.pending_questions), None), within)
 
+    async def next_sub_agent(self, within: float = 60.0) -> RunHandle:
+        """The run of the first sub-agent this run delegated to, once it has."""
+        child = await self._wait_for(
+            lambda s: s.delegations[0].child_id if s.delegations else None, within
+        )
+        return RunHandle(self.temporal, child)
+
     async def _wait_for(self, pick: Callable[[RunSummary], T | None], within: float) -> T:
         async with asyncio.timeout(within):
             while True:

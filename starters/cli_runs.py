@@ -24,7 +24,7 @@ from starters.stored import run_effects
 from worker.client import connect
 from worker.settings import load_settings
 from workflows.agents import BEFORE_AGENTS
-from workflows.contracts import RunLimits, RunPolicy, RunRequest
+from workflows.contracts import RunBudget, RunLimits, RunPolicy, RunRequest
 from workflows.state import RunStatus
 
 console = Console()
@@ -73,6 +73,14 @@ async def run(
             "--limits", help="The run's limits: a JSON or TOML file (default: the agent's)."
         ),
     ] = None,
+    budget_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--budget",
+            help="What the run and its sub-agents may spend: a JSON or TOML file "
+            "(usd, tokens, tool_calls, seconds; default: the agent's).",
+        ),
+    ] = None,
     scenario: Annotated[
         str | None,
         typer.Option(help="Offline model scenario, sent as the run's label (pay-invoice, long)."),
@@ -95,12 +103,15 @@ async def run(
     spec = scenario_spec(scenario, steps, reply_bytes, fault or [])
     policy = read_model_file(policy_file, RunPolicy, "--policy") if policy_file else None
     limits = read_model_file(limits_file, RunLimits, "--limits") if limits_file else None
+    budget = read_model_file(budget_file, RunBudget, "--budget") if budget_file else None
     name = default_agent(agent)
     check_limits(local_agents().agents[name or BEFORE_AGENTS], limits)
     if approve_side_effects:  # on top of the policy the run would have had
         base = policy or local_agents().agents[name or BEFORE_AGENTS].policy or RunPolicy()
         policy = base.model_copy(update={"approve_all_side_effects": True})
-    request = RunRequest(goal=goal, agent=name, label=spec, policy=policy, limits=limits)
+    request = RunRequest(
+        goal=goal, agent=name, label=spec, policy=policy, limits=limits, budget=budget
+    )
     client = await connect(settings)
     started = await runs.start_run(client, settings, request, run_id)
     verb = "attached to running run" if started.attached else "started run"

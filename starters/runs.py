@@ -100,7 +100,7 @@ async def start_run(
             if await _started_with(client, run_id) != _what_it_asks(request):
                 raise RunError(
                     f"run {run_id} is already running with another request (agent, goal, "
-                    "label, policy or limits); choose another --id, or repeat the same "
+                    "label, policy, limits or budget); choose another --id, or repeat the same "
                     "request to attach to it"
                 ) from None
             return StartedRun(run_id=run_id, attached=True)
@@ -112,7 +112,14 @@ async def start_run(
 
 def _what_it_asks(request: RunRequest) -> tuple[Any, ...]:
     """What makes two start requests the same run: continue-as-new carries these along."""
-    return (request.agent, request.goal, request.label, request.policy, request.limits)
+    return (
+        request.agent,
+        request.goal,
+        request.label,
+        request.policy,
+        request.limits,
+        request.budget,
+    )
 
 
 async def _started_with(client: Client, run_id: str) -> tuple[Any, ...] | None:

@@ -338,6 +338,7 @@ class AgentWorkflow:
                 label=self.state.label,
                 policy=self.state.policy,
                 limits=self.state.limits,
+                budget=self.state.budget,
                 resume_state_packed=pack_state(self.state),
             )
         )

@@ -36,13 +36,15 @@ def guide_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
         assert name, f"a Python block must start with its file name: {text[:40]!r}"
         (tmp_path / name.group(1)).write_text(text)
     monkeypatch.syspath_prepend(str(tmp_path))
-    for module in ("support_agent", "test_support_agent", "rules"):
+    for module in ("support_agent", "test_support_agent", "rules", "desk", "test_desk"):
         sys.modules.pop(module, None)
     return tmp_path
 
 
-async def test_the_guides_test_passes(guide_dir):
-    module = importlib.import_module("test_support_agent")
+@pytest.mark.parametrize("module_name", ["test_support_agent", "test_desk"])
+async def test_the_guides_tests_pass(guide_dir, module_name, monkeypatch):
+    monkeypatch.setenv("KB_DIR", str(guide_dir / "kb"))  # the desk's MCP server's notes
+    module = importlib.import_module(module_name)
     tests = [f for name, f in inspect.getmembers(module) if name.startswith("test_")]
     assert len(tests) == 1
     await tests[0]()

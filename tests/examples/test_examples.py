@@ -3,12 +3,15 @@ scripted model and time-skipping testbed, a real worker, the simulated providers
 
 from __future__ import annotations
 
+import json
+
 from durable_agents.testing import AgentTestbed, ScriptedModel, call, plan, say
 from examples.invoice import invoice_agent
 from examples.large_result import large_result_agent
 from examples.providers import providers_at
 from examples.question import question_agent
 from examples.refund import refund_agent
+from examples.triage import triage_agent
 from workflows.contracts import RunPolicy
 
 EMAIL = {"to": "billing@acme.example", "subject": "Paid", "body": "INV-1001 is paid."}
@@ -123,3 +126,31 @@ async def test_the_large_result_agent_keeps_megabytes_out_of_history(time_env):
     assert len(history.to_json()) < 200_000
     # The model got the report clipped, the note saying the whole is kept.
     assert "kept in the run's transcript store" in model.requests[2].messages[-1]["content"]
+
+
+async def test_the_triage_agent_delegates_research_over_mcp_under_its_budget(
+    time_env, tmp_path, monkeypatch
+):
+    monkeypatch.setenv("KB_DIR", str(tmp_path / "kb"))
+    model = ScriptedModel(
+        [call("ask_research", task="What is our refund policy?"), say("Dear customer: 30 days.")],
+        agents={
+            "research": [
+                call("search_notes", query="refund"),
+                call("add_note", title="asked today", text="refund policy"),
+                say("Refunds within 30 days are approved by support."),
+            ]
+        },
+    )
+    async with AgentTestbed(triage_agent, model=model, env=time_env) as bed:
+        run = await bed.start("triage", "Ticket 4: can I get a refund?")
+        result = await run.result()
+        state = await run.state()
+        child = await bed.client.run(state.delegations[0].child_id).state()
+    assert result.status == "completed" and result.final_answer == "Dear customer: 30 days."
+    assert state.budget == triage_agent.budget
+    assert state.delegations[0].answer == "Refunds within 30 days are approved by support."
+    assert child.results[0].summary.startswith("refund policy: Refunds")
+    notes = json.loads((tmp_path / "kb" / "notes.json").read_text())
+    assert notes["notes"]["asked today"] == "refund policy"
+    assert state.spent.tool_calls == 3  # the delegation and the research agent's two calls
