@@ -502,6 +502,13 @@ class RunState(BaseModel):
         delegation = self.delegation(child_id)
         if delegation is None or delegation.status != "running":
             return False
+        known = delegation.spent
+        if (
+            spent.usd < known.usd
+            or spent.tokens < known.tokens
+            or spent.tool_calls < known.tool_calls
+        ):
+            return False  # spend only grows: an older (or forged) report changes nothing
         delegation.spent = spent
         return True
 

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from durable_agents import RunPolicy
-from durable_agents.testing import AgentTestbed, ScriptedModel, call, say
+from durable_agents import Agent, RunLimits, RunPolicy
+from durable_agents.testing import AgentTestbed, ScriptedModel, call, plan, say
 from starters import timeline
 from tests.conftest import eventually
-from tests.delegation.agents import triage
+from tests.delegation.agents import research, triage
 from workflows.agents import serve_for_replay
+from workflows.contracts import ChildSpend, Spend
 
 
 def model_for_triage() -> ScriptedModel:
@@ -124,3 +125,54 @@ async def test_a_fork_before_the_delegation_starts_its_own_child_one_after_reuse
     # the research agent ran twice in all: for the run and for the early fork, not the late
     research_runs = {r.partition("@")[0] for r in model._next if ".1.call_0_0." in r}
     assert research_runs == {first.child_id, early_child.child_id}
+
+
+async def test_continue_as_new_between_delegating_steps_starts_no_child_twice(time_env):
+    planning = Agent(
+        name="planner",
+        instructions="Plan, then hand each step's research to the research agent.",
+        delegates=[research],
+    )
+    model = ScriptedModel(
+        [
+            plan("First", "Second", "Third"),
+            *(
+                turn
+                for topic in ("a", "b", "c")
+                for turn in (call("ask_research", task=f"Research {topic}"), say(f"{topic} done"))
+            ),
+            say("All three researched."),
+        ],
+        agents={"research": [say("Researched.")]},
+    )
+    limits = RunLimits(continue_as_new_after_events=50)
+    async with AgentTestbed(planning, model=model, env=time_env) as bed:
+        run = await bed.start("planner", "Research a, b and c", limits=limits)
+        result = await run.result()
+        state = await run.state()
+        children = [d.child_id for d in state.delegations]
+    # each execution of a child asks the model under its own identity (id@first run id)
+    executions = sorted(r.partition("@")[0] for r in model._next if r.startswith(run.run_id + "."))
+    assert result.status == "completed" and state.chain > 1  # it did continue as new
+    assert len(set(children)) == 3 and executions == sorted(children)
+    assert [d.step for d in state.delegations] == [1, 2, 3]
+
+
+async def test_a_forged_or_stale_spend_report_changes_nothing(time_env):
+    async with AgentTestbed(triage, model=model_with_a_report(), env=time_env) as bed:
+        policy = RunPolicy(approve_all_side_effects=True)
+        run = await bed.start("triage", "Ticket 12", policy=policy)
+        child = await run.next_sub_agent()
+        await child.next_approval()
+        before = (await run.state()).delegations[0].spent
+        handle = bed.client.temporal.get_workflow_handle(run.run_id)
+        lower = ChildSpend(child_id=child.run_id, spent=Spend(usd=0, tokens=0, tool_calls=0))
+        unknown = ChildSpend(child_id="someone-else", spent=Spend(tokens=10**9))
+        await handle.signal("child_spent", lower)
+        await handle.signal("child_spent", unknown)
+        await run.pause(by="probe")  # applied after both: they were seen by then
+        await eventually(lambda: _paused(run))
+        state = await run.state()
+        await run.cancel(by="probe")
+    assert before.tokens > 0
+    assert state.delegations[0].spent == before

@@ -19,8 +19,8 @@ from worker.encryption import new_key
 from worker.main import build_worker
 from workflows.contracts import Actor, Decision, RunRequest
 
-SIGNALS = ("approve", "reject", "answer", "pause", "resume", "cancel")
-UPDATES = ("decide", "submit_answer", "edit")
+SIGNALS = ("approve", "reject", "answer", "pause", "resume", "cancel", "child_spent", "budget")
+UPDATES = ("decide", "submit_answer", "edit", "raise_budget")
 QUERIES = ("state", "summary", "pending_approvals", "pending_questions")
 # Each variant: the input flags of one malformed call.
 VARIANTS: dict[str, list[str]] = {
