@@ -7,10 +7,12 @@ import json
 
 import pytest
 
+from infra.stack import settings_env
 from starters import runs, timeline
 from tests.conftest import eventually, run_id
+from tests.starters.test_verb_walk import agentctl
 from worker.main import build_worker
-from workflows.contracts import BudgetRaise, RunBudget, RunRequest
+from workflows.contracts import BudgetRaise, RunBudget, RunPolicy, RunRequest
 from workflows.state import BUDGET_REQUEST
 
 
@@ -106,3 +108,30 @@ async def _waiting_in_tree(client, rid: str):
         if any(a.tool == BUDGET_REQUEST for a in summary.pending_approvals):
             return summary
     return None
+
+
+async def test_the_cli_links_a_child_to_its_parent_and_back(dev_env, worker, settings, monkeypatch):
+    monkeypatch.setenv("KB_DIR", str(settings.data_dir / "kb"))
+    client, rid, env = dev_env.client, run_id("linked"), settings_env(settings)
+    policy = RunPolicy(approve_all_side_effects=True)  # the child's add_note waits
+    request = RunRequest(goal="Ticket 31", agent="triage", label="triage", policy=policy)
+    await runs.start_run(client, settings, request, rid)
+
+    async def child_in_inbox():
+        items = await runs.inbox(client)
+        return next((i for i in items if i.parent == rid), None)
+
+    item = await eventually(child_in_inbox, within=30)
+    listed = json.loads((await agentctl(env, "inbox", "--json")).stdout)
+    assert {"run_id": item.run_id, "parent": rid}.items() <= next(
+        i for i in listed if i["run_id"] == item.run_id
+    ).items()
+    parent_view = (await agentctl(env, "show", rid)).stdout
+    assert "sub-agents" in parent_view and item.run_id[:20] in parent_view
+    assert f"sub-agent of {rid}" in (await agentctl(env, "show", item.run_id)).stdout
+    timeline_view = (await agentctl(env, "history", rid)).stdout
+    assert "delegated" in timeline_view
+
+    assert (await agentctl(env, "approve", item.run_id, "--as", "alice")).exit_code == 0
+    assert (await runs.wait_result(client, rid)).status == "completed"
+    assert "delegate answered" in (await agentctl(env, "history", rid)).stdout

@@ -7,9 +7,14 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
+from datetime import timedelta
 
+import pytest
+
+from durable_agents.client import AgentClient
 from infra.stack import settings_env
 from starters import runs, schedules
+from starters.runs import RunError
 from tests.conftest import eventually
 from tests.starters.test_verb_walk import agentctl, assert_one_error_line
 from workflows.contracts import Actor
@@ -99,3 +104,23 @@ async def test_schedule_verbs_refuse_bad_input_in_one_line(dev_env, settings):
     ]  # fmt: skip
     for args, says in cases:
         assert_one_error_line(await agentctl(env, *args), args, says)
+
+
+async def test_the_python_client_schedules_as_the_cli_does(dev_env, worker, settings):
+    agents = AgentClient(dev_env.client, settings)
+    name = f"py-{uuid.uuid4().hex[:6]}"
+    info = await agents.create_schedule(
+        name, "refund", "Refund 10 EUR", every=timedelta(hours=1), label="refund-loop"
+    )
+    assert (info.agent, info.every_seconds, info.paused) == ("refund", [3600.0], False)
+    assert name in [s.name for s in await agents.schedules()]
+    await agents.pause_schedule(name, "quiet week")
+    assert (await schedules.describe(dev_env.client, name)).paused
+    await agents.trigger_schedule(name)
+    [started] = await eventually(lambda: _at_least(dev_env.client, name, 1), within=30)
+    await agents.delete_schedule(name)
+    with pytest.raises(RunError, match="no schedule named"):
+        await agents.unpause_schedule(name)
+    with pytest.raises(RunError, match="no agent named 'nobody'"):
+        await agents.create_schedule(name, "nobody", "goal", cron=["* * * * *"])
+    await runs.cancel(dev_env.client, started, Actor(by="test"))
