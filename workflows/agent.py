@@ -276,6 +276,15 @@ class AgentWorkflow:
         if self._cancel_holds():
             self._story.cancel()
         try:
+            return await self._end_of_story()
+        finally:
+            # Signals this run sent (spend reports, forwarded pauses) are delivered before
+            # it closes: none is left in flight behind a closed run.
+            await self._signals_sent()
+
+    async def _end_of_story(self) -> RunResult:
+        assert self._story is not None
+        try:
             answer = await self._story
         except (asyncio.CancelledError, ActivityError) as err:
             if not _is_cancellation(err):
@@ -329,6 +338,7 @@ class AgentWorkflow:
         if not (info.is_continue_as_new_suggested() or (limit and length >= limit)):
             return
         await workflow.wait_condition(workflow.all_handlers_finished)
+        await self._signals_sent()
         self.state.log(workflow.now(), "system", "continued_as_new", f"after {length} events")
         self._moment("continued as new", f"run {self.state.chain} ended after {length} events")
         workflow.continue_as_new(
@@ -796,6 +806,10 @@ class AgentWorkflow:
             await workflow.get_external_workflow_handle(run_id).signal(name, payload)
         except Exception as err:  # the other run closed: nothing left to tell it
             workflow.logger.info("signal %s to %s not delivered: %s", name, run_id, err)
+
+    async def _signals_sent(self) -> None:
+        if self._sending:
+            await workflow.wait(list(self._sending))
 
     def _forward(self, name: str, payload: BaseModel) -> None:
         """Pass a person's pause, resume or budget on to the sub-agent this run waits on."""

@@ -129,9 +129,13 @@ async def test_the_cli_links_a_child_to_its_parent_and_back(dev_env, worker, set
     parent_view = (await agentctl(env, "show", rid)).stdout
     assert "sub-agents" in parent_view and item.run_id[:20] in parent_view
     assert f"sub-agent of {rid}" in (await agentctl(env, "show", item.run_id)).stdout
-    timeline_view = (await agentctl(env, "history", rid)).stdout
-    assert "delegated" in timeline_view
+    moments = json.loads((await agentctl(env, "history", rid, "--json")).stdout)
+    [delegated] = [m for m in moments if m["kind"] == "delegated"]
+    assert delegated["detail"] == f"research: {item.run_id}"  # the child, one step, linked
 
     assert (await agentctl(env, "approve", item.run_id, "--as", "alice")).exit_code == 0
     assert (await runs.wait_result(client, rid)).status == "completed"
-    assert "delegate answered" in (await agentctl(env, "history", rid)).stdout
+    moments = json.loads((await agentctl(env, "history", rid, "--json")).stdout)
+    assert [m["detail"] for m in moments if m["kind"] == "delegate answered"] == [
+        "research: completed"
+    ]
