@@ -15,12 +15,8 @@ import json
 import os
 import re
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import httpx2
-from mcp import Client
-from mcp.client.stdio import StdioServerParameters
-from mcp.client.streamable_http import streamable_http_client
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
@@ -39,6 +35,9 @@ from workflows.agents import (
 )
 from workflows.contracts import ToolCallInput, ToolOutcome, preview
 from workflows.tools import TOOL_NAME_PATTERN, digest_of
+
+if TYPE_CHECKING:
+    from mcp import Client
 
 # What the server sees in `_meta`: the key of this call (stable across retries), the run.
 META_KEY = "io.durable-agents/idempotency-key"
@@ -64,6 +63,12 @@ class MCPActivities:
 
     @contextlib.asynccontextmanager
     async def _connect(self, server: MCPServer) -> AsyncIterator[Client]:
+        # Imported when a run first reaches an MCP server: the SDK takes most of a second
+        # to import, which every worker and CLI process would otherwise pay.
+        import httpx2
+        from mcp import Client
+        from mcp.client.stdio import StdioServerParameters
+
         if server.command is not None:
             program, *arguments = server.command
             env = {name: os.environ[name] for name in server.env_from_worker if name in os.environ}
@@ -195,7 +200,9 @@ class MCPActivities:
 class _HttpTransport:
     """The streamable-HTTP transport with our own HTTP client (its headers from settings)."""
 
-    def __init__(self, url: str, http: httpx2.AsyncClient) -> None:
+    def __init__(self, url: str, http: Any) -> None:
+        from mcp.client.streamable_http import streamable_http_client
+
         self._context = streamable_http_client(url, http_client=http)
 
     async def __aenter__(self) -> Any:

@@ -29,7 +29,6 @@ from workflows.agents import Agent, AgentRegistry
 from workflows.contracts import (
     Actor,
     Answer,
-    BudgetRaise,
     DecideRequest,
     RunBudget,
     RunLimits,
@@ -215,17 +214,9 @@ class RunHandle:
     ) -> RunBudget:
         """Set the run's budget (limits left out stay as they are). A run waiting at its
         budget goes on; the sub-agent it waits on gets what is left. To stop it: `reject`."""
-        try:
-            raise_ = BudgetRaise(
-                by=by,
-                usd=usd,
-                tokens=tokens,
-                tool_calls=tool_calls,
-                seconds=seconds,
-                comment=comment,
-            )
-        except ValueError as err:
-            raise RunError(f"invalid budget: {_first_error(err)}") from None
+        raise_ = runs.budget_raise(
+            by, usd=usd, tokens=tokens, tool_calls=tool_calls, seconds=seconds, comment=comment
+        )
         return await runs.raise_budget(self.temporal, self.run_id, raise_)
 
     async def edit(self, patch: StatePatch) -> RunState:

@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from pydantic import ValidationError
 from rich.console import Console
 from rich.table import Table
 
@@ -18,7 +17,7 @@ from starters.errors import RunIdArgument, fail, run_async
 from starters.signer import Signer, read_signer
 from worker.client import connect
 from worker.settings import Settings, load_settings
-from workflows.contracts import Actor, Answer, BudgetRaise, DecideRequest, StatePatch
+from workflows.contracts import Actor, Answer, DecideRequest, StatePatch
 
 console = Console()
 AsOption = Annotated[str | None, typer.Option("--as", help="Who is acting (default: you).")]
@@ -151,19 +150,9 @@ async def budget(
 ) -> None:
     """Set a run's budget (limits left out stay); a run waiting at its budget goes on, and
     the sub-agent it waits on gets what is left. To stop it instead: `reject`."""
-    try:
-        raise_ = BudgetRaise(
-            by=_who(by),
-            usd=usd,
-            tokens=tokens,
-            tool_calls=tool_calls,
-            seconds=seconds,
-            comment=comment,
-        )
-    except ValidationError as err:
-        raise fail(
-            f"invalid budget: {err.errors()[0]['loc'][0]}: {err.errors()[0]['msg']}"
-        ) from None
+    raise_ = runs.budget_raise(
+        _who(by), usd=usd, tokens=tokens, tool_calls=tool_calls, seconds=seconds, comment=comment
+    )
     client = await connect(load_settings())
     new = await runs.raise_budget(client, run_id, raise_)
     console.print(f"budget of {run_id}: {new.model_dump(exclude_none=True)}")

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, TypeVar
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 from temporalio.client import (
     Client,
     WorkflowExecutionStatus,
@@ -349,6 +349,26 @@ async def answer(client: Client, run_id: str, reply: Answer, signer: Signer | No
 
 async def edit(client: Client, run_id: str, patch: StatePatch) -> RunState:
     return await _update(client, run_id, "edit", patch, RunState)
+
+
+def budget_raise(
+    by: str,
+    *,
+    usd: float | None = None,
+    tokens: int | None = None,
+    tool_calls: int | None = None,
+    seconds: float | None = None,
+    comment: str = "",
+) -> BudgetRaise:
+    """A new budget from a person's figures, or RunError saying in one line what is wrong."""
+    try:
+        return BudgetRaise(
+            by=by, usd=usd, tokens=tokens, tool_calls=tool_calls, seconds=seconds, comment=comment
+        )
+    except ValidationError as err:
+        first = err.errors(include_url=False)[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise RunError(f"invalid budget: {where}: {first['msg']}") from None
 
 
 async def raise_budget(client: Client, run_id: str, raise_: BudgetRaise) -> RunBudget:

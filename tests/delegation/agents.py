@@ -4,6 +4,7 @@ research agent, which looks things up (and may refund, a side effect)."""
 from __future__ import annotations
 
 from durable_agents import Agent, ToolContext, ToolRisk, delegate, tool
+from durable_agents.testing import ScriptedModel, call, say
 
 
 @tool
@@ -34,3 +35,17 @@ triage = Agent(
     delegates=[delegate(research)],
     planning=False,
 )
+
+
+def model_with_a_report() -> ScriptedModel:
+    """Triage delegates; research looks up, files a report (a side effect), answers."""
+    return ScriptedModel(
+        [call("ask_research", task="Report on X"), say("Triaged.")],
+        agents={
+            "research": [
+                call("look_up", topic="X"),
+                call("file_report", title="X"),
+                say("Reported on X."),
+            ]
+        },
+    )

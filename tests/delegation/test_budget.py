@@ -12,7 +12,7 @@ from durable_agents.testing import AgentTestbed, ScriptedModel, call, say
 from starters import runs
 from starters.runs import RunError
 from tests.conftest import eventually
-from tests.delegation.agents import research, triage
+from tests.delegation.agents import model_with_a_report, research, triage
 from workflows.contracts import BudgetRaise, DecideRequest
 from workflows.state import BUDGET_REQUEST
 
@@ -90,16 +90,7 @@ async def test_a_dollar_budget_stops_model_calls_at_the_limit(time_env):
 
 
 async def test_the_tree_shares_one_budget_and_a_raise_at_the_parent_reaches_the_child(time_env):
-    model = ScriptedModel(
-        [call("ask_research", task="Report on X"), say("Triaged.")],
-        agents={
-            "research": [
-                call("look_up", topic="X"),
-                call("file_report", title="X"),
-                say("Reported on X."),
-            ]
-        },
-    )
+    model = model_with_a_report()
     async with AgentTestbed(triage, model=model, env=time_env) as bed:
         # the delegation is the tree's first tool call, the child's look_up its second
         run = await bed.start("triage", "Ticket 11", budget=RunBudget(tool_calls=2))

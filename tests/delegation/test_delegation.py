@@ -6,7 +6,7 @@ from durable_agents import Agent, RunLimits, RunPolicy
 from durable_agents.testing import AgentTestbed, ScriptedModel, call, plan, say
 from starters import timeline
 from tests.conftest import eventually
-from tests.delegation.agents import research, triage
+from tests.delegation.agents import model_with_a_report, research, triage
 from workflows.agents import serve_for_replay
 from workflows.contracts import ChildSpend, Spend
 
@@ -35,19 +35,6 @@ async def test_a_delegate_runs_as_a_child_and_its_answer_goes_to_the_model(time_
     assert child_state.goal == "What is the answer?"
     # the model of the parent read the child's answer as the tool's result
     assert model.requests[-1].messages[-1]["content"] == "The answer is 42."
-
-
-def model_with_a_report() -> ScriptedModel:
-    return ScriptedModel(
-        [call("ask_research", task="Report on X"), say("Triaged.")],
-        agents={
-            "research": [
-                call("look_up", topic="X"),
-                call("file_report", title="X"),
-                say("Reported on X."),
-            ]
-        },
-    )
 
 
 async def child_of(run, within: float = 30.0) -> str:
