@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import re
 import uuid
 from dataclasses import dataclass
@@ -443,20 +444,29 @@ async def list_waiting(
 
 
 async def inbox(client: Client, limit: int = 200) -> list[InboxItem]:
-    """Every running run that waits for a human, and for what."""
-    items = []
-    for run in await list_waiting(client, limit=limit):
-        summary = await _waiting_summary(client, run.run_id)
-        items.append(
-            InboxItem(
-                run_id=run.run_id,
-                waiting_for=run.waiting_for,
-                step=run.step,
-                detail=_waiting_detail(summary),
-                parent=summary.delegated_by.run_id if summary and summary.delegated_by else None,
-            )
+    """Every running run that waits for a human, and for what. The runs are asked at once
+    (a few at a time): a run whose worker is gone costs its 2 s timeout once, not in turn."""
+    waiting = await list_waiting(client, limit=limit)
+    gate = asyncio.Semaphore(INBOX_QUERIES_AT_ONCE)
+
+    async def summary_of(run_id: str) -> RunSummary | None:
+        async with gate:
+            return await _waiting_summary(client, run_id)
+
+    summaries = await asyncio.gather(*(summary_of(run.run_id) for run in waiting))
+    return [
+        InboxItem(
+            run_id=run.run_id,
+            waiting_for=run.waiting_for,
+            step=run.step,
+            detail=_waiting_detail(summary),
+            parent=summary.delegated_by.run_id if summary and summary.delegated_by else None,
         )
-    return items
+        for run, summary in zip(waiting, summaries, strict=True)
+    ]
+
+
+INBOX_QUERIES_AT_ONCE = 20
 
 
 async def _waiting_summary(client: Client, run_id: str) -> RunSummary | None:

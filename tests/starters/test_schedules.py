@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -21,17 +21,22 @@ from workflows.contracts import Actor
 
 
 async def started_runs(client, prefix: str) -> list[str]:
+    """The runs a schedule started (not their sub-agents', whose ids go on with a dot)."""
     query = f'WorkflowType = "AgentWorkflow" AND WorkflowId STARTS_WITH "{prefix}-"'
-    return sorted([w.id async for w in client.list_workflows(query)])
+    found = [w.id async for w in client.list_workflows(query)]
+    return sorted(run for run in found if "." not in run.removeprefix(prefix))
 
 
 async def test_schedules_start_runs_and_stop_when_deleted(dev_env, worker, settings, monkeypatch):
     monkeypatch.setenv("KB_DIR", str(settings.data_dir / "kb"))
     client, env, tag = dev_env.client, settings_env(settings), uuid.uuid4().hex[:6]
     cron, every, busy = f"cron-{tag}", f"every-{tag}", f"busy-{tag}"
+    # A one-minute cron (Temporal's 7-field form, seconds first) due a few seconds from now:
+    # each minute at that second, so the test waits seconds for its first run, not a minute.
+    minutely = f"{(datetime.now(UTC).second + 5) % 60} * * * * * *"
     made = await agentctl(
         env, "schedule", "create", cron, "Ticket: late parcel",
-        "--agent", "triage", "--cron", "* * * * *", "--label", "triage",
+        "--agent", "triage", "--cron", minutely, "--label", "triage",
     )  # fmt: skip
     assert made.exit_code == 0, made.stderr
     assert (await agentctl(
@@ -46,7 +51,9 @@ async def test_schedules_start_runs_and_stop_when_deleted(dev_env, worker, setti
 
     listed = await agentctl(env, "schedule", "list", "--json")
     by_name = {s["name"]: s for s in json.loads(listed.stdout)}
-    assert by_name[cron]["cron"] == ["* * * * *"] and by_name[cron]["agent"] == "triage"
+    assert by_name[cron]["cron"] == [minutely] and by_name[cron]["agent"] == "triage"
+    first, second = (datetime.fromisoformat(t) for t in by_name[cron]["next_runs"][:2])
+    assert (second - first).total_seconds() == 60  # every minute
     assert by_name[every]["every_seconds"] == [2.0]
     assert "prune" not in " ".join(by_name)  # housekeeping schedules are not agents'
 
@@ -60,12 +67,14 @@ async def test_schedules_start_runs_and_stop_when_deleted(dev_env, worker, setti
     assert (await agentctl(env, "schedule", "pause", every, "--note", "maintenance")).exit_code == 0
     paused = await schedules.describe(client, every)
     assert paused.paused and paused.note == "maintenance"
+    # none running, as the schedule itself counts: a trigger obeys the overlap policy too
+    await eventually(lambda: _idle(client, every), within=30)
     before = len(await started_runs(client, every))
     assert (await agentctl(env, "schedule", "trigger", every)).exit_code == 0
     await eventually(lambda: _at_least(client, every, before + 1), within=30)
     assert (await agentctl(env, "schedule", "unpause", every)).exit_code == 0
 
-    # the cron: its first run starts at the next minute
+    # the cron: its first run starts at its second of the minute
     [minute] = await eventually(lambda: _at_least(client, cron, 1), within=75)
     assert minute.startswith(f"{cron}-")
     overlapping = await schedules.describe(client, busy)
@@ -80,6 +89,11 @@ async def test_schedules_start_runs_and_stop_when_deleted(dev_env, worker, setti
     assert_one_error_line(gone, ["schedule", "pause"], f"no schedule named {every!r}")
     for run in await started_runs(client, busy):  # leave no run waiting behind
         await runs.cancel(client, run, Actor(by="test"))
+
+
+async def _idle(client, name: str) -> bool:
+    described = await client.get_schedule_handle(name).describe()
+    return not described.info.running_actions
 
 
 async def _at_least(client, prefix: str, count: int) -> list[str] | None:
