@@ -6,6 +6,7 @@ import base64
 import contextlib
 import json
 import os
+import random
 import re
 import socket
 import subprocess
@@ -18,9 +19,27 @@ import httpx
 import pytest
 
 from infra.binaries import temporal_cli
-from infra.offline_model.embedded import free_port
 
 AGENTCTL = str(Path(sys.executable).parent / "agentctl")
+# Ports for the stack's servers, below Linux's ephemeral range (32768-60999): a port the
+# OS hands out for outgoing connections, or to the dev server's own internal services,
+# can be taken between choosing it here and the server binding it (seen: the Web UI's).
+STACK_PORTS = range(20_000, 32_000)
+_ports_given: set[int] = set()
+
+
+def stack_port() -> int:
+    while True:
+        port = random.choice(STACK_PORTS)
+        if port in _ports_given:
+            continue
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        _ports_given.add(port)
+        return port
 
 
 class Stack:
@@ -28,12 +47,12 @@ class Stack:
         self.env = {
             **os.environ,
             "AGENT_DATA_DIR": str(data_dir),
-            "AGENT_TEMPORAL_PORT": str(free_port()),
-            "AGENT_TEMPORAL_UI_PORT": str(free_port()),
-            "AGENT_OFFLINE_MODEL_PORT": str(free_port()),
-            "AGENT_METRICS_PORT": str(free_port()),
-            "AGENT_CODEC_PORT": str(free_port()),
-            "AGENT_CONSOLE_PORT": str(free_port()),
+            "AGENT_TEMPORAL_PORT": str(stack_port()),
+            "AGENT_TEMPORAL_UI_PORT": str(stack_port()),
+            "AGENT_OFFLINE_MODEL_PORT": str(stack_port()),
+            "AGENT_METRICS_PORT": str(stack_port()),
+            "AGENT_CODEC_PORT": str(stack_port()),
+            "AGENT_CONSOLE_PORT": str(stack_port()),
             "COLUMNS": "200",
         }
         for key in ("OPENAI_API_KEY", "OPENAI_BASE_URL"):
