@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from activities.transcript import TranscriptStore
+from worker.encryption import Keyring, new_key
 
 
 def test_messages_come_back_in_sequence_and_before_a_point(sql_database):
@@ -44,3 +45,18 @@ def test_a_fork_copy_keeps_each_message_at_its_own_seq(sql_database):
         {"role": "user", "content": "m0"},
         {"role": "user", "content": "m3"},
     ]
+
+
+def test_an_mcp_tool_list_is_kept_sealed_per_run_and_copied_for_a_fork(sql_database):
+    keyring = Keyring.parse(f"k1={new_key()}")
+    store = TranscriptStore(sql_database, keyring)
+    tools = {"search_notes": {"description": "Search", "parameters": {"type": "object"}}}
+    store.put_tool_list("run-a@1", "kb", tools)
+    store.put_tool_list("run-a@1", "kb", tools | {"x": {"description": "X", "parameters": {}}})
+    store.put_tool_list("run-a@1", "web", {"echo": {"description": "E", "parameters": {}}})
+    assert set(store.tool_lists("run-a@1")) == {"search_notes", "x", "echo"}
+    assert store.tool_lists("run-b@1") == {}
+    raw = sql_database.query("SELECT listing FROM tool_lists WHERE run_id = ?", ("run-a@1",))
+    assert all("search_notes" not in row["listing"] for row in raw)  # sealed at rest
+    store.copy("run-a@1", "fork@2", before_seq=0)
+    assert store.tool_lists("fork@2") == store.tool_lists("run-a@1")
