@@ -796,6 +796,8 @@ class RunState(BaseModel):
         ]
         fork.current_step, fork.final_answer = None, None
         fork.pause_requested, fork.cancel_requested_by = False, None
+        # A fork of a sub-agent's run is a run of its own: no parent awaits it or its spend.
+        fork.delegated_by = None
         fork.status = RunStatus.RUNNING if fork.plan else RunStatus.PLANNING
         fork.created_at = now
         fork.log(now, "system", "forked", f"from {parent_run_id} at moment {self.moment}")

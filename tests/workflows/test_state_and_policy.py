@@ -11,11 +11,12 @@ from pydantic import ValidationError
 from examples.invoice import PayInvoiceArgs
 from tests.conftest import EXAMPLE_AGENTS
 from workflows.agents import ToolRecord
-from workflows.contracts import Decision, RunPolicy, RunRequest, StatePatch
+from workflows.contracts import Decision, DelegatedBy, RunPolicy, RunRequest, StatePatch
 from workflows.policy import approval_rule, idempotency_key
 from workflows.state import (
     ApprovalRequest,
     ApprovalStatus,
+    Delegation,
     RunState,
     RunStatus,
     StepStatus,
@@ -178,3 +179,18 @@ def test_the_state_carried_over_continue_as_new_is_packed_and_unpacks_whole():
     packed = pack_state(state)
     assert unpack_state(packed) == state
     assert len(packed) * 4 < len(state.model_dump_json())
+
+
+def test_a_fork_of_a_sub_agents_run_is_nobodys_child_and_keeps_finished_delegations():
+    origin = DelegatedBy(run_id="parent", step=1, tool_call_id="c1", agent="triage")
+    child = RunState.start("parent.1.c1.abc", RunRequest(goal="g", delegated_by=origin), NOW)
+    child.delegations = [
+        Delegation(child_id="x", agent="a", tool="ask_a", step=1, tool_call_id="t", task="done",
+                   status="completed", answer="42"),
+        Delegation(child_id="y", agent="a", tool="ask_a", step=1, tool_call_id="u", task="going"),
+    ]  # fmt: skip
+    fork = child.forked("fork-1", "parent.1.c1.abc", NOW)
+    assert child.delegated_by == origin and fork.delegated_by is None
+    assert [(d.child_id, d.inherited) for d in fork.delegations] == [("x", True)]
+    assert fork.reusable_delegation("a", 1, "done") is not None
+    assert fork.reusable_delegation("a", 1, "another task") is None
