@@ -129,8 +129,13 @@ class AgentTestbed:
         self._env: WorkflowEnvironment | None = None
         self._worker: Worker | None = None
         self._dir = Path(tempfile.mkdtemp(prefix="agent-testbed-"))
+        # One build, one task queue of its own: Worker Versioning (a deploy's concern, and
+        # not in the time-skipping server) is off.
         self.settings = Settings(
-            data_dir=self._dir, task_queue=f"testbed-{uuid.uuid4().hex[:12]}", metrics_port=0
+            data_dir=self._dir,
+            task_queue=f"testbed-{uuid.uuid4().hex[:12]}",
+            metrics_port=0,
+            worker_versioning=False,
         )
         self._client: AgentClient | None = None
 

@@ -55,6 +55,9 @@ def settings_env(settings: Settings) -> dict[str, str]:
         "AGENT_OFFLINE_MODEL_PORT": str(settings.offline_model_port),
         "AGENT_CONSOLE_HOST": settings.console_host,
         "AGENT_CONSOLE_PORT": str(settings.console_port),
+        "AGENT_WORKER_VERSIONING": str(settings.worker_versioning).lower(),
+        **({"AGENT_DEPLOYMENT": settings.deployment} if settings.deployment else {}),
+        **({"AGENT_BUILD_ID": settings.build_id} if settings.build_id else {}),
     }
 
 

@@ -105,9 +105,16 @@ async def time_env() -> AsyncIterator[WorkflowEnvironment]:
     await env.shutdown()
 
 
-def settings_for(client: Client, data_dir: Path, model_port: int) -> Settings:
+def settings_for(
+    client: Client, data_dir: Path, model_port: int, *, versioning: bool = True
+) -> Settings:
+    """Each test its own task queue. Workers are versioned as in production, except on the
+    time-skipping server, which has no worker deployments; every test worker is one build
+    of one deployment (its first worker makes it current, once per server)."""
     host, _, port = client.service_client.config.target_host.rpartition(":")
     return Settings(
+        worker_versioning=versioning,
+        deployment="tests" if versioning else None,
         data_dir=data_dir,
         temporal_host=host,
         temporal_port=int(port),
@@ -151,7 +158,7 @@ def ts_settings(
     time_env: WorkflowEnvironment, model_server: EmbeddedModelServer, tmp_path: Path
 ) -> Settings:
     """Settings for the time-skipping server; `ts_worker` runs a worker against it."""
-    return settings_for(time_env.client, tmp_path / "data", model_server.port)
+    return settings_for(time_env.client, tmp_path / "data", model_server.port, versioning=False)
 
 
 @pytest.fixture

@@ -14,6 +14,7 @@ import signal
 import sys
 from collections.abc import Sequence
 from datetime import timedelta
+from typing import Any
 
 from temporalio.client import Client
 from temporalio.runtime import Runtime
@@ -28,17 +29,30 @@ from activities.runs import await_run
 from activities.stores import Stores
 from activities.tools import ToolActivities
 from activities.transcript import TranscriptActivities
-from worker import run_metrics, telemetry
+from worker import run_metrics, telemetry, versioning
 from worker.client import connect, connect_failure
 from worker.encryption import KeyringError
 from worker.settings import Settings, SettingsFileMissing, load_settings
 from workflows import faults
 from workflows.agent import AgentWorkflow
 from workflows.agents import AgentRegistry, load_registry, serve
-from workflows.prune import PruneWorkflow
+from workflows.prune import AutoUpgradingPruneWorkflow, PruneWorkflow
 from workflows.tools import ToolDefinitionError
 
 log = logging.getLogger("durable_agents.worker")
+
+
+class AgentWorker(Worker):
+    """A worker that, when it starts, makes its build current if its deployment has none
+    yet (the first deploy), so new runs have somewhere to go."""
+
+    def __init__(self, client: Client, settings: Settings, **options: Any) -> None:
+        super().__init__(client, **options)
+        self._settings = settings
+
+    async def __aenter__(self) -> Worker:
+        await versioning.ensure_current_build(self.client, self._settings)
+        return await super().__aenter__()
 
 
 def build_worker(
@@ -57,9 +71,12 @@ def build_worker(
     crash_points = CrashPoints(settings.crash_at, settings.data_dir)
     faults.install(crash_points.workflow_hook())
     tools = ToolActivities(stores, crash_points, registry, settings.data_dir)
+    if settings.worker_versioning:
+        workflows = [AutoUpgradingPruneWorkflow if w is PruneWorkflow else w for w in workflows]
     mcp = MCPActivities(settings, stores, registry)
-    return Worker(
+    return AgentWorker(
         client,
+        settings,
         task_queue=settings.task_queue,
         workflows=list(workflows),
         activities=[
@@ -78,6 +95,7 @@ def build_worker(
             restrictions=SandboxRestrictions.default.with_passthrough_modules("workflows.faults")
         ),
         graceful_shutdown_timeout=timedelta(seconds=settings.graceful_shutdown_seconds),
+        deployment_config=versioning.deployment_config(settings),
         # A dead worker's cached workflows move to another worker after this long.
         sticky_queue_schedule_to_start_timeout=timedelta(seconds=3),
     )
@@ -117,12 +135,31 @@ async def run_worker(settings: Settings) -> None:
         "on" if settings.encryption_on else "off",
     )
     async with worker:
+        _say_which_build(settings, await versioning.ensure_current_build(client, settings))
         await stop.wait()
         log.info("stopping: letting activities in flight finish")
     if gauges is not None:
         gauges.cancel()
     telemetry.flush_tracing()
     log.info("worker stopped")
+
+
+def _say_which_build(settings: Settings, current: str | None) -> None:
+    if not settings.worker_versioning:
+        log.info("worker versioning off: every run replays on whatever build picks it up")
+        return
+    mine = versioning.build_id(settings)
+    if current == mine:
+        log.info("build %s of deployment %s: new runs start here", mine, settings.deployment_name)
+    else:
+        log.warning(
+            "build %s of deployment %s serves no new run yet (they start on %s): "
+            "`agentctl release check`, then `agentctl release promote %s`",
+            mine,
+            settings.deployment_name,
+            current,
+            mine,
+        )
 
 
 # Waits between attempts to reach Temporal: doubling, up to this.
@@ -163,6 +200,7 @@ def main() -> None:
         KeyringError,
         SettingsFileMissing,
         ToolDefinitionError,
+        versioning.VersioningUnavailable,
     ) as err:
         log.error("%s", err)
         sys.stdout.flush()

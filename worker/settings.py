@@ -90,6 +90,13 @@ class Settings(BaseSettings):
     signing_key_file: Path | None = None
     signing_key_id: str | None = Field(default=None, min_length=1, max_length=100)
 
+    # Worker Versioning: workers are a Temporal worker deployment (default: named after the
+    # task queue) and agent runs are pinned to the build that started them (default build
+    # id: derived from the workflow code, `worker.versioning.code_build_id`).
+    worker_versioning: bool = True
+    deployment: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_-]{1,200}$")
+    build_id: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_.+-]{1,200}$")
+
     # On SIGTERM/SIGINT, how long activities in flight may take to finish before they are
     # cancelled (and retried elsewhere). An orchestrator's grace period must be longer.
     graceful_shutdown_seconds: float = Field(default=10.0, ge=0, le=3600)
@@ -120,6 +127,12 @@ class Settings(BaseSettings):
         """An agent's own model key, named by the agent, read from the worker's environment
         (never from a workflow input: invariant 7)."""
         return os.environ.get(variable)
+
+    @property
+    def deployment_name(self) -> str:
+        """The worker deployment: the setting, else the task queue ('.' is Temporal's
+        separator between deployment and build, so it becomes '-')."""
+        return self.deployment or self.task_queue.replace(".", "-")
 
     @property
     def temporal_address(self) -> str:

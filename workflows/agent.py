@@ -138,6 +138,9 @@ class RunFailed(Exception):
     """A rule of the run was broken (no plan, a step that never ends): the run fails."""
 
 
+# Pinned on a versioned worker (its default behaviour, worker/versioning.py): a run lives
+# on the build that started it; only `agentctl release move`, after replaying its history
+# on the new build, moves it.
 @workflow.defn(name="AgentWorkflow")
 class AgentWorkflow:
     @workflow.init

@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from temporalio import workflow
+from temporalio.common import VersioningBehavior
 
 with workflow.unsafe.imports_passed_through():
     from workflows.contracts import PruneReport, PruneRequest
@@ -25,3 +26,13 @@ class PruneWorkflow:
             summary="prune: stored data of old closed runs",
         )
         return report
+
+
+# Short housekeeping with no state worth pinning: on a versioned worker it moves to the
+# current build. A separate class because Temporal refuses a versioning behaviour from an
+# unversioned worker (AGENT_WORKER_VERSIONING=false).
+@workflow.defn(name="PruneWorkflow", versioning_behavior=VersioningBehavior.AUTO_UPGRADE)
+class AutoUpgradingPruneWorkflow(PruneWorkflow):
+    @workflow.run
+    async def run(self, request: PruneRequest) -> PruneReport:
+        return await super().run(request)
