@@ -166,7 +166,8 @@ async def replay(files: Annotated[list[Path], typer.Argument(help="History JSON 
     """Replay histories against the current workflow code; report any nondeterminism."""
     results = await timeline.replay_files(files, data_converter(load_settings()))
     for result in results:
-        where = f" (event {result.event_id})" if result.event_id else ""
+        named = f", {result.event_type}" if result.event_type else ""
+        where = f" (event {result.event_id}{named})" if result.event_id else ""
         mark = "[green]ok[/]" if result.ok else "[red]FAILED[/]"
         console.print(f"{mark} {result.path}{where}: {result.message}")
     if not all(r.ok for r in results):

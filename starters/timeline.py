@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,18 +30,24 @@ from workflows.agents import AgentRegistry, serve_for_replay
 from workflows.contracts import ForkSpec, RunRequest, StatePatch
 from workflows.timeline import Moment
 
+# The workflow code installed here: what a replay checks a history against.
+CODE_HERE: tuple[type, ...] = (AgentWorkflow,)
+
 
 def replayer(
-    converter: DataConverter = pydantic_data_converter, agents: AgentRegistry | None = None
+    converter: DataConverter = pydantic_data_converter,
+    agents: AgentRegistry | None = None,
+    workflows: Sequence[type] = CODE_HERE,
 ) -> Replayer:
     """The workflow code, replaying; workflows.timeline is shared with the sandbox so the
     recording made here hears what the workflow offers in there. `converter` must be the
     client's: an encrypted run's history decodes only through its codec. The agents are
-    this process's (AGENT_MODULES), as a worker's would be."""
+    this process's (AGENT_MODULES), as a worker's would be. `workflows`: another build's
+    code (a test's variant of the agent workflow), else the code here."""
     serve_for_replay(agents or local_agents())
     restrictions = SandboxRestrictions.default.with_passthrough_modules("workflows.timeline")
     return Replayer(
-        workflows=[AgentWorkflow],
+        workflows=list(workflows),
         data_converter=converter,
         workflow_runner=SandboxedWorkflowRunner(restrictions=restrictions),
     )
@@ -223,6 +230,45 @@ class ReplayOutcome:
     ok: bool
     event_id: int | None
     message: str
+    event_type: str | None = None  # the event at event_id, as the Web UI names it
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What replaying one history through some workflow code found."""
+
+    ok: bool
+    event_id: int | None
+    event_type: str | None
+    message: str
+
+
+async def replay_history(
+    history: WorkflowHistory,
+    converter: DataConverter = pydantic_data_converter,
+    workflows: Sequence[type] = CODE_HERE,
+) -> Verdict:
+    """Replay a history through `workflows`: clean, or where and why it parts ways."""
+    result = await replayer(converter, workflows=workflows).replay_workflow(
+        history, raise_on_replay_failure=False
+    )
+    failure = result.replay_failure
+    if failure is None:
+        return Verdict(True, None, None, "replays cleanly")
+    found = re.search(r"event\W{0,2}id\W{0,2}(\d+)", str(failure), re.IGNORECASE)
+    event_id = (
+        int(found.group(1)) if found else await divergence_event(history, converter, workflows)
+    )
+    return Verdict(False, event_id, event_name(history, event_id), _failure_line(failure))
+
+
+def event_name(history: WorkflowHistory, event_id: int | None) -> str | None:
+    """TimerStarted for EVENT_TYPE_TIMER_STARTED: the Web UI's name of an event."""
+    for event in history.events:
+        if event.event_id == event_id:
+            words = EventType.Name(event.event_type).removeprefix("EVENT_TYPE_").split("_")
+            return "".join(word.capitalize() for word in words)
+    return None
 
 
 def _agent_history(path: Path) -> WorkflowHistory:
@@ -239,7 +285,9 @@ def _agent_history(path: Path) -> WorkflowHistory:
 
 
 async def replay_files(
-    paths: list[Path], converter: DataConverter = pydantic_data_converter
+    paths: list[Path],
+    converter: DataConverter = pydantic_data_converter,
+    workflows: Sequence[type] = CODE_HERE,
 ) -> list[ReplayOutcome]:
     outcomes = []
     for path in paths:
@@ -249,14 +297,10 @@ async def replay_files(
             reason = err.strerror if isinstance(err, OSError) and err.strerror else err
             outcomes.append(ReplayOutcome(path, False, None, f"not a history file: {reason}"))
             continue
-        result = await replayer(converter).replay_workflow(history, raise_on_replay_failure=False)
-        failure = result.replay_failure
-        if failure is None:
-            outcomes.append(ReplayOutcome(path, True, None, "replays cleanly"))
-            continue
-        found = re.search(r"event\W{0,2}id\W{0,2}(\d+)", str(failure), re.IGNORECASE)
-        event_id = int(found.group(1)) if found else await divergence_event(history, converter)
-        outcomes.append(ReplayOutcome(path, False, event_id, _failure_line(failure)))
+        verdict = await replay_history(history, converter, workflows)
+        outcomes.append(
+            ReplayOutcome(path, verdict.ok, verdict.event_id, verdict.message, verdict.event_type)
+        )
     return outcomes
 
 
@@ -269,7 +313,9 @@ def _failure_line(failure: Exception) -> str:
 
 
 async def divergence_event(
-    history: WorkflowHistory, converter: DataConverter = pydantic_data_converter
+    history: WorkflowHistory,
+    converter: DataConverter = pydantic_data_converter,
+    workflows: Sequence[type] = CODE_HERE,
 ) -> int | None:
     """The first event whose recorded command the current code no longer issues.
 
@@ -292,7 +338,9 @@ async def divergence_event(
 
     async def fails(task: int) -> bool:
         prefix = WorkflowHistory(history.workflow_id, events[: cut_after(task)])
-        result = await replayer(converter).replay_workflow(prefix, raise_on_replay_failure=False)
+        result = await replayer(converter, workflows=workflows).replay_workflow(
+            prefix, raise_on_replay_failure=False
+        )
         return result.replay_failure is not None
 
     low, high = 0, len(completed) - 1
