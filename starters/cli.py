@@ -14,6 +14,7 @@ from starters import (
     cli_history,
     cli_ops,
     cli_people,
+    cli_release,
     cli_runs,
     cli_schedule,
     cli_stack,
@@ -35,6 +36,7 @@ cli_history.register(app)
 cli_ops.register(app)
 cli_console.register(app)
 cli_schedule.register(app)
+cli_release.register(app)
 app.command()(demo)
 
 

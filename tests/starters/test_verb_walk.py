@@ -37,6 +37,7 @@ ON_A_RUN = [
     ["fork", "{id}", "--from-step", "1"],
     ["rewind", "{id}", "--to-step", "1"],
     ["export", "{id}", "-o", "{tmp}/out.json"],
+    ["release", "move", "{id}", "--to", "b1"],
 ]
 NO_RUN = [
     ["run", "hello"],
@@ -46,6 +47,9 @@ NO_RUN = [
     ["setup"],
     ["schedule", "list"],
     ["schedule", "delete", "nightly"],
+    ["release", "check"],
+    ["release", "status"],
+    ["release", "promote", "b1"],
 ]
 
 
