@@ -10,8 +10,9 @@ from rich.table import Table
 
 from infra import stack
 from infra.temporal_setup import set_up_namespace
-from starters import pruning
+from starters import pruning, release
 from starters.errors import run_async
+from worker import versioning
 from worker.client import connect
 from worker.main import main as worker_main
 from worker.settings import load_settings
@@ -24,6 +25,7 @@ async def up() -> None:
     """Start the Temporal dev server, the offline model and a worker in the background."""
     settings = load_settings()
     await stack.up(settings, say=console.print)
+    await release.adopt_local_build(await connect(settings), settings, console.print)
     console.print(f"Temporal Web UI: {settings.web_ui_url()}")
     console.print(f"Console: {settings.console_url} (add a user first: agentctl users add NAME)")
 
@@ -50,11 +52,22 @@ def show_stack() -> None:
 async def setup() -> None:
     """Prepare a namespace of a real cluster: search attributes, retention, prune schedule."""
     settings = load_settings()
-    await set_up_namespace(await connect(settings), settings)
+    client = await connect(settings)
+    await set_up_namespace(client, settings)
     console.print(
         f"namespace {settings.namespace} at {settings.temporal_address}: search attributes, "
         f"retention {settings.retention_days:g} days, schedule {settings.prune_schedule_id!r}"
     )
+    if settings.worker_versioning:
+        current = await versioning.current_build(client, settings.deployment_name)
+        console.print(
+            f"worker deployment {settings.deployment_name}: "
+            + (
+                f"new runs start on build {current}"
+                if current
+                else "no build yet; the first worker's build will take new runs"
+            )
+        )
 
 
 @run_async

@@ -16,7 +16,7 @@ from rich.console import Console
 from temporalio.client import Client
 
 from infra import stack
-from starters import runs
+from starters import release, runs
 from starters.errors import run_async
 from starters.render import print_state
 from worker.client import connect
@@ -37,6 +37,7 @@ async def demo(
     """Run the pay-invoice agent end to end on the local stack."""
     settings = load_settings()
     await stack.up(settings, say=console.print)
+    await release.adopt_local_build(await connect(settings), settings, console.print)
     client = await connect(settings)
     run_id = f"demo-{time.strftime('%Y%m%d-%H%M%S')}"
     request = RunRequest(goal=DEMO_GOAL, agent=DEMO_AGENT, label="pay-invoice")
