@@ -206,3 +206,34 @@ async def test_a_patched_build_passes_is_promoted_and_runs_move_to_it(dev_env, s
             builds = {s.build: s for s in status.builds}
             assert builds["a"].retirable and builds["a"].state != "current"
             assert not builds["c"].retirable
+
+
+async def test_the_local_stack_releases_its_new_build_and_moves_runs_that_replay(dev_env, settings):
+    """`agentctl up` after a code change: one worker, of the new code; the old build's
+    runs move to it when their histories replay there, else nothing changes."""
+    client = dev_env.client
+    for old_code, releases in ((AgentWorkflow, True), (UnpatchedStart, False)):
+        deployment = f"local-{uuid.uuid4().hex[:8]}"
+        own = settings.model_copy(update={"task_queue": deployment})
+        old = of_build(own, deployment, "old")
+        here = own.model_copy(update={"deployment": deployment})
+        async with build_worker(client, old, workflows=[old_code]):
+            waiting = await start_waiting(client, old, "waiting")
+        said: list[str] = []
+        async with build_worker(client, here):
+            new_build = versioning.build_id(here)
+            await polled(client, here, new_build)
+            await listed(client, here, running=1, closed=0)
+            await release.adopt_local_build(client, here, said.append)
+            [line] = said
+            current = await versioning.current_build(client, deployment)
+            if releases:
+                assert line.startswith(f"worker: build {new_build} released (was old)"), line
+                assert "moved 1 open runs" in line
+                assert current == new_build and await pinned_to(client, waiting) == new_build
+                await finish(client, waiting)
+            else:
+                assert line.startswith(f"worker: build {new_build} NOT released"), line
+                assert f"{waiting} at event 5 (TimerStarted)" in line  # the old code's timer
+                assert current == "old" and await pinned_to(client, waiting) == "old"
+                await client.get_workflow_handle(waiting).terminate("test over")
