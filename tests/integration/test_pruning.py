@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from temporalio.common import VersioningBehavior
 
 from activities.stores import Stores
 from infra.temporal_setup import set_up_namespace
@@ -45,7 +46,21 @@ async def test_prune_removes_closed_runs_and_never_open_ones(dev_env, settings):
     assert (
         await stored(client, settings, still_open) == before_open
     )  # an open run, whatever its age
+    # On a versioned worker, agent runs stay on their build; prune moves to the current.
+    assert await behaviour(client, still_open) == VersioningBehavior.PINNED
+    query = f"WorkflowType = 'PruneWorkflow' AND TaskQueue = '{settings.task_queue}'"
+    prunes = [execution.id async for execution in client.list_workflows(query)]
+    assert prunes and {await behaviour(client, p) for p in prunes} == {
+        VersioningBehavior.AUTO_UPGRADE
+    }
     await runs.cancel(client, still_open, Actor(by="t"))
+
+
+async def behaviour(client, rid) -> VersioningBehavior:
+    described = await client.get_workflow_handle(rid).describe()
+    return VersioningBehavior(
+        described.raw_description.workflow_execution_info.versioning_info.behavior
+    )
 
 
 def test_ages_are_parsed_or_refused():
