@@ -10,6 +10,7 @@ import json
 import secrets
 import subprocess
 import sys
+import time
 import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -256,6 +257,11 @@ def _http_get_json(url: str) -> object:
 
 
 async def worker_polling(settings: Settings) -> bool:
+    return bool(await polling_builds(settings))
+
+
+async def polling_builds(settings: Settings) -> set[str]:
+    """The builds whose workers poll the task queue ("" for an unversioned worker)."""
     client = await connect(settings)
     response = await client.workflow_service.describe_task_queue(
         DescribeTaskQueueRequest(
@@ -264,7 +270,17 @@ async def worker_polling(settings: Settings) -> bool:
             task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
         )
     )
-    return len(response.pollers) > 0
+    # Temporal lists a stopped worker's poller for minutes; an idle live one polls again
+    # within a minute (its long poll's timeout).
+    recent = time.time() - POLLER_SEEN_SECONDS
+    return {
+        poller.deployment_options.build_id
+        for poller in response.pollers
+        if poller.last_access_time.ToSeconds() >= recent
+    }
+
+
+POLLER_SEEN_SECONDS = 90.0
 
 
 # Every part `up` may have started, in the order `down` stops them.

@@ -15,7 +15,8 @@ from temporalio.api.workflowservice.v1 import GetWorkflowExecutionHistoryReverse
 from temporalio.client import Client
 
 from activities.stores import open_database
-from infra.stack import worker_polling
+from infra.stack import polling_builds
+from starters import release
 from starters.runs import WORKFLOW_TYPE
 from worker.client import connect, connect_failure
 from worker.encryption import KeyringError, keyring_from
@@ -89,7 +90,7 @@ async def _temporal(settings: Settings) -> Finding:
 
 async def _worker(settings: Settings) -> Finding:
     try:
-        polling = await worker_polling(settings)
+        polling = await polling_builds(settings)
     except Exception as err:
         return Finding("worker", False, f"cannot ask Temporal: {str(err)[:120]}", "fix temporal")
     if not polling:
@@ -99,7 +100,45 @@ async def _worker(settings: Settings) -> Finding:
             f"no worker polls task queue {settings.task_queue!r}: runs would wait",
             "start one with `agentctl worker` (or `agentctl up` for the local stack)",
         )
+    if settings.worker_versioning:
+        return await _builds(settings, polling)
     return Finding("worker", True, f"a worker polls task queue {settings.task_queue!r}")
+
+
+async def _builds(settings: Settings, polling: set[str]) -> Finding:
+    """Versioned: the current build, and every build holding open runs, has workers."""
+    status = await release.status(await connect(settings), settings)
+    polled = ", ".join(sorted(b or "unversioned" for b in polling))
+    problems, fixes = [], []
+    if status.current is not None and status.current not in polling:
+        problems.append(f"new runs start on build {status.current}, which no worker polls")
+        fixes.append(
+            f"start workers of {status.current}, or release one that runs (`agentctl release "
+            "check`, `agentctl release promote BUILD`)"
+        )
+    for build in status.builds:
+        if build.open_runs and build.build not in polling:
+            problems.append(
+                f"{build.open_runs} open runs are pinned to build {build.build}, "
+                "which no worker polls"
+            )
+            fixes.append(
+                f"start workers of {build.build}, or `agentctl release move RUN --to "
+                "BUILD` where their histories replay"
+            )
+    if problems:
+        return Finding(
+            "worker",
+            False,
+            f"{'; '.join(problems)} (workers poll: {polled})",
+            "; ".join(dict.fromkeys(fixes)),
+        )
+    return Finding(
+        "worker",
+        True,
+        f"workers of build {polled} poll task queue {settings.task_queue!r}; new runs start on "
+        f"{status.current}",
+    )
 
 
 async def _model(settings: Settings) -> Finding:

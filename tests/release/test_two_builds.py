@@ -11,6 +11,7 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 
 from starters import release, runs
+from starters.doctor import diagnose
 from starters.release import ReleaseError, ReleaseRefused
 from tests.conftest import eventually, wait_for_approval
 from tests.release.builds import WAIT, PatchedStart, UnpatchedStart
@@ -231,9 +232,26 @@ async def test_the_local_stack_releases_its_new_build_and_moves_runs_that_replay
                 assert line.startswith(f"worker: build {new_build} released (was old)"), line
                 assert "moved 1 open runs" in line
                 assert current == new_build and await pinned_to(client, waiting) == new_build
+                [finding] = await diagnose(here, only={"worker"})
+                assert finding.ok and f"new runs start on {new_build}" in finding.says
                 await finish(client, waiting)
             else:
                 assert line.startswith(f"worker: build {new_build} NOT released"), line
                 assert f"{waiting} at event 5 (TimerStarted)" in line  # the old code's timer
                 assert current == "old" and await pinned_to(client, waiting) == "old"
                 await client.get_workflow_handle(waiting).terminate("test over")
+
+
+async def test_doctor_names_a_current_build_that_no_worker_serves(dev_env, settings):
+    """A deployment whose current build has no worker (its pods were replaced by a rolling
+    update, say): new runs would wait forever, and the doctor says so."""
+    client = dev_env.client
+    deployment = f"ghost-{uuid.uuid4().hex[:8]}"
+    own = settings.model_copy(update={"task_queue": deployment, "deployment": deployment})
+    await versioning.set_current(client, deployment, "gone", by="test")  # no worker, ever
+    async with build_worker(client, of_build(own, deployment, "live")):
+        await polled(client, own, "live")
+        [finding] = await diagnose(own, only={"worker"})
+    assert not finding.ok
+    assert finding.says.startswith("new runs start on build gone, which no worker polls")
+    assert "(workers poll: live)" in finding.says and "start workers of gone" in finding.fix
