@@ -105,16 +105,24 @@ async def time_env() -> AsyncIterator[WorkflowEnvironment]:
     await env.shutdown()
 
 
+# Temporal refuses more than 100 task queues in one deployment version (its
+# matching.maxTaskQueuesInDeploymentVersion), and a suite makes hundreds.
+QUEUES_PER_DEPLOYMENT = 40
+_queues_made = [0]
+
+
 def settings_for(
     client: Client, data_dir: Path, model_port: int, *, versioning: bool = True
 ) -> Settings:
     """Each test its own task queue. Workers are versioned as in production, except on the
-    time-skipping server, which has no worker deployments; every test worker is one build
-    of one deployment (its first worker makes it current, once per server)."""
+    time-skipping server, which has no worker deployments. Test workers are one build of
+    a few shared deployments (a deployment's first worker makes its build current): a
+    new one every QUEUES_PER_DEPLOYMENT task queues, under Temporal's limit per version."""
     host, _, port = client.service_client.config.target_host.rpartition(":")
+    _queues_made[0] += 1
     return Settings(
         worker_versioning=versioning,
-        deployment="tests" if versioning else None,
+        deployment=f"tests-{_queues_made[0] // QUEUES_PER_DEPLOYMENT}" if versioning else None,
         data_dir=data_dir,
         temporal_host=host,
         temporal_port=int(port),

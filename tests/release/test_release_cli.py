@@ -73,7 +73,7 @@ async def test_the_verbs_on_a_live_deployment(dev_env, settings, worker):
     status = await agentctl(env, "release", "status", "--json")
     assert status.exit_code == 0, status.stderr
     found = json.loads(status.stdout)
-    assert found["deployment"] == "tests" and found["current"] == here
+    assert found["deployment"] == settings.deployment and found["current"] == here
     [mine] = [b for b in found["builds"] if b["build"] == here]
     assert mine["here"] and mine["state"] == "current" and mine["open_runs"] >= 1
     assert not mine["retirable"]
@@ -85,7 +85,7 @@ async def test_the_verbs_on_a_live_deployment(dev_env, settings, worker):
 
     for args, says in (
         (["promote", here], f"build {here} is already current"),
-        (["promote", "nowhere"], "no worker of build nowhere has polled deployment tests"),
+        (["promote", "nowhere"], f"nowhere has polled deployment {settings.deployment}"),
         (["move", rid, "--to", here], f"already on build {here}"),
         (["move", rid, "--to", "nowhere"], "no worker of build nowhere"),
     ):
