@@ -48,7 +48,7 @@ def create_app(settings: Settings, client: Client | None = None) -> FastAPI:
             settings=settings,
             client=connected,
             identity=Identity(settings),
-            views=Views(connected),
+            views=Views(connected, settings.task_queue),
             signer=kept_signer(settings.console_key_path, settings.console_key_id),
         )
 

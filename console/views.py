@@ -73,8 +73,12 @@ class InboxEntry:
 
 
 class Views:
-    def __init__(self, client: Client) -> None:
+    """The runs of one deployment: those on the console's task queue (another app on the
+    namespace has its own console; a run of ours whose worker is gone costs a timeout)."""
+
+    def __init__(self, client: Client, task_queue: str) -> None:
         self.client = client
+        self._ours = f"WorkflowType = '{WORKFLOW_TYPE}' AND TaskQueue = '{task_queue}'"
         self._summaries: OrderedDict[str, tuple[int, RunSummary]] = OrderedDict()
         self._gate = asyncio.Semaphore(QUERIES_AT_ONCE)
 
@@ -128,8 +132,7 @@ class Views:
         """Every approval and question waiting, across runs, newest first."""
         waiting = ", ".join(f"'{v}'" for v in WAITING_VALUES if v != "resume")
         query = (
-            f"WorkflowType = '{WORKFLOW_TYPE}' AND ExecutionStatus = 'Running' "
-            f"AND {sa.WAITING_FOR.name} IN ({waiting})"
+            f"{self._ours} AND ExecutionStatus = 'Running' AND {sa.WAITING_FOR.name} IN ({waiting})"
         )
         entries: list[InboxEntry] = []
         for row in await self._rows(query, INBOX_LIMIT):
@@ -143,7 +146,7 @@ class Views:
         return sorted(entries, key=lambda e: e.asked_at, reverse=True)
 
     async def runs(self, status: str = "", agent: str = "") -> list[RunRow]:
-        query = f"WorkflowType = '{WORKFLOW_TYPE}'"
+        query = self._ours
         if status:
             query += f" AND {sa.STATUS.name} = '{RunStatus(status).value}'"
         rows = await self._rows(query, RUNS_LISTED)

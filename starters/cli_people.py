@@ -162,9 +162,9 @@ async def budget(
 async def inbox(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
-    """Every run in the namespace that waits for a human, and for what."""
-    client = await connect(load_settings())
-    items = await runs.inbox(client)
+    """Every run of this task queue that waits for a human, and for what."""
+    settings = load_settings()
+    items = await runs.inbox(await connect(settings), task_queue=settings.task_queue)
     if as_json:
         typer.echo(json.dumps([item.__dict__ for item in items]))
         return

@@ -279,9 +279,18 @@ async def _open_runs(client: Client, settings: Settings, pinned: str | None) -> 
     return (await client.count_workflows(query)).count
 
 
+def _versioned(settings: Settings) -> None:
+    if not settings.worker_versioning:
+        raise ReleaseError(
+            "worker versioning is off (AGENT_WORKER_VERSIONING=false): there are no builds; "
+            "`agentctl release check` still replays the runs on the code here"
+        )
+
+
 async def status(client: Client, settings: Settings) -> ReleaseStatus:
     """The deployment's builds: which takes new runs, how many open runs each holds, which
     may be retired."""
+    _versioned(settings)
     deployment = settings.deployment_name
     versions = await _versions(client, deployment)
     counts = await asyncio.gather(*(_open_runs(client, settings, b) for b in versions))
@@ -327,6 +336,7 @@ async def promote(
     """Make `build` current (new runs start on it) after a passing check on the code here,
     which must be that build; `force` skips the check. Returns the check (None if forced);
     ReleaseRefused when a run would diverge."""
+    _versioned(settings)
     versions = await _known_build(client, settings, build)
     if versions[build] == "current":
         raise ReleaseError(f"build {build} is already current")
@@ -366,6 +376,7 @@ async def move(
 ) -> RunCheck:
     """Pin an open run to another build, only when its history replays on that build's
     code (the code here, which must be that build)."""
+    _versioned(settings)
     handle = client.get_workflow_handle(run_id)
     try:
         described = await handle.describe()

@@ -432,21 +432,27 @@ WAITING_VALUES = ("approval", "input", "resume")
 
 
 async def list_waiting(
-    client: Client, waiting_for: tuple[str, ...] = WAITING_VALUES, limit: int = 200
+    client: Client,
+    waiting_for: tuple[str, ...] = WAITING_VALUES,
+    limit: int = 200,
+    task_queue: str | None = None,
 ) -> list[RunListing]:
-    """Running runs that wait for a human (for any of `waiting_for`), by search attribute."""
+    """Running runs that wait for a human (for any of `waiting_for`), by search attribute;
+    of one task queue (one deployment), or of the namespace."""
     waiting = ", ".join(f"'{v}'" for v in waiting_for)
     query = (
         f"WorkflowType = '{WORKFLOW_TYPE}' AND ExecutionStatus = 'Running' "
         f"AND {sa.WAITING_FOR.name} IN ({waiting})"
     )
+    if task_queue is not None:
+        query += f" AND TaskQueue = '{task_queue}'"
     return await _listings(client, query, limit)
 
 
-async def inbox(client: Client, limit: int = 200) -> list[InboxItem]:
+async def inbox(client: Client, limit: int = 200, task_queue: str | None = None) -> list[InboxItem]:
     """Every running run that waits for a human, and for what. The runs are asked at once
     (a few at a time): a run whose worker is gone costs its 2 s timeout once, not in turn."""
-    waiting = await list_waiting(client, limit=limit)
+    waiting = await list_waiting(client, limit=limit, task_queue=task_queue)
     gate = asyncio.Semaphore(INBOX_QUERIES_AT_ONCE)
 
     async def summary_of(run_id: str) -> RunSummary | None:

@@ -27,7 +27,8 @@ class Settings(BaseSettings):
     temporal_port: int = Field(default=7233, ge=1, le=65535)
     temporal_ui_port: int = Field(default=8233, ge=1, le=65535)
     namespace: str = "default"
-    task_queue: str = "durable-agents"
+    # Goes into visibility queries: no quotes or backslashes.
+    task_queue: str = Field(default="durable-agents", pattern=r"^[^'\"\\]{1,200}$")
     offline_model_port: int = Field(default=8765, ge=1, le=65535)
 
     openai_api_key: SecretStr | None = Field(

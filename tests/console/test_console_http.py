@@ -3,6 +3,8 @@ decide, the signed-in user on every decision, and one-line refusals for bad inpu
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from temporalio.testing import WorkflowEnvironment
 
@@ -254,3 +256,29 @@ async def test_a_run_that_cannot_answer_still_lists_and_its_page_says_why(
     page = await http.get(f"/runs/{wedged.id}")
     assert page.status_code == 503 and "is wedged" in page.text
     assert (await http.get("/")).status_code == 200
+
+
+async def test_the_inbox_and_runs_are_those_of_the_consoles_task_queue(
+    console: LiveConsole, dev_env: WorkflowEnvironment
+) -> None:
+    """Another app on the namespace (another task queue) has its own console: its runs are
+    not listed here, nor asked for their summary."""
+    from infra.stack import settings_env
+    from tests.starters.test_verb_walk import agentctl
+    from worker.main import build_worker
+
+    client = dev_env.client
+    ours = await waiting_payment(client, console.settings)
+    other_settings = console.settings.model_copy(
+        update={"task_queue": f"{console.settings.task_queue}-other"}
+    )
+    async with build_worker(client, other_settings):
+        theirs = await waiting_payment(client, other_settings)
+        http, _ = await signed_in(console, "alice")
+        inbox, listed = (await http.get("/")).text, (await http.get("/runs")).text
+        cli = await agentctl(settings_env(console.settings), "inbox", "--json")
+        elsewhere = await agentctl(settings_env(other_settings), "inbox", "--json")
+    assert ours.run_id in inbox and theirs.run_id not in inbox
+    assert ours.run_id in listed and theirs.run_id not in listed
+    assert [item["run_id"] for item in json.loads(cli.stdout)] == [ours.run_id]
+    assert [item["run_id"] for item in json.loads(elsewhere.stdout)] == [theirs.run_id]

@@ -90,5 +90,9 @@ async def test_the_verbs_on_a_live_deployment(dev_env, settings, worker):
         (["move", rid, "--to", "nowhere"], "no worker of build nowhere"),
     ):
         assert_one_error_line(await agentctl(env, "release", *args), args, says)
+    unversioned = env | {"AGENT_WORKER_VERSIONING": "false"}
+    for args in (["status"], ["promote", here], ["move", rid, "--to", here]):
+        result = await agentctl(unversioned, "release", *args)
+        assert_one_error_line(result, args, "worker versioning is off")
     await runs.cancel(client, rid, Actor(by="test"))
     await runs.wait_result(client, rid)
