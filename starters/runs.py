@@ -152,9 +152,19 @@ async def get_summary(client: Client, run_id: str) -> RunSummary:
     return await _query(client, run_id, "summary", RunSummary)
 
 
+# A query to a wedged run is answered only when Temporal gives up on it (30 s): after this
+# long without an answer, the run's pending workflow task says whether it is wedged.
+WEDGE_CHECK_AFTER_SECONDS = 2.0
+
+
 async def _query(client: Client, run_id: str, name: str, result_type: type[T]) -> T:
+    asking = asyncio.ensure_future(handle(client, run_id).query(name, result_type=result_type))
+    asking.add_done_callback(lambda task: task.cancelled() or task.exception())
     try:
-        result: T = await handle(client, run_id).query(name, result_type=result_type)
+        done, _ = await asyncio.wait({asking}, timeout=WEDGE_CHECK_AFTER_SECONDS)
+        if not done and await _failing_again(client, run_id):
+            raise wedged(run_id)
+        result: T = await asking
         return result
     except WorkflowQueryFailedError as err:
         raise RunError(f"run {run_id} could not answer: {one_line_of(err.message)}") from None
@@ -164,6 +174,17 @@ async def _query(client: Client, run_id: str, name: str, result_type: type[T]) -
         if WEDGED in err.message:
             raise wedged(run_id) from None
         raise RunError(f"cannot read run {run_id}: {err.message}") from None
+    finally:
+        asking.cancel()
+
+
+async def _failing_again(client: Client, run_id: str) -> bool:
+    """The run's workflow task has failed and is being tried again (and again)."""
+    try:
+        described = await handle(client, run_id).describe()
+    except RPCError:
+        return False
+    return described.raw_description.pending_workflow_task.attempt >= 2
 
 
 # What Temporal says of a query or update to a run whose workflow task keeps failing.
@@ -276,7 +297,7 @@ async def worker_answers(client: Client, run_id: str) -> bool:
     except RPCError as err:
         if err.status == RPCStatusCode.NOT_FOUND:
             raise RunError(f"no run with id {run_id}") from None
-        if WEDGED in err.message:
+        if WEDGED in err.message or await _failing_again(client, run_id):
             raise wedged(run_id) from None
         return False
     return True

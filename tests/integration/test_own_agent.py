@@ -85,6 +85,12 @@ async def test_a_worker_without_the_agent_leaves_the_run_open_and_retried(dev_en
     assert (await client.get_workflow_handle(rid).describe()).status.name == "RUNNING"
 
     async with build_worker(client, settings, registry=load_registry([SUPPORT])):
+
+        async def recovered() -> bool:  # its next workflow task went through
+            described = await client.get_workflow_handle(rid).describe()
+            return described.raw_description.pending_workflow_task.attempt < 2
+
+        await eventually(recovered, within=60)
         await wait_for_approval(client, rid)
         await runs.approve(client, rid, Decision(by="support-lead"))
         result = await runs.wait_result(client, rid)
