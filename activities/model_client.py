@@ -85,3 +85,10 @@ class ModelClient(Protocol):
     """One chat completion; raises ModelRefused or ModelUnavailable, never retries."""
 
     async def complete(self, request: ModelRequest, meta: CallMeta) -> ModelReply: ...
+
+
+def called_tools(message: dict[str, Any]) -> list[str]:
+    """The tools a stored assistant message called, in our shape or (rows of earlier
+    versions) the wire's."""
+    calls = message.get("tool_calls") or []
+    return [c["function"]["name"] if "function" in c else c["name"] for c in calls]

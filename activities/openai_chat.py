@@ -96,13 +96,6 @@ def wire_message(message: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def called_tools(message: dict[str, Any]) -> list[str]:
-    """The tools a stored assistant message called, in our shape or (rows of earlier
-    versions) the wire's."""
-    calls = message.get("tool_calls") or []
-    return [c["function"]["name"] if "function" in c else c["name"] for c in calls]
-
-
 def reply_from_wire(response: Any) -> ModelReply:
     choices = response.get("choices") if isinstance(response, dict) else None
     if not choices or not isinstance(choices[0].get("message"), dict):

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import re
+from functools import cache
 from pathlib import Path
 
 from argon2 import PasswordHasher
@@ -18,8 +19,13 @@ from argon2.exceptions import InvalidHashError, VerificationError
 USER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@-]{0,99}$")
 MIN_PASSWORD_CHARS = 8
 _hasher = PasswordHasher()
-# Checked when a name is unknown, so a wrong name takes as long as a wrong password.
-_DUMMY_HASH = _hasher.hash("not a password of anyone's")
+
+
+@cache
+def _dummy_hash() -> str:
+    """Checked when a name is unknown, so a wrong name takes as long as a wrong password
+    (made at the first sign-in, not at import: every `agentctl` imports this module)."""
+    return _hasher.hash("not a password of anyone's")
 
 
 class UsersFileError(ValueError):
@@ -84,6 +90,6 @@ def verify(path: Path, name: str, password: str) -> bool:
     """Whether this name and password sign in."""
     entry = _read(path).get(name)
     try:
-        return _hasher.verify(entry["hash"] if entry else _DUMMY_HASH, password) and bool(entry)
+        return _hasher.verify(entry["hash"] if entry else _dummy_hash(), password) and bool(entry)
     except (VerificationError, InvalidHashError):
         return False

@@ -24,7 +24,6 @@ from infra.binaries import temporal_cli
 from infra.processes import ProcessFiles, ProcessSpec, StackError, port_in_use, spawn, stop
 from infra.temporal_setup import set_up_namespace
 from worker.client import connect
-from worker.codec_server import ui_endpoint
 from worker.settings import Settings
 from workflows import search_attributes as sa
 
@@ -83,6 +82,8 @@ def part_specs(settings: Settings) -> list[ProcessSpec]:
     if settings.encryption_on:
         token = codec_token(settings)
         codec_env = env | {"AGENT_CODEC_TOKEN": token}
+        from worker.codec_server import ui_endpoint  # FastAPI: only when encryption is on
+
         codec_flags = ["--ui-codec-endpoint", ui_endpoint(settings, token)]
     temporal = ProcessSpec(
         name="temporal",

@@ -11,7 +11,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from activities.openai_chat import called_tools
+from activities.model_client import called_tools
 from starters import stored, timeline
 from starters.errors import RunIdArgument, fail, run_async
 from starters.render import print_state

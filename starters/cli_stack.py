@@ -14,7 +14,6 @@ from starters import pruning, release
 from starters.errors import run_async
 from worker import versioning
 from worker.client import connect
-from worker.main import main as worker_main
 from worker.settings import load_settings
 
 console = Console()
@@ -93,7 +92,9 @@ async def prune(
 
 def worker() -> None:
     """Run a worker in the foreground (Ctrl-C stops it cleanly)."""
-    worker_main()
+    from worker.main import main  # the activities' imports (openai): only for this verb
+
+    main()
 
 
 def register(app: typer.Typer) -> None:
