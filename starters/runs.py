@@ -414,6 +414,10 @@ async def cancel(client: Client, run_id: str, actor: Actor) -> None:
 async def _update(
     client: Client, run_id: str, name: str, payload: BaseModel, result_type: type[T]
 ) -> T:
+    # Refused before it is sent: an update to a wedged run waits for Temporal to give up,
+    # and one given up on by the caller could still apply once the run recovers.
+    if await _failing_again(client, run_id):
+        raise wedged(run_id)
     try:
         result: T = await handle(client, run_id).execute_update(
             name, payload, result_type=result_type
