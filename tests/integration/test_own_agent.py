@@ -88,7 +88,7 @@ async def test_a_worker_without_the_agent_leaves_the_run_open_and_retried(dev_en
 
         async def recovered() -> bool:  # its next workflow task went through
             described = await client.get_workflow_handle(rid).describe()
-            return described.raw_description.pending_workflow_task.attempt < 2
+            return bool(described.raw_description.pending_workflow_task.attempt < 2)
 
         await eventually(recovered, within=60)
         await wait_for_approval(client, rid)
