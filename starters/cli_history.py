@@ -14,7 +14,7 @@ from rich.table import Table
 from activities.model_client import called_tools
 from starters import stored, timeline
 from starters.errors import RunIdArgument, fail, run_async
-from starters.render import print_state
+from starters.render import print_replays, print_state
 from starters.runs import RunError
 from worker.client import connect, data_converter
 from worker.encryption import KeyringError
@@ -165,12 +165,7 @@ async def export(
 async def replay(files: Annotated[list[Path], typer.Argument(help="History JSON files.")]) -> None:
     """Replay histories against the current workflow code; report any nondeterminism."""
     results = await timeline.replay_files(files, data_converter(load_settings()))
-    for result in results:
-        named = f", {result.event_type}" if result.event_type else ""
-        where = f" (event {result.event_id}{named})" if result.event_id else ""
-        mark = "[green]ok[/]" if result.ok else "[red]FAILED[/]"
-        console.print(f"{mark} {result.path}{where}: {result.message}")
-    if not all(r.ok for r in results):
+    if not print_replays(console, results):
         raise typer.Exit(1)
 
 

@@ -17,6 +17,7 @@ from rich.table import Table
 from starters import release
 from starters.errors import RunIdArgument, run_async
 from starters.release import CheckReport, ReleaseRefused, RunCheck
+from starters.render import print_replays
 from worker import versioning
 from worker.client import connect, data_converter
 from worker.settings import load_settings
@@ -66,12 +67,7 @@ async def check(
         outcomes = await release.check_files(paths, data_converter(settings))
         if as_json:
             typer.echo(json.dumps([{**asdict(o), "path": str(o.path)} for o in outcomes]))
-        for outcome in [] if as_json else outcomes:
-            named = f" ({outcome.event_type})" if outcome.event_type else ""
-            where = f" at event {outcome.event_id}{named}" if outcome.event_id else ""
-            mark = "[green]ok[/]      " if outcome.ok else "[red]DIVERGES[/]"
-            console.print(f"{mark} {outcome.path}{where}: {escape(outcome.message)}")
-        if not all(o.ok for o in outcomes):
+        if not (all(o.ok for o in outcomes) if as_json else print_replays(console, outcomes)):
             raise typer.Exit(1)
         return
     client = await connect(settings)

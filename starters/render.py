@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from rich.console import Console, Group
+from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
 from starters.runs import RunListing
+from starters.timeline import ReplayOutcome
 from workflows.state import RunState, RunStatus, RunSummary, StepStatus
 
 STATUS_STYLE = {
@@ -148,3 +150,14 @@ def runs_table(listings: list[RunListing]) -> Table:
             run.started_at,
         )
     return table
+
+
+def print_replays(console: Console, outcomes: list[ReplayOutcome]) -> bool:
+    """One line per replayed history file, naming the event where one parts ways; whether
+    all replayed (`agentctl replay` and `agentctl release check FILES`)."""
+    for outcome in outcomes:
+        named = f" ({outcome.event_type})" if outcome.event_type else ""
+        where = f" at event {outcome.event_id}{named}" if outcome.event_id else ""
+        mark = "[green]ok[/]      " if outcome.ok else "[red]DIVERGES[/]"
+        console.print(f"{mark} {outcome.path}{where}: {escape(outcome.message)}", soft_wrap=True)
+    return all(outcome.ok for outcome in outcomes)
