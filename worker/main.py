@@ -96,6 +96,7 @@ def build_worker(
         ),
         graceful_shutdown_timeout=timedelta(seconds=settings.graceful_shutdown_seconds),
         deployment_config=versioning.deployment_config(settings),
+        max_cached_workflows=settings.workflow_cache_size,
         # A dead worker's cached workflows move to another worker after this long.
         sticky_queue_schedule_to_start_timeout=timedelta(seconds=3),
     )

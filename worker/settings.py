@@ -98,6 +98,10 @@ class Settings(BaseSettings):
     deployment: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_-]{1,200}$")
     build_id: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_.+-]{1,200}$")
 
+    # Runs the worker keeps in memory between their events (Temporal's sticky cache); one
+    # evicted replays its history on its next event. 0: no cache (every event replays).
+    workflow_cache_size: int = Field(default=1000, ge=0, le=100_000)
+
     # On SIGTERM/SIGINT, how long activities in flight may take to finish before they are
     # cancelled (and retried elsewhere). An orchestrator's grace period must be longer.
     graceful_shutdown_seconds: float = Field(default=10.0, ge=0, le=3600)

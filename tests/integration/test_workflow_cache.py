@@ -1,0 +1,45 @@
+"""A worker whose workflow cache holds fewer runs than wait on it (or none): each run it
+let go replays its history on its next event and goes on as if it had never left."""
+
+from __future__ import annotations
+
+import pytest
+from temporalio.api.enums.v1 import EventType, TaskQueueKind
+
+from starters import runs
+from tests.conftest import count_effects, run_id, wait_for_approval
+from worker.main import build_worker
+from workflows.contracts import Decision, RunRequest
+
+PAY = RunRequest(goal="pay the invoice", agent="invoice", label="pay-invoice")
+
+
+@pytest.mark.parametrize("cache_size", [0, 2])
+async def test_runs_let_go_by_a_small_cache_resume_on_their_next_event(
+    dev_env, settings, cache_size
+):
+    client = dev_env.client
+    small = settings.model_copy(update={"workflow_cache_size": cache_size})
+    rids = [run_id("cached") for _ in range(5)]
+    async with build_worker(client, small):
+        for rid in rids:  # each new run pushes an older one out of a cache of 2
+            await runs.start_run(client, small, PAY, rid)
+            await wait_for_approval(client, rid)
+        for rid in rids:
+            await runs.approve(client, rid, Decision(by="alice"))
+        results = [await runs.wait_result(client, rid) for rid in rids]
+    assert [r.status for r in results] == ["completed"] * 5
+    assert [count_effects(small, rid, "charge") for rid in rids] == [1] * 5
+    if cache_size == 0:  # the setting reached the worker: no run was kept, none sticky
+        assert not any([await went_sticky(client, rid) for rid in rids])
+
+
+async def went_sticky(client, rid: str) -> bool:
+    """A workflow task went to the worker that held the run (its sticky queue)."""
+    history = await client.get_workflow_handle(rid).fetch_history()
+    return any(
+        e.workflow_task_scheduled_event_attributes.task_queue.kind
+        == TaskQueueKind.TASK_QUEUE_KIND_STICKY
+        for e in history.events
+        if e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_SCHEDULED
+    )
