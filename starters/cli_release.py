@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import getpass
 import json
+import re
 from dataclasses import asdict
 from pathlib import Path
 from typing import Annotated
@@ -15,7 +16,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from starters import release
-from starters.errors import RunIdArgument, run_async
+from starters.errors import RunIdArgument, fail, run_async
 from starters.release import CheckReport, ReleaseRefused, RunCheck
 from starters.render import print_replays
 from worker import versioning
@@ -28,6 +29,14 @@ release_app = typer.Typer(
     no_args_is_help=True,
 )
 AsOption = Annotated[str | None, typer.Option("--as", help="Who acts (default: you).")]
+BUILD_ID = re.compile(r"[A-Za-z0-9_.+-]{1,200}")
+
+
+def _build(value: str) -> str:
+    """A build id as AGENT_BUILD_ID allows it, refused in one line before anything connects."""
+    if not BUILD_ID.fullmatch(value):
+        raise fail(f"bad build id {value!r}: use letters, digits and . _ + - (at most 200)")
+    return value
 
 
 def _line(run: RunCheck, total: int | None = None) -> None:
@@ -112,7 +121,7 @@ def _report_json(report: CheckReport) -> dict[str, object]:
 @release_app.command()
 @run_async
 async def promote(
-    build: Annotated[str, typer.Argument(help="The build to make current.")],
+    build: Annotated[str, typer.Argument(help="The build to make current.", callback=_build)],
     force: Annotated[bool, typer.Option(help="Skip the check (runs may diverge).")] = False,
     by: AsOption = None,
 ) -> None:
@@ -185,7 +194,7 @@ async def status(
 @run_async
 async def move(
     run_id: RunIdArgument,
-    to: Annotated[str, typer.Option("--to", help="The build to move the run to.")],
+    to: Annotated[str, typer.Option("--to", help="The build to move the run to.", callback=_build)],
     by: AsOption = None,
 ) -> None:
     """Move an open run to build TO, only if its history replays on TO's code (here)."""

@@ -90,6 +90,8 @@ async def test_the_verbs_on_a_live_deployment(dev_env, settings, worker):
         (["move", rid, "--to", "nowhere"], "no worker of build nowhere"),
     ):
         assert_one_error_line(await agentctl(env, "release", *args), args, says)
+    for args in (["promote", ""], ["promote", "two words"], ["move", rid, "--to", ""]):
+        assert_one_error_line(await agentctl(env, "release", *args), args, "bad build id")
     unversioned = env | {"AGENT_WORKER_VERSIONING": "false"}
     for args in (["status"], ["promote", here], ["move", rid, "--to", here]):
         result = await agentctl(unversioned, "release", *args)
