@@ -18,6 +18,7 @@ from google.protobuf.field_mask_pb2 import FieldMask
 from temporalio.api.common.v1 import WorkflowExecution
 from temporalio.api.deployment.v1 import WorkerDeploymentVersion as VersionProto
 from temporalio.api.enums.v1 import WorkerDeploymentVersionStatus
+from temporalio.api.history.v1 import HistoryEvent
 from temporalio.api.workflow.v1 import VersioningOverride, WorkflowExecutionOptions
 from temporalio.api.workflowservice.v1 import (
     DescribeWorkerDeploymentRequest,
@@ -27,7 +28,6 @@ from temporalio.client import (
     Client,
     WorkflowExecutionDescription,
     WorkflowExecutionStatus,
-    WorkflowHistory,
 )
 from temporalio.common import SearchAttributeKey
 from temporalio.contrib.pydantic import pydantic_data_converter
@@ -35,12 +35,11 @@ from temporalio.converter import DataConverter
 from temporalio.service import RPCError, RPCStatusCode
 
 from starters import timeline
-from starters.runs import RunError
+from starters.runs import RunError, started_request
 from starters.timeline import CODE_HERE, ReplayOutcome, Verdict
 from worker import versioning
 from worker.settings import Settings
 from workflows.agent import AgentWorkflow
-from workflows.contracts import RunRequest
 
 # Temporal's own search attribute: "deployment:build" of the build a run is pinned to.
 PINNED_TO = SearchAttributeKey.for_keyword("TemporalWorkerDeploymentVersion")
@@ -117,13 +116,9 @@ async def _agent_runs(
         yield execution.id, execution.run_id or "", pinned_build(settings, pinned)
 
 
-async def _agent_of(client: Client, history: WorkflowHistory) -> str:
-    started = history.events[0].workflow_execution_started_event_attributes
-    try:
-        [request] = await client.data_converter.decode(started.input.payloads, [RunRequest])
-    except Exception:
-        return "?"
-    if not isinstance(request, RunRequest):
+async def _agent_of(client: Client, first_event: HistoryEvent) -> str:
+    request = await started_request(client, first_event)
+    if request is None:
         return "?"
     return request.agent or "(before agents)"
 
@@ -131,7 +126,7 @@ async def _agent_of(client: Client, history: WorkflowHistory) -> str:
 async def _first_event_agent(client: Client, run_id: str, temporal_run: str) -> str:
     handle = client.get_workflow_handle(run_id, run_id=temporal_run)
     async for event in handle.fetch_history_events(page_size=1):
-        return await _agent_of(client, WorkflowHistory(run_id, [event]))
+        return await _agent_of(client, event)
     return "?"
 
 
@@ -151,9 +146,14 @@ async def check_runs(
         async for rid, trun, build in _agent_runs(client, settings, is_open=True)
     ]
     taken: dict[str, int] = {}
-    closed = [
-        found async for found in _agent_runs(client, settings, is_open=False, limit=CLOSED_SCANNED)
-    ]
+    closed = (  # none wanted: none listed, none read
+        [
+            found
+            async for found in _agent_runs(client, settings, is_open=False, limit=CLOSED_SCANNED)
+        ]
+        if per_agent
+        else []
+    )
     agents = await _gather(
         [_first_event_agent(client, rid, trun) for rid, trun, _ in closed], FETCH_AT_ONCE
     )
@@ -174,7 +174,7 @@ async def check_runs(
         )
         for (rid, trun, build, is_open), history in zip(batch, histories, strict=True):
             verdict = await timeline.replay_history(history, client.data_converter, workflows)
-            agent = await _agent_of(client, history)
+            agent = await _agent_of(client, history.events[0])
             checked = RunCheck(rid, trun, is_open, build, agent, verdict)
             report.runs.append(checked)
             if progress is not None:
@@ -207,7 +207,8 @@ def history_files(paths: Sequence[Path]) -> list[Path]:
 
 def _holds_history(path: Path) -> bool:
     try:
-        return '"events"' in path.read_text()[:4096]
+        with path.open("rb") as file:
+            return b'"events"' in file.read(4096)  # a history's first key; not the whole file
     except OSError:
         return False
 
@@ -395,7 +396,7 @@ async def move(
     history = await handle.fetch_history()
     verdict = await timeline.replay_history(history, client.data_converter, workflows)
     checked = RunCheck(
-        run_id, described.run_id, True, now, await _agent_of(client, history), verdict
+        run_id, described.run_id, True, now, await _agent_of(client, history.events[0]), verdict
     )
     if not verdict.ok:
         raise ReleaseError(

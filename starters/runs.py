@@ -10,6 +10,7 @@ from datetime import timedelta
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
+from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import (
     Client,
     WorkflowExecutionStatus,
@@ -125,14 +126,20 @@ def _what_it_asks(request: RunRequest) -> tuple[Any, ...]:
 
 async def _started_with(client: Client, run_id: str) -> tuple[Any, ...] | None:
     """What the running execution of a run was started with (its first event's input)."""
-    async for event in client.get_workflow_handle(run_id).fetch_history_events():
-        started = event.workflow_execution_started_event_attributes
-        try:
-            [request] = await client.data_converter.decode(started.input.payloads, [RunRequest])
-        except Exception:
-            return None
-        return _what_it_asks(request) if isinstance(request, RunRequest) else None
+    async for event in client.get_workflow_handle(run_id).fetch_history_events(page_size=1):
+        request = await started_request(client, event)
+        return _what_it_asks(request) if request is not None else None
     return None
+
+
+async def started_request(client: Client, first_event: HistoryEvent) -> RunRequest | None:
+    """The request an agent run's first event carries (None if it is not one we can read)."""
+    started = first_event.workflow_execution_started_event_attributes
+    try:
+        [request] = await client.data_converter.decode(started.input.payloads, [RunRequest])
+    except Exception:
+        return None
+    return request if isinstance(request, RunRequest) else None
 
 
 def _initial_attributes() -> TypedSearchAttributes:
