@@ -120,7 +120,9 @@ class Views:
                 RunRow(
                     run_id=execution.id,
                     status=summary.status.value if summary else status,
-                    step=attributes.get(sa.STEP),
+                    # The live step where a worker answered; the attribute has the step
+                    # of the run's last change of status.
+                    step=summary.current_step if summary else attributes.get(sa.STEP),
                     waiting_for=attributes.get(sa.WAITING_FOR) or "",
                     started_at=execution.start_time,
                     summary=summary,

@@ -136,15 +136,23 @@ def print_state(console: Console, state: RunState) -> None:
         console.print(table)
 
 
+def listed_step(run: RunListing) -> str:
+    """The step a listing knows: a running run's is where it last changed status, so it
+    reads `N+` (its live step is in `agentctl show` and the Web UI's details)."""
+    if not run.step:
+        return ""
+    return f"{run.step}+" if run.status == "running" else str(run.step)
+
+
 def runs_table(listings: list[RunListing]) -> Table:
-    table = Table(title="runs")
+    table = Table(title="runs", caption="step N+: running on from step N")
     for column in ("run id", "status", "step", "waiting for", "temporal", "started"):
         table.add_column(column)
     for run in listings:
         table.add_row(
             run.run_id,
             run.status,
-            str(run.step or ""),
+            listed_step(run),
             run.waiting_for,
             run.temporal_status,
             run.started_at,

@@ -131,6 +131,10 @@ AGENT_RECORD_PATCH = "agent-recorded-at-start"
 # start, or during its local activity) or while an activity that finished anyway was in
 # flight was recorded and then lost, the run going on to its next wait.
 CANCEL_HOLDS_PATCH = "cancel-holds"
+# The step number is upserted only with a change of status or of what the run waits for:
+# an upsert is a billable action, and one every step cost a step one action more than raw
+# Temporal's. The live step is in the current details (the Web UI) and the queries.
+STEP_WITH_STATUS_PATCH = "step-published-with-status"
 PLAN_TOOLS: tuple[str, ...] = (SUBMIT_PLAN,)
 
 
@@ -159,6 +163,7 @@ class AgentWorkflow:
             if request.fork is not None:
                 self._start_as_fork(request.fork)
         self._published: tuple[str, int, str] | None = None
+        self._step_with_status: bool | None = None  # STEP_WITH_STATUS_PATCH, asked once
         self._story: asyncio.Task[str] | None = None
         # The sub-agent's run this run waits on now (pause, resume, cancel, budget reach it).
         self._active_child: str | None = None
@@ -1009,6 +1014,11 @@ class AgentWorkflow:
         """Keep the Web UI's current details and our search attributes in step with the state."""
         workflow.set_current_details(self.state.progress_line())
         wanted = (self.state.status.value, self.state.current_step or 0, self.state.waiting_for)
+        if self._step_with_status is None:
+            self._step_with_status = workflow.patched(STEP_WITH_STATUS_PATCH)
+        if self._step_with_status:
+            self._publish_with_status(*wanted)
+            return
         before = self._published
         if wanted == before:
             return
@@ -1022,6 +1032,23 @@ class AgentWorkflow:
             updates.append(sa.STEP.value_set(wanted[1]))
         if wanted[2] != waiting_for:
             updates.append(sa.WAITING_FOR.value_set(wanted[2]))
+        workflow.upsert_search_attributes(updates)
+
+    def _publish_with_status(self, status: str, step: int, waiting_for: str) -> None:
+        """Upsert only when the status or what the run waits for changed (what `list`, the
+        inbox and the Web UI filter on), with the step of that moment in the same upsert:
+        one action per change, none per step. Compared with the attributes the run has
+        (its start's included), so a run started as planning upserts nothing at first."""
+        now = workflow.info().typed_search_attributes
+        if status == now.get(sa.STATUS) and waiting_for == (now.get(sa.WAITING_FOR) or ""):
+            return
+        updates: list[SearchAttributeUpdate[Any]] = []
+        if status != now.get(sa.STATUS):
+            updates.append(sa.STATUS.value_set(status))
+        if waiting_for != (now.get(sa.WAITING_FOR) or ""):
+            updates.append(sa.WAITING_FOR.value_set(waiting_for))
+        if step != now.get(sa.STEP):
+            updates.append(sa.STEP.value_set(step))
         workflow.upsert_search_attributes(updates)
 
     # -- people: signals (fire and forget) ------------------------------------------------

@@ -6,6 +6,8 @@ from __future__ import annotations
 from temporalio.common import SearchAttributeKey
 
 STATUS = SearchAttributeKey.for_keyword("AgentStatus")
+# The step at the run's last change of status or of what it waits for: exact for a waiting
+# or closed run; a running run's live step is in its current details and queries.
 STEP = SearchAttributeKey.for_int("AgentStep")
 WAITING_FOR = SearchAttributeKey.for_keyword("AgentWaitingFor")
 

@@ -1,0 +1,26 @@
+"""`agentctl list` reads the step from a search attribute set on changes of status: exact
+for a waiting or closed run, a lower bound for a running one, and it says so."""
+
+from __future__ import annotations
+
+from starters.render import listed_step
+from starters.runs import RunListing
+
+
+def listing(status: str, step: int | None) -> RunListing:
+    return RunListing(
+        run_id="r",
+        status=status,
+        step=step,
+        waiting_for="",
+        temporal_status="running",
+        started_at="2026-12-04T00:00:00+00:00",
+    )
+
+
+def test_a_running_run_reads_from_its_step_on_and_others_exactly():
+    assert listed_step(listing("running", 3)) == "3+"
+    assert listed_step(listing("awaiting_approval", 3)) == "3"
+    assert listed_step(listing("completed", 7)) == "7"
+    assert listed_step(listing("planning", 0)) == ""
+    assert listed_step(listing("running", None)) == ""
