@@ -90,16 +90,22 @@ def build_worker(
             TranscriptActivities(stores.transcript).copy_transcript,
             PruneActivities(client, stores.db).prune_stored_runs,
         ],
-        # The fault hooks are shared with the sandbox: one module, seen inside and out.
-        workflow_runner=SandboxedWorkflowRunner(
-            restrictions=SandboxRestrictions.default.with_passthrough_modules("workflows.faults")
-        ),
+        workflow_runner=SandboxedWorkflowRunner(restrictions=sandbox_restrictions(settings)),
         graceful_shutdown_timeout=timedelta(seconds=settings.graceful_shutdown_seconds),
         deployment_config=versioning.deployment_config(settings),
         max_cached_workflows=settings.workflow_cache_size,
         # A dead worker's cached workflows move to another worker after this long.
         sticky_queue_schedule_to_start_timeout=timedelta(seconds=3),
     )
+
+
+def sandbox_restrictions(settings: Settings) -> SandboxRestrictions:
+    """The fault hooks are shared with the sandbox (one module, seen inside and out); with
+    a shared sandbox the agent workflow's module is too (worker/settings.py says why)."""
+    shared: tuple[str, ...] = ("workflows.faults",)
+    if settings.workflow_sandbox == "shared":
+        shared += (AgentWorkflow.__module__,)
+    return SandboxRestrictions.default.with_passthrough_modules(*shared)
 
 
 async def run_worker(settings: Settings) -> None:

@@ -8,18 +8,23 @@ from temporalio.api.enums.v1 import EventType, TaskQueueKind
 
 from starters import runs
 from tests.conftest import count_effects, run_id, wait_for_approval
-from worker.main import build_worker
+from worker.main import build_worker, sandbox_restrictions
+from workflows.agent import AgentWorkflow
 from workflows.contracts import Decision, RunRequest
 
 PAY = RunRequest(goal="pay the invoice", agent="invoice", label="pay-invoice")
 
 
-@pytest.mark.parametrize("cache_size", [0, 2])
+@pytest.mark.parametrize(("cache_size", "sandbox"), [(0, "shared"), (2, "strict"), (2, "shared")])
 async def test_runs_let_go_by_a_small_cache_resume_on_their_next_event(
-    dev_env, settings, cache_size
+    dev_env, settings, cache_size, sandbox
 ):
+    """With the workflow module shared by the cached runs (the default) or imported afresh
+    in each (Temporal's strict sandbox, which fails a non-deterministic call)."""
     client = dev_env.client
-    small = settings.model_copy(update={"workflow_cache_size": cache_size})
+    small = settings.model_copy(
+        update={"workflow_cache_size": cache_size, "workflow_sandbox": sandbox}
+    )
     rids = [run_id("cached") for _ in range(5)]
     async with build_worker(client, small):
         for rid in rids:  # each new run pushes an older one out of a cache of 2
@@ -43,3 +48,11 @@ async def went_sticky(client, rid: str) -> bool:
         for e in history.events
         if e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_SCHEDULED
     )
+
+
+def test_the_shared_sandbox_passes_the_workflow_module_through_and_strict_does_not(settings):
+    shared = sandbox_restrictions(settings.model_copy(update={"workflow_sandbox": "shared"}))
+    strict = sandbox_restrictions(settings.model_copy(update={"workflow_sandbox": "strict"}))
+    assert AgentWorkflow.__module__ in shared.passthrough_modules
+    assert AgentWorkflow.__module__ not in strict.passthrough_modules
+    assert "workflows.faults" in strict.passthrough_modules
