@@ -477,3 +477,11 @@ class PruneReport(StrictModel):
     kept_recent: int = 0
     rows_deleted: int = 0
     dry_run: bool = False
+
+
+# Finish the models that name types defined after them now, while this module is whole:
+# left to their first use, a worker sharing the agent workflow's module with its sandbox
+# (AGENT_WORKFLOW_SANDBOX=shared) would finish them inside the sandbox, where this module's
+# names are not the ones they were defined with, and fail to decode a run's input.
+RunRequest.model_rebuild()
+ForkSpec.model_rebuild()
