@@ -13,6 +13,7 @@ from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
+from bench.cpu import child_pid
 from infra.binaries import temporal_cli
 from infra.offline_model.embedded import free_port
 from infra.processes import stop
@@ -39,6 +40,14 @@ class Services:
     @property
     def address(self) -> str:
         return self.env.client.service_client.config.target_host
+
+    @property
+    def server_pid(self) -> int:
+        port = self.address.rpartition(":")[2]
+        pid = child_pid("temporal", port)
+        if pid is None:
+            raise RuntimeError(f"no dev server process of ours listens on port {port}")
+        return pid
 
     @property
     def model_url(self) -> str:

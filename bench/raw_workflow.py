@@ -27,3 +27,24 @@ class RawWorkflow:
             await workflow.execute_activity(raw_model, step, start_to_close_timeout=timeout)
             await workflow.execute_activity(raw_tool, step, start_to_close_timeout=timeout)
         return steps
+
+
+@workflow.defn(name="RawWaitingWorkflow")
+class RawWaitingWorkflow:
+    """The least a run waiting for a person can be: one flag, one signal, one query."""
+
+    def __init__(self) -> None:
+        self.approved = False
+
+    @workflow.run
+    async def run(self) -> bool:
+        await workflow.wait_condition(lambda: self.approved)
+        return self.approved
+
+    @workflow.signal
+    def approve(self) -> None:
+        self.approved = True
+
+    @workflow.query
+    def waiting(self) -> bool:
+        return not self.approved

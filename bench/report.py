@@ -6,6 +6,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from bench.cost_report import cost_lines, travel_lines, waiting_lines
+
 RESULTS_DIR = Path(__file__).parent / "results"
 SIZE_COLUMNS = (10, 50, 100, 200)
 COMPARE_AT = 200  # the run length where the issue sets the storage target
@@ -21,47 +23,65 @@ def write_results(rows: list[dict[str, Any]], meta: dict[str, Any], folder: Path
 
 
 def render(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
+    """The tables of what was measured; a phase left out (`--phases`) leaves its table out."""
     raw = next((r for r in rows if r["system"].startswith("raw") and "error" not in r), None)
+    lines = [
+        f"Side by side: {meta['machine']}, {meta['when']}; {meta['steps']} steps per run, "
+        "1 KB replies, one model and one tool activity per step.",
+        "",
+    ]
+    notes = [f"- {row['system']}: {row['error']}" for row in rows if "error" in row]
+    measured = [row for row in rows if "error" not in row]
+    if any("steps_per_s_1" in row for row in measured):
+        lines += _main_table(rows, raw, meta, notes)
+    lines += cost_lines(measured, raw)
+    lines += waiting_lines(measured)
+    lines += travel_lines(measured)
+    lines += ["", *_ours_lines(rows), *notes]
+    return "\n".join(lines) + "\n"
+
+
+def _main_table(
+    rows: list[dict[str, Any]], raw: dict[str, Any] | None, meta: dict[str, Any], notes: list[str]
+) -> list[str]:
     many = f"steps/s, {meta['concurrent']} runs"
     head = ["system", "steps/s, 1 run", many, "x raw (1 / many)"]
     head += [f"B/step @{n}" for n in SIZE_COLUMNS]
     head += ["fails at step", "peak RSS MB", "rebuild 500 steps"]
     lines = [
-        f"Side by side: {meta['machine']}, {meta['when']}; {meta['steps']} steps per run, "
-        "1 KB replies, one model and one tool activity per step.",
-        "",
         "| " + " | ".join(head) + " |",
         "|" + "|".join("---" for _ in head) + "|",
     ]
-    notes: list[str] = []
     for row in rows:
         if "error" in row:
             lines.append(f"| {row['system']} | " + " | ".join(["-"] * (len(head) - 1)) + " |")
-            notes.append(f"- {row['system']}: {row['error']}")
             continue
         lines.append("| " + " | ".join(_cells(row, raw)) + " |")
-        fail = row["fails_at"]
+        fail = row.get("fails_at", _NOT_TRIED)
         if fail["steps"] is not None:
             notes.append(
                 f"- {row['system']} failed after {fail['steps']} steps "
                 f"({fail['history_bytes'] / 1e6:.1f} MB of history): {fail['error']}"
             )
-    lines += ["", *_ours_lines(rows), *notes]
-    return "\n".join(lines) + "\n"
+    return lines
+
+
+_NOT_TRIED = {"steps": None, "tried": "-"}
+_NOT_REBUILT = {"seconds": None, "note": "-"}
 
 
 def _cells(row: dict[str, Any], raw: dict[str, Any] | None) -> list[str]:
-    sizes = {int(k): v for k, v in row["bytes_per_step"].items()}
+    sizes = {int(k): v for k, v in row.get("bytes_per_step", {}).items()}
     ratio = "-"
-    if raw is not None:
+    if raw is not None and "steps_per_s_1" in raw and "steps_per_s_1" in row:
         one = row["steps_per_s_1"] / raw["steps_per_s_1"]
         ratio = f"{one:.2f} / {row['steps_per_s_many'] / raw['steps_per_s_many']:.2f}"
-    fail = row["fails_at"]
-    rebuild = row["rebuild"]
+    fail = row.get("fails_at", _NOT_TRIED)
+    rebuild = row.get("rebuild", _NOT_REBUILT)
     return [
         row["system"],
-        f"{row['steps_per_s_1']:.1f}",
-        f"{row['steps_per_s_many']:.1f}",
+        f"{row['steps_per_s_1']:.1f}" if "steps_per_s_1" in row else "-",
+        f"{row['steps_per_s_many']:.1f}" if "steps_per_s_many" in row else "-",
         ratio,
         *(_size_cell(sizes, n, fail["steps"]) for n in SIZE_COLUMNS),
         str(fail["steps"]) if fail["steps"] is not None else f"none in {fail['tried']}",
@@ -78,7 +98,7 @@ def _size_cell(sizes: dict[int, float], steps: int, failed_at: int | None) -> st
 
 def _ours_lines(rows: list[dict[str, Any]]) -> list[str]:
     ours = next((r for r in rows if r["system"] == "durable-agents" and "error" not in r), None)
-    if ours is None:
+    if ours is None or "bytes_per_step" not in ours:
         return []
     sizes = {int(k): v for k, v in ours["bytes_per_step"].items()}
     chains = {int(k): v for k, v in ours.get("chain_runs", {}).items()}
@@ -92,6 +112,8 @@ def _ours_lines(rows: list[dict[str, Any]]) -> list[str]:
     ]
     for peer in rows:
         if peer is ours or "error" in peer or peer["system"].startswith("raw"):
+            continue
+        if "bytes_per_step" not in peer or "fails_at" not in peer:
             continue
         theirs = {int(k): v for k, v in peer["bytes_per_step"].items()}
         fail = peer["fails_at"]
@@ -121,12 +143,12 @@ def write_chart(rows: list[dict[str, Any]], folder: Path) -> Path | None:
         return None
     figure, axes = plt.subplots(figsize=(8, 5), dpi=120)
     for row in rows:
-        if "error" in row:
+        if "error" in row or "bytes_per_step" not in row:
             continue
         points = sorted((int(k), v * int(k)) for k, v in row["bytes_per_step"].items())
         line = axes.plot([p[0] for p in points], [p[1] for p in points], marker="o")[0]
         label = row["system"]
-        fail = row["fails_at"]
+        fail = row.get("fails_at", _NOT_TRIED)
         if fail["steps"] is not None:
             axes.plot([fail["steps"]], [fail["history_bytes"]], "x", color=line.get_color(), ms=10)
             label += f" (fails at step {fail['steps']})"

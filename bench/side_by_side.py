@@ -22,7 +22,7 @@ from typing import Any
 
 from bench.harness import Services, bench_services
 from bench.report import RESULTS_DIR, write_chart, write_results
-from bench.systems.common import RESULT_MARK
+from bench.systems.common import PHASES, RESULT_MARK
 
 
 @dataclass(frozen=True)
@@ -68,6 +68,10 @@ async def run_system(
         str(args.fail_steps),
         "--rebuild-steps",
         str(args.rebuild_steps),
+        "--server-pid",
+        str(services.server_pid),
+        "--phases",
+        args.phases,
         *(("--size-steps", args.size_steps) if args.size_steps else system.extra_args),
     ]
     env = {**os.environ, "BENCH_MODEL_URL": services.model_url}
@@ -112,6 +116,9 @@ def main() -> None:
     parser.add_argument("--fail-steps", type=int, default=400, help="how far to push for a failure")
     parser.add_argument("--rebuild-steps", type=int, default=500)
     parser.add_argument("--only", type=lambda s: s.split(","), default=[], help="e.g. raw,ours")
+    parser.add_argument(
+        "--phases", default=",".join(PHASES), help="what to measure (default: everything)"
+    )
     parser.add_argument("--results", type=Path, default=RESULTS_DIR)
     args = parser.parse_args()
     # Stopped by SIGTERM (a timeout, a CI runner): unwind like Ctrl-C, so the dev server,

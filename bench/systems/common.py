@@ -14,19 +14,28 @@ import json
 import resource
 import time
 import uuid
+from collections import Counter
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from temporalio.api.enums.v1 import EventType
+from temporalio.api.history.v1 import History
 from temporalio.client import Client, WorkflowFailureError
 
+from bench.actions import billable_actions
+from bench.cpu import own_cpu_seconds, own_rss_bytes, process_cpu_seconds
 from bench.harness import history_bytes
 from starters.timeline import fetch_chain
 
 SIZE_STEPS = (10, 50, 100, 200)
 RESULT_MARK = "BENCH-RESULT "
+# The cost per step: one run of 200 steps alone, then 20 runs of 100 at once.
+COST_RUNS = ((200, 1), (100, 20))
+PHASES = ("throughput", "cost", "sizes", "failure", "rebuild", "waiting", "travel")
+WAITING_RUNS = 500  # runs waiting for a person at once, each held in the worker's cache
+WARM_UP_RUNS = 20
 
 
 @dataclass
@@ -39,6 +48,8 @@ class Options:
     size_steps: tuple[int, ...] = SIZE_STEPS
     fail_steps: int = 400
     rebuild_steps: int = 500
+    server_pid: int | None = None  # the dev server's, for its CPU per step
+    phases: tuple[str, ...] = PHASES
 
     def scenario(self, steps: int) -> str:
         return f"loop?steps={steps}&reply_bytes={self.reply_bytes}"
@@ -59,6 +70,21 @@ class TemporalSystem(Protocol):
 
     async def rebuild(self, client: Client, workflow_id: str) -> int:
         """Rebuild every step's state of a finished run; how many states it rebuilt."""
+
+
+@runtime_checkable
+class WaitingSystem(Protocol):
+    """A system whose runs can wait for a person: what one waiting run costs the worker."""
+
+    async def start_waiting(self, client: Client, options: Options, workflow_id: str) -> None:
+        """Start a run and return once it waits (its first workflow tasks done)."""
+
+
+@runtime_checkable
+class TravellingSystem(Protocol):
+    """A system with time travel through a long run."""
+
+    async def travel(self, client: Client, measuring: Measuring) -> dict[str, Any]: ...
 
 
 class LoopPeer:
@@ -112,12 +138,23 @@ async def temporal_figures(name: str, system: TemporalSystem, options: Options) 
     client = await system.connect(options)
     measuring = Measuring(name, system, client, options)
     figures: dict[str, Any] = {"system": name}
+    wanted = set(options.phases)
     async with system.worker(client, options):
-        figures["steps_per_s_1"] = await measuring.throughput(1)
-        figures["steps_per_s_many"] = await measuring.throughput(options.concurrent)
-        figures["bytes_per_step"], figures["chain_runs"] = await measuring.sizes()
-        figures["fails_at"] = await measuring.failure()
-        figures["rebuild"] = await measuring.rebuild()
+        if "throughput" in wanted:
+            figures["steps_per_s_1"] = await measuring.throughput(1)
+            figures["steps_per_s_many"] = await measuring.throughput(options.concurrent)
+        if "cost" in wanted:
+            figures["cost"] = await measuring.cost()
+        if wanted & {"sizes", "failure", "rebuild"}:
+            figures["bytes_per_step"], figures["chain_runs"] = await measuring.sizes()
+        if "failure" in wanted:
+            figures["fails_at"] = await measuring.failure()
+        if "rebuild" in wanted:
+            figures["rebuild"] = await measuring.rebuild()
+        if "waiting" in wanted and isinstance(system, WaitingSystem):
+            figures["waiting"] = await measuring.waiting(system)
+        if "travel" in wanted and isinstance(system, TravellingSystem):
+            figures["travel"] = await system.travel(client, measuring)
     figures["peak_rss_mb"] = peak_rss_mb()
     return figures
 
@@ -155,6 +192,91 @@ class Measuring:
         per_second = await steps_per_second(one, runs, self.options.steps)
         log(self.name, f"{runs} run(s): {per_second:.1f} steps/s")
         return per_second
+
+    async def cost(self) -> dict[str, Any]:
+        """Per step, over one run of 200 steps and then 20 runs of 100 at once: billable
+        actions (bench/actions.py), history events and stored bytes, this process's CPU
+        (the worker; the client only starts runs and awaits them) and the dev server's."""
+        server = self.options.server_pid
+        started_cpu = own_cpu_seconds()
+        started_server = process_cpu_seconds(server) if server else 0.0
+        runs: list[tuple[str, int]] = []
+        for steps, count in COST_RUNS:
+            batch = [(new_id(self.name), steps) for _ in range(count)]
+            await asyncio.gather(
+                *(self.system.run(self.client, self.options, n, run_id) for run_id, n in batch)
+            )
+            runs += batch
+        worker_cpu = own_cpu_seconds() - started_cpu
+        server_cpu = process_cpu_seconds(server) - started_server if server else None
+        steps = sum(n for _, n in runs)
+        actions: Counter[str] = Counter()
+        event_bytes: Counter[str] = Counter()
+        events = size = 0
+        for run_id, _ in runs:
+            for _, history in await fetch_chain(self.client, run_id):
+                actions += billable_actions(history.events)
+                events += len(history.events)
+                size += History(events=history.events).ByteSize()
+                for event in history.events:
+                    kind = EventType.Name(event.event_type).removeprefix("EVENT_TYPE_")
+                    event_bytes[kind] += event.ByteSize()
+        figures = {
+            "steps": steps,
+            "runs": len(runs),
+            "actions": actions.total() / steps,
+            "actions_by_kind": {k: v / steps for k, v in actions.most_common()},
+            "events": events / steps,
+            "bytes": size / steps,
+            "bytes_by_event": {k: v / steps for k, v in event_bytes.most_common()},
+            "worker_cpu_ms": worker_cpu * 1000 / steps,
+            "server_cpu_ms": server_cpu * 1000 / steps if server_cpu is not None else None,
+        }
+        log(
+            self.name,
+            f"cost over {steps} steps: {figures['actions']:.3f} actions, "
+            f"{figures['events']:.2f} events, {figures['bytes']:,.0f} B, "
+            f"worker {figures['worker_cpu_ms']:.2f} CPU-ms, server "
+            + (f"{figures['server_cpu_ms']:.2f} CPU-ms" if server_cpu is not None else "-")
+            + " per step",
+        )
+        return figures
+
+    async def waiting(self, system: WaitingSystem) -> dict[str, Any]:
+        """Resident memory the worker grows by per run waiting in its cache, over 500 runs
+        started after 20 that warm the code paths up; all are terminated after."""
+
+        async def start(count: int) -> list[str]:
+            ids = [new_id(f"{self.name}-wait") for _ in range(count)]
+            for at in range(0, count, 50):  # 50 at a time: the server is not flooded
+                await asyncio.gather(
+                    *(system.start_waiting(self.client, self.options, i) for i in ids[at : at + 50])
+                )
+            return ids
+
+        warm = await start(WARM_UP_RUNS)
+        before = own_rss_bytes()
+        measured = await start(WAITING_RUNS)
+        after = own_rss_bytes()
+        for at in range(0, len(warm + measured), 50):
+            await asyncio.gather(
+                *(
+                    self.client.get_workflow_handle(i).terminate("benchmark done")
+                    for i in (warm + measured)[at : at + 50]
+                )
+            )
+        figures = {
+            "runs": WAITING_RUNS,
+            "kb_per_run": (after - before) / WAITING_RUNS / 1024,
+            "rss_before_mb": before / 2**20,
+            "rss_after_mb": after / 2**20,
+        }
+        log(
+            self.name,
+            f"{WAITING_RUNS} runs waiting: {figures['rss_before_mb']:.0f} -> "
+            f"{figures['rss_after_mb']:.0f} MB, {figures['kb_per_run']:.0f} KB per run",
+        )
+        return figures
 
     async def sizes(self) -> tuple[dict[int, float], dict[int, int]]:
         """History bytes per step by run length (and the runs in its continue-as-new
@@ -219,6 +341,8 @@ def parse_options(description: str) -> Options:
     parser.add_argument("--size-steps", default=",".join(map(str, SIZE_STEPS)))
     parser.add_argument("--fail-steps", type=int, default=400)
     parser.add_argument("--rebuild-steps", type=int, default=500)
+    parser.add_argument("--server-pid", type=int, help="the dev server's, for its CPU")
+    parser.add_argument("--phases", default=",".join(PHASES))
     args = parser.parse_args()
     return Options(
         address=args.address,
@@ -228,6 +352,8 @@ def parse_options(description: str) -> Options:
         size_steps=tuple(int(n) for n in args.size_steps.split(",")),
         fail_steps=args.fail_steps,
         rebuild_steps=args.rebuild_steps,
+        server_pid=args.server_pid,
+        phases=tuple(args.phases.split(",")),
     )
 
 

@@ -3,6 +3,7 @@ the worker, stores and client of the real thing."""
 
 from __future__ import annotations
 
+import asyncio
 import tempfile
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -20,6 +21,7 @@ from worker.client import connect
 from worker.main import build_worker
 from worker.settings import Settings
 from workflows.contracts import RunRequest
+from workflows.state import RunStatus
 
 
 class Ours:
@@ -53,6 +55,17 @@ class Ours:
         outcome = await runs.wait_for_outcome(client, run.run_id)
         if outcome["status"] != "completed":
             raise RuntimeError(f"run {run.run_id} ended {outcome}")
+
+    async def start_waiting(self, client: Client, options: Options, workflow_id: str) -> None:
+        """A pay-invoice run, waiting for a person to approve the payment."""
+        assert self.settings is not None, "runs need the worker started"
+        request = RunRequest(goal="Pay INV-1001", scenario="pay-invoice")
+        run = await runs.start_run(client, self.settings, request, run_id=workflow_id)
+        for _ in range(400):
+            if (await runs.get_summary(client, run.run_id)).status == RunStatus.AWAITING_APPROVAL:
+                return
+            await asyncio.sleep(0.05)
+        raise RuntimeError(f"run {run.run_id} did not come to wait for approval within 20 s")
 
     rebuilds = True
 

@@ -10,7 +10,7 @@ from typing import Any
 from temporalio.client import Client
 from temporalio.worker import Worker
 
-from bench.raw_workflow import RawWorkflow, raw_model, raw_tool
+from bench.raw_workflow import RawWaitingWorkflow, RawWorkflow, raw_model, raw_tool
 from bench.systems.common import Options, parse_options, report, run_figures
 
 QUEUE = "bench-raw"
@@ -23,12 +23,21 @@ class Raw:
     @asynccontextmanager
     async def worker(self, client: Client, options: Options) -> AsyncIterator[Any]:
         async with Worker(
-            client, task_queue=QUEUE, workflows=[RawWorkflow], activities=[raw_model, raw_tool]
+            client,
+            task_queue=QUEUE,
+            workflows=[RawWorkflow, RawWaitingWorkflow],
+            activities=[raw_model, raw_tool],
         ) as worker:
             yield worker
 
     async def run(self, client: Client, options: Options, steps: int, workflow_id: str) -> None:
         await client.execute_workflow(RawWorkflow.run, steps, id=workflow_id, task_queue=QUEUE)
+
+    async def start_waiting(self, client: Client, options: Options, workflow_id: str) -> None:
+        handle = await client.start_workflow(
+            RawWaitingWorkflow.run, id=workflow_id, task_queue=QUEUE
+        )
+        await handle.query(RawWaitingWorkflow.waiting)  # answered once its first task ran
 
     rebuilds = False
 

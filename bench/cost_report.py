@@ -1,0 +1,117 @@
+"""The cost-per-step, waiting and time-travel tables of `make bench`, with the targets
+issue 18 set, each figure beside raw Temporal doing the same activities."""
+
+from __future__ import annotations
+
+from typing import Any
+
+OURS = "durable-agents"
+# (figure, header, format, target as (kind, bound)): "plus" is raw's + bound, "times" raw's x.
+COST_COLUMNS: tuple[tuple[str, str, str, tuple[str, float]], ...] = (
+    ("actions", "billable actions", "{:.3f}", ("plus", 0.05)),
+    ("events", "history events", "{:.2f}", ("times", 0.0)),
+    ("bytes", "stored bytes", "{:,.0f}", ("times", 1.6)),
+    ("worker_cpu_ms", "worker CPU-ms", "{:.2f}", ("times", 1.3)),
+    ("server_cpu_ms", "dev server CPU-ms", "{:.2f}", ("times", 1.3)),
+)
+WAITING_TARGET_KB = 100
+REBUILD_TARGET_S = 2.0
+STEP_TARGET_S = 3.0
+
+
+def cost_lines(rows: list[dict[str, Any]], raw: dict[str, Any] | None) -> list[str]:
+    """Per step, each system beside raw's figure and its ratio to it; then ours' verdicts."""
+    costed = [row for row in rows if row.get("cost")]
+    if not costed:
+        return []
+    first = costed[0]["cost"]
+    head = ["system"] + [f"{title} (x raw)" for _, title, _, _ in COST_COLUMNS]
+    lines = [
+        "",
+        f"Cost per step, {first['steps']:,} steps over {first['runs']} runs "
+        "(one of 200 steps alone, then 20 of 100 at once):",
+        "",
+        "| " + " | ".join(head) + " |",
+        "|" + "|".join("---" for _ in head) + "|",
+    ]
+    base = raw.get("cost") if raw else None
+    for row in costed:
+        cells = [row["system"]]
+        for key, _, form, _ in COST_COLUMNS:
+            value = row["cost"].get(key)
+            cells.append(
+                "-" if value is None else form.format(value) + _ratio(value, base and base[key])
+            )
+        lines.append("| " + " | ".join(cells) + " |")
+    ours = next((row["cost"] for row in costed if row["system"] == OURS), None)
+    if ours and base:
+        lines += ["", *verdicts(ours, base)]
+        top = ", ".join(f"{k} {v:.2f}" for k, v in ours["actions_by_kind"].items())
+        lines.append(f"- {OURS} actions per step by kind: {top}")
+        events = sorted(ours["bytes_by_event"].items(), key=lambda kv: -kv[1])[:4]
+        lines.append(
+            f"- {OURS} bytes per step by event: "
+            + ", ".join(f"{k.lower()} {v:,.0f}" for k, v in events)
+        )
+    return lines
+
+
+def verdicts(ours: dict[str, Any], raw: dict[str, Any]) -> list[str]:
+    """One line per target: met or not, with the figures it compares."""
+    lines = []
+    for key, title, form, (kind, bound) in COST_COLUMNS:
+        if bound == 0.0 or ours.get(key) is None or raw.get(key) is None:
+            continue
+        limit = raw[key] + bound if kind == "plus" else raw[key] * bound
+        rule = f"raw's + {bound}" if kind == "plus" else f"{bound}x raw's"
+        verdict = "met" if ours[key] <= limit else "NOT met"
+        lines.append(
+            f"- target {title} <= {rule} ({form.format(limit)}): {verdict}, "
+            f"{form.format(ours[key])}"
+        )
+    return lines
+
+
+def _ratio(value: float, base: float | None) -> str:
+    return f" ({value / base:.2f}x)" if base else ""
+
+
+def waiting_lines(rows: list[dict[str, Any]]) -> list[str]:
+    waiting = [row for row in rows if row.get("waiting")]
+    if not waiting:
+        return []
+    lines = ["", f"Worker memory per run waiting in its cache (target <= {WAITING_TARGET_KB} KB):"]
+    for row in waiting:
+        figures = row["waiting"]
+        lines.append(
+            f"- {row['system']}: {figures['kb_per_run']:.0f} KB per run, "
+            f"{figures['runs']} runs took the worker from {figures['rss_before_mb']:.0f} "
+            f"to {figures['rss_after_mb']:.0f} MB"
+        )
+    return lines
+
+
+def travel_lines(rows: list[dict[str, Any]]) -> list[str]:
+    ours = next((row for row in rows if row["system"] == OURS and row.get("travel")), None)
+    if ours is None:
+        return []
+    travel = ours["travel"]
+    lines = ["", "Time travel (durable-agents):"]
+    rebuild = travel.get("rebuild_seconds")
+    if rebuild is not None:
+        verdict = "met" if rebuild <= REBUILD_TARGET_S else "NOT met"
+        lines.append(
+            f"- every state of a {travel['rebuild_steps']}-step run rebuilt in {rebuild:.2f} s "
+            f"(target <= {REBUILD_TARGET_S:.0f} s: {verdict})"
+        )
+    at_step = travel.get("step_seconds", {})
+    if at_step:
+        worst = max(at_step.values())
+        verdict = "met" if worst <= STEP_TARGET_S else "NOT met"
+        lines.append(
+            f"- `agentctl history RUN --step K` on a {travel['chain_steps']:,}-step chain of "
+            f"{travel['chain_runs']} runs: "
+            + ", ".join(f"K={k} {s:.2f} s" for k, s in at_step.items())
+            + f" (target <= {STEP_TARGET_S:.0f} s for any K: {verdict})"
+        )
+    return lines
