@@ -53,15 +53,19 @@ def outcomes(settings: Settings, store_key: str, moments: list[Moment]) -> dict[
 @run_async
 async def history(
     run_id: RunIdArgument,
-    step: Annotated[int | None, typer.Option(help="The whole state as of step K.")] = None,
-    diff: Annotated[int | None, typer.Option(help="What changed from step K-1 to K.")] = None,
+    step: Annotated[int | None, typer.Option(help="The whole state as of step K.", min=1)] = None,
+    diff: Annotated[
+        int | None, typer.Option(help="What changed from step K-1 to K.", min=1)
+    ] = None,
     as_json: JsonOption = False,
 ) -> None:
     """A run's timeline, rebuilt by replaying its history through the workflow code."""
     if step is not None and diff is not None:
         raise fail("give --step or --diff, not both")
     settings = load_settings()
-    found = await timeline.rebuild(await connect(settings), run_id)
+    # A step or a diff replays only the runs of the chain that hold it.
+    only = {step} if step is not None else {diff - 1, diff} - {0} if diff is not None else None
+    found = await timeline.rebuild(await connect(settings), run_id, only)
     if step is not None:
         state = found.at(step).state
         if as_json:

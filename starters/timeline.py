@@ -6,13 +6,14 @@ from __future__ import annotations
 import json
 import re
 import uuid
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from temporalio.api.common.v1 import WorkflowExecution
 from temporalio.api.enums.v1 import EventType
+from temporalio.api.history.v1 import HistoryEvent
 from temporalio.api.workflowservice.v1 import ResetWorkflowExecutionRequest
 from temporalio.client import Client, WorkflowHistory
 from temporalio.contrib.pydantic import pydantic_data_converter
@@ -22,12 +23,13 @@ from temporalio.worker import Replayer
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 from starters.agents import local_agents
-from starters.runs import RunError, StartedRun, start_run
+from starters.runs import RunError, StartedRun, start_run, started_request
 from worker.settings import Settings
 from workflows import timeline
 from workflows.agent import AgentWorkflow
 from workflows.agents import AgentRegistry, serve_for_replay
 from workflows.contracts import ForkSpec, RunRequest, StatePatch
+from workflows.state import unpack_state
 from workflows.timeline import Moment
 
 # The workflow code installed here: what a replay checks a history against.
@@ -56,13 +58,16 @@ def replayer(
 @dataclass(frozen=True)
 class Timeline:
     run_id: str
-    chain: list[tuple[str, WorkflowHistory]]  # (Temporal run id, its history), oldest first
+    # (Temporal run id, its history), oldest first: every run of the continue-as-new chain,
+    # or only those replayed for the moments asked for (`rebuild(only=...)`).
+    chain: list[tuple[str, WorkflowHistory]]
     moments: list[Moment]
+    current_run: str  # the chain's last run, where the workflow is now
 
     @property
     def history(self) -> WorkflowHistory:
         """The history of the run now current (the last of a continue-as-new chain)."""
-        return self.chain[-1][1]
+        return next(history for run, history in self.chain if run == self.current_run)
 
     def history_of(self, moment: Moment) -> WorkflowHistory:
         return next(history for run, history in self.chain if run == moment.run_id)
@@ -70,11 +75,21 @@ class Timeline:
     def at(self, index: int) -> Moment:
         if not self.moments:
             raise RunError(f"run {self.run_id} has no moments yet")
-        last = self.moments[-1].index
         for moment in self.moments:
             if moment.index == index:
                 return moment
-        raise RunError(f"run {self.run_id} has moments 1 to {last}; there is no step {index}")
+        if self.chain[-1][0] != self.current_run:  # only earlier runs replayed
+            raise RunError(f"run {self.run_id} has no step {index}")
+        first, last = self.moments[0].index, self.moments[-1].index
+        raise RunError(f"run {self.run_id} has steps {first} to {last}; there is no step {index}")
+
+
+@dataclass(frozen=True)
+class ChainRun:
+    """One run of a continue-as-new chain, read from its first event alone."""
+
+    run: str  # the Temporal run id
+    after_moment: int  # the moment the run resumed after: it holds the moments past it
 
 
 async def fetch_history(client: Client, run_id: str) -> WorkflowHistory:
@@ -84,26 +99,66 @@ async def fetch_history(client: Client, run_id: str) -> WorkflowHistory:
         raise RunError(f"cannot read the history of {run_id}: {err.message}") from None
 
 
-async def fetch_chain(client: Client, run_id: str) -> list[tuple[str, WorkflowHistory]]:
-    """Every run of a continue-as-new chain, oldest first, each with its history. Walked
+async def chain_runs(client: Client, run_id: str) -> list[ChainRun]:
+    """The runs of a continue-as-new chain, oldest first, from one event of each: walked
     back from the current run, so a chain whose current run came from a reset holds."""
     try:
         current: str | None = (await client.get_workflow_handle(run_id).describe()).run_id
     except RPCError as err:
         raise RunError(f"cannot read the history of {run_id}: {err.message}") from None
-    chain: list[tuple[str, WorkflowHistory]] = []
+    chain: list[ChainRun] = []
     while current:
-        history = await client.get_workflow_handle(run_id, run_id=current).fetch_history()
-        chain.insert(0, (current, history))
-        started = history.events[0].workflow_execution_started_event_attributes
+        handle = client.get_workflow_handle(run_id, run_id=current)
+        first = await anext(aiter(handle.fetch_history_events(page_size=1)))
+        chain.insert(0, ChainRun(current, await _resumed_after(client, first)))
+        started = first.workflow_execution_started_event_attributes
         current = started.continued_execution_run_id or None
     return chain
 
 
-async def rebuild(client: Client, run_id: str) -> Timeline:
-    """Every moment of the run, across its continue-as-new chain, replayed from the
-    histories through the current code."""
-    chain = await fetch_chain(client, run_id)
+async def _resumed_after(client: Client, first: HistoryEvent) -> int:
+    """The last moment before a run began: its carried state's, 0 for a chain's first."""
+    started = first.workflow_execution_started_event_attributes
+    if not started.continued_execution_run_id:
+        return 0
+    request = await started_request(client, first)
+    if request is None or not request.resumes:
+        return 0
+    if request.resume_state_packed is not None:
+        return unpack_state(request.resume_state_packed).moment
+    return int((request.resume_state or {}).get("moment", 0))
+
+
+def holding(chain: list[ChainRun], indexes: Collection[int]) -> list[ChainRun]:
+    """The runs of the chain that hold these moments: the last run that resumed before
+    each (a moment past the end is looked for in the current run)."""
+    wanted = {
+        next(run for run in reversed(chain) if run.after_moment < index or run is chain[0])
+        for index in indexes
+    }
+    return [run for run in chain if run in wanted]
+
+
+async def fetch_chain(client: Client, run_id: str) -> list[tuple[str, WorkflowHistory]]:
+    """Every run of a continue-as-new chain, oldest first, each with its history."""
+    return [
+        (run.run, await _fetch_run(client, run_id, run.run))
+        for run in await chain_runs(client, run_id)
+    ]
+
+
+async def _fetch_run(client: Client, run_id: str, temporal_run: str) -> WorkflowHistory:
+    return await client.get_workflow_handle(run_id, run_id=temporal_run).fetch_history()
+
+
+async def rebuild(client: Client, run_id: str, only: Collection[int] | None = None) -> Timeline:
+    """The moments of the run, replayed from the histories through the current code: of
+    every run of its continue-as-new chain, or with `only`, of just the runs that hold
+    those moments, each from the state it started with (time travel to a step of a long
+    chain replays one run, not the chain)."""
+    runs = await chain_runs(client, run_id)
+    picked = runs if only is None else holding(runs, only)
+    chain = [(run.run, await _fetch_run(client, run_id, run.run)) for run in picked]
     with timeline.recording(run_id, [temporal_run for temporal_run, _ in chain]) as recorded:
         for temporal_run, history in chain:
             result = await replayer(client.data_converter).replay_workflow(
@@ -111,7 +166,8 @@ async def rebuild(client: Client, run_id: str) -> Timeline:
             )
             if result.replay_failure is not None:
                 raise RunError(f"cannot replay {run_id} ({temporal_run}): {result.replay_failure}")
-    return Timeline(run_id, chain, [recorded[i] for i in sorted(recorded)])
+    moments = [recorded[i] for i in sorted(recorded)]
+    return Timeline(run_id, chain, moments, current_run=runs[-1].run)
 
 
 def flatten(value: Any, path: str = "") -> dict[str, Any]:
@@ -150,7 +206,7 @@ async def fork(
     new_id: str | None = None,
 ) -> StartedRun:
     """A new run from the state at a moment: the phase in progress there starts over."""
-    moment = (await rebuild(client, run_id)).at(moment_index)
+    moment = (await rebuild(client, run_id, only={moment_index})).at(moment_index)
     state = moment.state
     if edit is not None:
         error = state.forked("check", run_id, moment.at).patch_error(edit)
@@ -179,7 +235,7 @@ def reset_point(found: Timeline, moment: Moment) -> int:
     afresh); any other moment by keeping its task and redoing the next one, in which
     whatever came next (a decision, say) is applied again.
     """
-    if moment.run_id != found.chain[-1][0]:
+    if moment.run_id != found.current_run:
         raise RunError(
             f"step {moment.index} is in an earlier run of {found.run_id}'s continue-as-new "
             "chain; Temporal resets only the current one: fork from that step instead"
@@ -199,7 +255,7 @@ def reset_point(found: Timeline, moment: Moment) -> int:
 async def rewind(client: Client, run_id: str, moment_index: int, by: str) -> str:
     """Go back to a moment in the same run (Temporal's reset); returns the new execution's
     id. Tool calls after it run again under the same keys, so the ledger answers them."""
-    found = await rebuild(client, run_id)
+    found = await rebuild(client, run_id, only={moment_index})
     finish = reset_point(found, found.at(moment_index))
     try:
         response = await client.workflow_service.reset_workflow_execution(

@@ -215,6 +215,17 @@ async def test_a_long_run_continues_as_new_and_its_timeline_spans_the_chain(dev_
     assert [m.index for m in found.moments] == list(range(1, state.moment + 1))
     assert comparable(found.moments[-1].state) == comparable(state)
     assert sum(m.kind == "continued as new" for m in found.moments) == state.chain - 1
+    # A step replays only the run of the chain that holds it, from the state it began with:
+    # each side of every continue-as-new and the last step, each equal to the full rebuild.
+    ends = [m.index for m in found.moments if m.kind == "continued as new"]
+    for index in sorted({1, *ends, *(e + 1 for e in ends), state.moment}):
+        one = await timeline.rebuild(client, rid, only={index})
+        moment = found.at(index)
+        assert [run for run, _ in one.chain] == [moment.run_id]
+        assert comparable(one.at(index).state) == comparable(moment.state)
+        assert one.at(index).history_length == moment.history_length
+    with pytest.raises(runs.RunError, match=f"has steps .* there is no step {state.moment + 1}"):
+        (await timeline.rebuild(client, rid, only={state.moment + 1})).at(state.moment + 1)
     # Fork from a step in the first run of the chain.
     early = next(m for m in found.moments if m.kind == "tool" and m.run_id == found.chain[0][0])
     with pytest.raises(runs.RunError, match="earlier run"):

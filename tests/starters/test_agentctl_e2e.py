@@ -283,8 +283,10 @@ def test_time_travel_from_the_command_line(stack, tmp_path):
     assert beyond.returncode == 1
     assert (
         beyond.stderr.strip()
-        == f"error: run tt-1 has moments 1 to {len(moments)}; there is no step 999"
+        == f"error: run tt-1 has steps 1 to {len(moments)}; there is no step 999"
     )
+    nothing = stack("history", "tt-1", "--step", "0", check=False)
+    assert nothing.returncode == 2 and "Invalid value for '--step'" in nothing.stderr
 
 
 def test_an_encrypted_stack_runs_the_demo_and_the_web_ui_decodes(stack):
