@@ -29,7 +29,7 @@ def cost_lines(rows: list[dict[str, Any]], raw: dict[str, Any] | None) -> list[s
     lines = [
         "",
         f"Cost per step, {first['steps']:,} steps over {first['runs']} runs "
-        "(one of 200 steps alone, then 20 of 100 at once):",
+        f"({_batches(first.get('batches', []))}):",
         "",
         "| " + " | ".join(head) + " |",
         "|" + "|".join("---" for _ in head) + "|",
@@ -54,6 +54,15 @@ def cost_lines(rows: list[dict[str, Any]], raw: dict[str, Any] | None) -> list[s
             + ", ".join(f"{k.lower()} {v:,.0f}" for k, v in events)
         )
     return lines
+
+
+def _batches(batches: list[list[int]]) -> str:
+    """[[200, 1], [100, 20]] -> 'one of 200 steps alone, then 20 of 100 at once'."""
+    said = [
+        f"one of {steps} steps alone" if count == 1 else f"{count} of {steps} at once"
+        for steps, count in batches
+    ]
+    return ", then ".join(said) or "as run"
 
 
 def verdicts(ours: dict[str, Any], raw: dict[str, Any]) -> list[str]:

@@ -47,7 +47,7 @@ def _main_table(
     many = f"steps/s, {meta['concurrent']} runs"
     head = ["system", "steps/s, 1 run", many, "x raw (1 / many)"]
     head += [f"B/step @{n}" for n in SIZE_COLUMNS]
-    head += ["fails at step", "peak RSS MB", "rebuild 500 steps"]
+    head += ["fails at step", "peak RSS MB", f"rebuild {meta.get('rebuild_steps', 500)} steps"]
     lines = [
         "| " + " | ".join(head) + " |",
         "|" + "|".join("---" for _ in head) + "|",

@@ -22,7 +22,7 @@ from typing import Any
 
 from bench.harness import Services, bench_services
 from bench.report import RESULTS_DIR, write_chart, write_results
-from bench.systems.common import PHASES, RESULT_MARK
+from bench.systems.common import RESULT_MARK, SCALE_ARGUMENTS, add_scale_arguments, cost_runs
 
 
 @dataclass(frozen=True)
@@ -47,6 +47,14 @@ SYSTEMS = (
 )
 
 
+def scale_arguments(args: argparse.Namespace) -> list[str]:
+    """The orchestrator's knobs, passed on to a system's process as they were given."""
+    passed = []
+    for flag, _, _ in SCALE_ARGUMENTS:
+        passed += [flag, str(getattr(args, flag.removeprefix("--").replace("-", "_")))]
+    return passed
+
+
 async def run_system(
     system: System, services: Services, args: argparse.Namespace
 ) -> dict[str, Any]:
@@ -60,18 +68,9 @@ async def run_system(
         services.address,
         "--model-url",
         services.model_url,
-        "--steps",
-        str(args.steps),
-        "--concurrent",
-        str(args.concurrent),
-        "--fail-steps",
-        str(args.fail_steps),
-        "--rebuild-steps",
-        str(args.rebuild_steps),
         "--server-pid",
         str(services.server_pid),
-        "--phases",
-        args.phases,
+        *scale_arguments(args),
         *(("--size-steps", args.size_steps) if args.size_steps else system.extra_args),
     ]
     env = {**os.environ, "BENCH_MODEL_URL": services.model_url}
@@ -110,17 +109,15 @@ async def measure(args: argparse.Namespace) -> list[dict[str, Any]]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--steps", type=int, default=100, help="steps per run for steps/s")
-    parser.add_argument("--concurrent", type=int, default=20)
+    add_scale_arguments(parser)
     parser.add_argument("--size-steps", help="run lengths for bytes/step (default 10,50,100,200)")
-    parser.add_argument("--fail-steps", type=int, default=400, help="how far to push for a failure")
-    parser.add_argument("--rebuild-steps", type=int, default=500)
     parser.add_argument("--only", type=lambda s: s.split(","), default=[], help="e.g. raw,ours")
-    parser.add_argument(
-        "--phases", default=",".join(PHASES), help="what to measure (default: everything)"
-    )
     parser.add_argument("--results", type=Path, default=RESULTS_DIR)
     args = parser.parse_args()
+    try:
+        cost_runs(args.cost_runs)  # a malformed value stops here, not in every system
+    except argparse.ArgumentTypeError as err:
+        parser.error(str(err))
     # Stopped by SIGTERM (a timeout, a CI runner): unwind like Ctrl-C, so the dev server,
     # the offline model and the system running are stopped, not left behind.
     signal.signal(signal.SIGTERM, lambda *_: signal.raise_signal(signal.SIGINT))
@@ -135,6 +132,7 @@ def main() -> None:
         ),
         "steps": args.steps,
         "concurrent": args.concurrent,
+        "rebuild_steps": args.rebuild_steps,
     }
     table = write_results(rows, meta, args.results)
     print(table)

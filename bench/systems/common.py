@@ -32,10 +32,11 @@ from starters.timeline import fetch_chain
 SIZE_STEPS = (10, 50, 100, 200)
 RESULT_MARK = "BENCH-RESULT "
 # The cost per step: one run of 200 steps alone, then 20 runs of 100 at once.
-COST_RUNS = ((200, 1), (100, 20))
+COST_RUNS = "200x1,100x20"
 PHASES = ("throughput", "cost", "sizes", "failure", "rebuild", "waiting", "travel")
 WAITING_RUNS = 500  # runs waiting for a person at once, each held in the worker's cache
 WARM_UP_RUNS = 20
+TRAVEL_STEPS = 2000  # the continue-as-new chain `history --step K` is timed on
 
 
 @dataclass
@@ -50,6 +51,9 @@ class Options:
     rebuild_steps: int = 500
     server_pid: int | None = None  # the dev server's, for its CPU per step
     phases: tuple[str, ...] = PHASES
+    cost_runs: tuple[tuple[int, int], ...] = ((200, 1), (100, 20))  # (steps, runs at once)
+    waiting_runs: int = WAITING_RUNS
+    travel_steps: int = TRAVEL_STEPS
 
     def scenario(self, steps: int) -> str:
         return f"loop?steps={steps}&reply_bytes={self.reply_bytes}"
@@ -201,7 +205,7 @@ class Measuring:
         started_cpu = own_cpu_seconds()
         started_server = process_cpu_seconds(server) if server else 0.0
         runs: list[tuple[str, int]] = []
-        for steps, count in COST_RUNS:
+        for steps, count in self.options.cost_runs:
             batch = [(new_id(self.name), steps) for _ in range(count)]
             await asyncio.gather(
                 *(self.system.run(self.client, self.options, n, run_id) for run_id, n in batch)
@@ -224,6 +228,7 @@ class Measuring:
         figures = {
             "steps": steps,
             "runs": len(runs),
+            "batches": self.options.cost_runs,
             "actions": actions.total() / steps,
             "actions_by_kind": {k: v / steps for k, v in actions.most_common()},
             "events": events / steps,
@@ -244,7 +249,8 @@ class Measuring:
 
     async def waiting(self, system: WaitingSystem) -> dict[str, Any]:
         """Resident memory the worker grows by per run waiting in its cache, over 500 runs
-        started after 20 that warm the code paths up; all are terminated after."""
+        (--waiting-runs) started after up to 20 that warm the code paths up; all are
+        terminated after."""
 
         async def start(count: int) -> list[str]:
             ids = [new_id(f"{self.name}-wait") for _ in range(count)]
@@ -254,9 +260,10 @@ class Measuring:
                 )
             return ids
 
-        warm = await start(WARM_UP_RUNS)
+        count = self.options.waiting_runs
+        warm = await start(min(WARM_UP_RUNS, count))
         before = own_rss_bytes()
-        measured = await start(WAITING_RUNS)
+        measured = await start(count)
         after = own_rss_bytes()
         for at in range(0, len(warm + measured), 50):
             await asyncio.gather(
@@ -266,14 +273,14 @@ class Measuring:
                 )
             )
         figures = {
-            "runs": WAITING_RUNS,
-            "kb_per_run": (after - before) / WAITING_RUNS / 1024,
+            "runs": count,
+            "kb_per_run": (after - before) / count / 1024,
             "rss_before_mb": before / 2**20,
             "rss_after_mb": after / 2**20,
         }
         log(
             self.name,
-            f"{WAITING_RUNS} runs waiting: {figures['rss_before_mb']:.0f} -> "
+            f"{count} runs waiting: {figures['rss_before_mb']:.0f} -> "
             f"{figures['rss_after_mb']:.0f} MB, {figures['kb_per_run']:.0f} KB per run",
         )
         return figures
@@ -312,6 +319,16 @@ class Measuring:
         log(self.name, f"failed after {steps} steps ({size:,} B of history): {text}")
         return {"steps": steps, "error": text, "history_bytes": size}
 
+    async def finished_run(self, steps: int) -> str:
+        """The workflow id of a completed run of this many steps: one the sizes phase ran,
+        else a new one."""
+        run = self.finished.get(steps)
+        if run is None or run.error is not None:
+            run = self.finished[steps] = await self._run(steps)
+        if run.error is not None:
+            raise RuntimeError(f"no {steps}-step run: {failure_text(run.error)}")
+        return run.workflow_id
+
     async def rebuild(self) -> dict[str, Any]:
         steps = self.options.rebuild_steps
         if not self.system.rebuilds:
@@ -332,17 +349,45 @@ def log(name: str, text: str) -> None:
     print(f"  [{name}] {text}", flush=True)
 
 
+# The knobs the orchestrator passes on to every system, as (flag, default, help).
+SCALE_ARGUMENTS: tuple[tuple[str, Any, str], ...] = (
+    ("--steps", 100, "steps per run for steps/s"),
+    ("--concurrent", 20, "runs at once for steps/s"),
+    ("--fail-steps", 400, "how far to push for a failure"),
+    ("--rebuild-steps", 500, "the run whose every state is rebuilt"),
+    ("--phases", ",".join(PHASES), "what to measure (default: everything)"),
+    ("--cost-runs", COST_RUNS, "STEPSxRUNS,...: the runs the cost per step is taken over"),
+    ("--waiting-runs", WAITING_RUNS, "runs left waiting for a person, for memory per run"),
+    ("--travel-steps", TRAVEL_STEPS, "the continue-as-new chain `history --step` is timed on"),
+)
+
+
+def add_scale_arguments(parser: argparse.ArgumentParser) -> None:
+    for flag, default, text in SCALE_ARGUMENTS:
+        parser.add_argument(flag, type=type(default), default=default, help=text)
+
+
+def cost_runs(text: str) -> tuple[tuple[int, int], ...]:
+    """'200x1,100x20' -> ((200, 1), (100, 20))."""
+    try:
+        runs = tuple(
+            (int(steps), int(count))
+            for steps, _, count in (part.partition("x") for part in text.split(","))
+        )
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--cost-runs wants STEPSxRUNS,...: {text!r}") from None
+    if not runs or any(steps < 1 or count < 1 for steps, count in runs):
+        raise argparse.ArgumentTypeError(f"--cost-runs wants positive numbers: {text!r}")
+    return runs
+
+
 def parse_options(description: str) -> Options:
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--address", required=True, help="Temporal frontend host:port")
     parser.add_argument("--model-url", required=True, help="offline model base URL (…/v1)")
-    parser.add_argument("--steps", type=int, default=100)
-    parser.add_argument("--concurrent", type=int, default=20)
     parser.add_argument("--size-steps", default=",".join(map(str, SIZE_STEPS)))
-    parser.add_argument("--fail-steps", type=int, default=400)
-    parser.add_argument("--rebuild-steps", type=int, default=500)
     parser.add_argument("--server-pid", type=int, help="the dev server's, for its CPU")
-    parser.add_argument("--phases", default=",".join(PHASES))
+    add_scale_arguments(parser)
     args = parser.parse_args()
     return Options(
         address=args.address,
@@ -354,6 +399,9 @@ def parse_options(description: str) -> Options:
         rebuild_steps=args.rebuild_steps,
         server_pid=args.server_pid,
         phases=tuple(args.phases.split(",")),
+        cost_runs=cost_runs(args.cost_runs),
+        waiting_runs=args.waiting_runs,
+        travel_steps=args.travel_steps,
     )
 
 

@@ -4,7 +4,12 @@ the worker, stores and client of the real thing."""
 from __future__ import annotations
 
 import asyncio
+import json
+import os
+import sys
 import tempfile
+import time
+from asyncio.subprocess import PIPE
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -14,9 +19,9 @@ from urllib.parse import urlsplit
 from temporalio.client import Client
 
 from bench.harness import bench_settings
-from bench.systems.common import Options, parse_options, report, run_figures
+from bench.systems.common import Measuring, Options, log, parse_options, report, run_figures
 from starters import runs
-from starters.timeline import rebuild
+from starters.timeline import chain_runs, rebuild
 from worker.client import connect
 from worker.main import build_worker
 from worker.settings import Settings
@@ -68,6 +73,54 @@ class Ours:
         raise RuntimeError(f"run {run.run_id} did not come to wait for approval within 20 s")
 
     rebuilds = True
+
+    async def travel(self, client: Client, measuring: Measuring) -> dict[str, Any]:
+        """Time travel as a person uses it: every state of a 500-step run (--rebuild-steps)
+        rebuilt, and `agentctl history RUN --step K` (the command, in its own process) on a
+        2,000-step continue-as-new chain (--travel-steps) for K spread over the chain."""
+        assert self.settings is not None, "time travel needs the worker started"
+        short = await measuring.finished_run(measuring.options.rebuild_steps)
+        started = time.perf_counter()
+        rebuilt = len((await rebuild(client, short)).moments)
+        rebuild_seconds = time.perf_counter() - started
+        steps = measuring.options.rebuild_steps
+        log("ours", f"rebuilt {rebuilt} states of a {steps}-step run in {rebuild_seconds:.2f} s")
+        chain = await measuring.finished_run(measuring.options.travel_steps)
+        last = (await runs.get_state(client, chain)).moment
+        step_seconds = {}
+        for index in sorted({1, last // 4, last // 2, 3 * last // 4, last}):
+            step_seconds[index] = await self._step_command(chain, index)
+            log("ours", f"history --step {index} of {last}: {step_seconds[index]:.2f} s")
+        return {
+            "rebuild_steps": measuring.options.rebuild_steps,
+            "rebuild_seconds": rebuild_seconds,
+            "rebuilt_states": rebuilt,
+            "chain_steps": measuring.options.travel_steps,
+            "chain_runs": len(await chain_runs(client, chain)),
+            "chain_moments": last,
+            "step_seconds": step_seconds,
+        }
+
+    async def _step_command(self, run_id: str, index: int) -> float:
+        """Seconds `agentctl history RUN --step K --json` takes, start to exit."""
+        assert self.settings is not None
+        env = {
+            **os.environ,
+            "AGENT_TEMPORAL_HOST": self.settings.temporal_host,
+            "AGENT_TEMPORAL_PORT": str(self.settings.temporal_port),
+            "AGENT_DATA_DIR": str(self.settings.data_dir),
+        }
+        agentctl = Path(sys.executable).with_name("agentctl")  # the installed command
+        command = [str(agentctl), "history", run_id, "--step", str(index)]
+        started = time.perf_counter()
+        done = await asyncio.create_subprocess_exec(
+            *command, "--json", env=env, stdout=PIPE, stderr=PIPE
+        )
+        out, err = await done.communicate()
+        seconds = time.perf_counter() - started
+        if done.returncode != 0 or json.loads(out)["moment"] != index:
+            raise RuntimeError(f"history --step {index} failed: {err.decode().strip()}")
+        return seconds
 
     async def rebuild(self, client: Client, workflow_id: str) -> int:
         return len((await rebuild(client, workflow_id)).moments)

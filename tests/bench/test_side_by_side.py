@@ -21,6 +21,7 @@ def test_side_by_side_runs_each_system_and_writes_the_table(tmp_path):
     command = [sys.executable, "-m", "bench.side_by_side", "--only", "raw,ours"]
     command += ["--steps", "3", "--concurrent", "2", "--size-steps", "3,6"]
     command += ["--fail-steps", "6", "--rebuild-steps", "6", "--results", str(tmp_path)]
+    command += ["--cost-runs", "6x1,3x2", "--waiting-runs", "3", "--travel-steps", "6"]
     done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=280)
     assert done.returncode == 0, done.stdout + done.stderr
     rows = {
@@ -37,6 +38,21 @@ def test_side_by_side_runs_each_system_and_writes_the_table(tmp_path):
     assert rows["raw Temporal"]["rebuild"]["seconds"] is None
     table = (tmp_path / "side-by-side.md").read_text()
     assert "| durable-agents |" in table and table in done.stdout
+    # The cost per step over 6 + 2x3 steps, beside raw's with the ratio; each target judged.
+    for row in rows.values():
+        assert row["cost"]["steps"] == 12 and row["cost"]["actions"] >= 2, row["cost"]
+        assert row["waiting"]["runs"] == 3
+    assert "12 steps over 3 runs (one of 6 steps alone, then 2 of 3 at once)" in table
+    assert "| raw Temporal | " + f"{rows['raw Temporal']['cost']['actions']:.3f} (1.00x)" in table
+    assert table.count("- target ") == 4
+    # `agentctl history --step K` timed at the first, quarter, half, three quarters and last.
+    travel = ours["travel"]
+    assert travel["chain_steps"] == 6 and travel["rebuilt_states"] > 12
+    last = travel["chain_moments"]
+    assert set(travel["step_seconds"]) == {
+        str(k) for k in (1, last // 4, last // 2, 3 * last // 4, last)
+    }
+    assert "`agentctl history RUN --step K` on a 6-step chain" in table
     has_chart = (tmp_path / "history-bytes.png").exists()
     assert has_chart == (importlib.util.find_spec("matplotlib") is not None)
 
@@ -64,3 +80,11 @@ def _row(name: str, sizes: dict[int, float], fails: int | None) -> dict[str, Any
         "rebuild": {"seconds": None, "note": "no per-step state to rebuild"},
         "peak_rss_mb": 100.0,
     }
+
+
+def test_a_malformed_cost_runs_stops_before_anything_starts():
+    for bad in ("abc", "5x0", "200x1,"):
+        command = [sys.executable, "-m", "bench.side_by_side", "--cost-runs", bad]
+        done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=60)
+        assert done.returncode == 2, done.stdout + done.stderr
+        assert done.stderr.splitlines()[-1].startswith("side_by_side.py: error: --cost-runs")
