@@ -107,14 +107,15 @@ async def test_an_unpatched_build_is_refused_and_forced_it_leaves_old_runs_on_th
             assert {r.run_id for r in report.runs} == {done, waiting, stays}
             assert {r.run_id for r in report.diverging} == {done, waiting, stays}
             for run in report.diverging:
-                # Build a's first command set the run's status; b's is its timer.
+                # Build a's first command records the patch its status publishing sits
+                # behind (a marker); b's is its timer.
                 assert run.verdict.event_id == 5, run
-                assert run.verdict.event_type == "UpsertWorkflowSearchAttributes", run
+                assert run.verdict.event_type == "MarkerRecorded", run
                 assert run.build == "a" and run.agent == "invoice"
                 assert "Nondeterminism" in run.verdict.message or "nondeterminism" in (
                     run.verdict.message
                 )
-            assert run.where == "event 5 (UpsertWorkflowSearchAttributes)"
+            assert run.where == "event 5 (MarkerRecorded)"
 
             with pytest.raises(ReleaseRefused) as refused:
                 await release.promote(client, b, "b", workflows=[UnpatchedStart])
