@@ -29,7 +29,7 @@ from starters.runs import RunError, handle
 from starters.stored import transcript_store
 from worker.settings import Settings
 from workflows.contracts import preview
-from workflows.state import EventPage, RunEvent
+from workflows.state import EventPage, RunEvent, RunStatus
 
 PROTOCOL_VERSION = 1
 PREVIEW_CHARS = 400
@@ -121,20 +121,19 @@ def status_wire(page: EventPage) -> dict[str, Any]:
 async def from_history(client: Client, run_id: str, after: int, before: int) -> list[RunEvent]:
     """Events after `after` and before `before`, rebuilt by replaying the run's history:
     for a reader further behind than the state keeps."""
-    found = await timeline.rebuild(client, run_id)
+    found = await timeline.rebuild(client, run_id, states=False)
     events = []
     for moment in found.moments:
         if after < moment.index < before:
             seq = _SEQ.search(moment.detail) if moment.kind in ACTIVITY_KINDS else None
-            state = moment.state
             events.append(
                 RunEvent(
                     offset=moment.index,
                     at=moment.at,
                     kind=moment.kind,
                     detail=moment.detail,
-                    status=state.status,
-                    step=state.current_step,
+                    status=RunStatus(moment.status),
+                    step=moment.current_step,
                     seq=int(seq.group(1)) if seq else None,
                 )
             )

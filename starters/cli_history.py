@@ -38,7 +38,7 @@ def outcomes(settings: Settings, store_key: str, moments: list[Moment]) -> dict[
     for moment in moments:
         if moment.kind not in timeline.ACTIVITY_MOMENTS:
             continue
-        seq = moment.state.next_seq - 1
+        seq = moment.next_seq - 1
         if seq >= len(messages):
             continue
         message = messages[seq]
@@ -65,7 +65,8 @@ async def history(
     settings = load_settings()
     # A step or a diff replays only the runs of the chain that hold it.
     only = {step} if step is not None else {diff - 1, diff} - {0} if diff is not None else None
-    found = await timeline.rebuild(await connect(settings), run_id, only)
+    # The timeline alone lists every moment, and reads none of their states whole.
+    found = await timeline.rebuild(await connect(settings), run_id, only, states=False)
     if step is not None:
         state = found.at(step).state
         if as_json:
@@ -76,7 +77,7 @@ async def history(
     if diff is not None:
         _print_diff(found, diff, as_json)
         return
-    key = found.moments[-1].state.store_key if found.moments else run_id
+    key = found.moments[-1].store_key if found.moments else run_id
     said = outcomes(settings, key, found.moments)
     rows = [
         {

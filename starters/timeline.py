@@ -19,7 +19,7 @@ from temporalio.client import Client, WorkflowHistory
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.converter import DataConverter
 from temporalio.service import RPCError
-from temporalio.worker import Replayer
+from temporalio.worker import Replayer, UnsandboxedWorkflowRunner, WorkflowRunner
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 from starters.agents import local_agents
@@ -40,19 +40,23 @@ def replayer(
     converter: DataConverter = pydantic_data_converter,
     agents: AgentRegistry | None = None,
     workflows: Sequence[type] = CODE_HERE,
+    sandboxed: bool = True,
 ) -> Replayer:
     """The workflow code, replaying; workflows.timeline is shared with the sandbox so the
     recording made here hears what the workflow offers in there. `converter` must be the
     client's: an encrypted run's history decodes only through its codec. The agents are
     this process's (AGENT_MODULES), as a worker's would be. `workflows`: another build's
-    code (a test's variant of the agent workflow), else the code here."""
+    code (a test's variant of the agent workflow), else the code here.
+
+    A release check replays in the sandbox, as a worker runs the code. Time travel need not:
+    a replay still fails on any command that differs from the history, and the sandbox
+    made rebuilding a 500-step run take a third longer."""
     serve_for_replay(agents or local_agents())
-    restrictions = SandboxRestrictions.default.with_passthrough_modules("workflows.timeline")
-    return Replayer(
-        workflows=list(workflows),
-        data_converter=converter,
-        workflow_runner=SandboxedWorkflowRunner(restrictions=restrictions),
-    )
+    runner: WorkflowRunner = UnsandboxedWorkflowRunner()
+    if sandboxed:
+        restrictions = SandboxRestrictions.default.with_passthrough_modules("workflows.timeline")
+        runner = SandboxedWorkflowRunner(restrictions=restrictions)
+    return Replayer(workflows=list(workflows), data_converter=converter, workflow_runner=runner)
 
 
 @dataclass(frozen=True)
@@ -151,19 +155,24 @@ async def _fetch_run(client: Client, run_id: str, temporal_run: str) -> Workflow
     return await client.get_workflow_handle(run_id, run_id=temporal_run).fetch_history()
 
 
-async def rebuild(client: Client, run_id: str, only: Collection[int] | None = None) -> Timeline:
+async def rebuild(
+    client: Client, run_id: str, only: Collection[int] | None = None, *, states: bool = True
+) -> Timeline:
     """The moments of the run, replayed from the histories through the current code: of
     every run of its continue-as-new chain, or with `only`, of just the runs that hold
     those moments, each from the state it started with (time travel to a step of a long
-    chain replays one run, not the chain)."""
+    chain replays one run, not the chain). Every moment keeps its place and a glance at
+    its state; the whole state is kept for the moments in `only`, else for every moment
+    unless `states` is False (a timeline that lists, and reads no state whole)."""
     runs = await chain_runs(client, run_id)
     picked = runs if only is None else holding(runs, only)
     chain = [(run.run, await _fetch_run(client, run_id, run.run)) for run in picked]
-    with timeline.recording(run_id, [temporal_run for temporal_run, _ in chain]) as recorded:
+    kept = only if only is not None else None if states else ()
+    replaying = replayer(client.data_converter, sandboxed=False)
+    temporal_runs = [temporal_run for temporal_run, _ in chain]
+    with timeline.recording(run_id, temporal_runs, states=kept) as recorded:
         for temporal_run, history in chain:
-            result = await replayer(client.data_converter).replay_workflow(
-                history, raise_on_replay_failure=False
-            )
+            result = await replaying.replay_workflow(history, raise_on_replay_failure=False)
             if result.replay_failure is not None:
                 raise RunError(f"cannot replay {run_id} ({temporal_run}): {result.replay_failure}")
     moments = [recorded[i] for i in sorted(recorded)]

@@ -4,6 +4,11 @@ here. Normally nobody listens; when `agentctl history` replays a run's history t
 the real workflow code, a recording listens and keeps every state: time travel rebuilt
 from the history itself, not from snapshots kept on the side.
 
+A recording keeps every moment's place and a glance at its state (status, step), and the
+whole state of the moments asked for: all of them, or only those a `history --step K`
+wants, since writing a long run's state out at each of its moments is most of what
+rebuilding it costs.
+
 This module is passed through the workflow sandbox, so a recording made outside it sees
 what the workflow offers inside. Offering changes nothing the workflow does.
 """
@@ -12,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from functools import cached_property
 from typing import TYPE_CHECKING
@@ -31,14 +36,22 @@ class Moment:
     detail: str
     history_length: int  # events in the history when the moment's workflow task began
     run_id: str  # the Temporal run (of a continue-as-new chain) the moment belongs to
-    # Kept as JSON, made at Rust speed, and parsed when asked for: a deep copy at every
-    # moment made rebuilding a long run quadratic in Python.
-    state_json: str
+    # A glance at the state, kept at every moment: what a timeline lists.
+    status: str
+    current_step: int | None
+    next_seq: int  # the transcript's next message then: an activity moment's reply is next_seq-1
+    store_key: str  # the key of the run's transcript (workflows/state.py RunState.store_key)
+    # The whole state, kept as JSON (made at Rust speed, parsed when asked for: a deep copy
+    # at every moment made rebuilding a long run quadratic in Python); None where the
+    # recording was not asked to keep it.
+    state_json: str | None
 
     @cached_property
     def state(self) -> RunState:
         from workflows.state import RunState
 
+        if self.state_json is None:
+            raise LookupError(f"the state of step {self.index} was not kept by this rebuild")
         return RunState.model_validate_json(self.state_json)
 
 
@@ -46,6 +59,27 @@ class Moment:
 class _Recording:
     moments: dict[int, Moment]
     runs: frozenset[str] | None  # the Temporal runs being replayed (None: any)
+    states: frozenset[int] | None  # the moments whose whole state is kept (None: all)
+    plan_steps: dict[tuple[object, ...], str] = field(default_factory=dict)  # JSON by value
+
+
+def state_json(state: RunState, plan_steps: dict[tuple[object, ...], str]) -> str:
+    """The state as JSON, its plan's steps written once per value they take: a long run's
+    plan is most of its state, and one step of it changes between two moments."""
+    if not state.plan:
+        return state.model_dump_json()
+    written = []
+    for step in state.plan:
+        try:
+            key = tuple(step.__dict__.values())
+            text = plan_steps.get(key)
+        except TypeError:  # a field that cannot be a key: write the whole state
+            return state.model_dump_json()
+        if text is None:
+            text = plan_steps[key] = step.model_dump_json()
+        written.append(text)
+    rest = state.model_dump_json(exclude={"plan"})
+    return f'{rest[:-1]},"plan":[{",".join(written)}]}}'
 
 
 # Process-wide, keyed by workflow id: a live worker in the same process never adds to one,
@@ -61,6 +95,7 @@ def offer(state: RunState, kind: str, detail: str) -> None:
         return
     if state.moment in recording.moments:
         return
+    kept = recording.states is None or state.moment in recording.states
     recording.moments[state.moment] = Moment(
         index=state.moment,
         at=workflow.now(),
@@ -68,16 +103,27 @@ def offer(state: RunState, kind: str, detail: str) -> None:
         detail=detail,
         history_length=workflow.info().get_current_history_length(),
         run_id=workflow.info().run_id,
-        state_json=state.model_dump_json(),
+        status=state.status.value,
+        current_step=state.current_step,
+        next_seq=state.next_seq,
+        store_key=state.store_key,
+        state_json=state_json(state, recording.plan_steps) if kept else None,
     )
 
 
 @contextmanager
-def recording(workflow_id: str, runs: Collection[str] | None = None) -> Iterator[dict[int, Moment]]:
+def recording(
+    workflow_id: str, runs: Collection[str] | None = None, states: Collection[int] | None = None
+) -> Iterator[dict[int, Moment]]:
     """Keep every moment the workflow offers while its history (of `runs`, the Temporal run
-    ids of the chain being replayed) is replayed here."""
+    ids of the chain being replayed) is replayed here, with the whole state of `states`
+    (every moment's when None)."""
     moments: dict[int, Moment] = {}
-    _recordings[workflow_id] = _Recording(moments, frozenset(runs) if runs is not None else None)
+    _recordings[workflow_id] = _Recording(
+        moments,
+        frozenset(runs) if runs is not None else None,
+        frozenset(states) if states is not None else None,
+    )
     try:
         yield moments
     finally:

@@ -224,6 +224,18 @@ async def test_a_long_run_continues_as_new_and_its_timeline_spans_the_chain(dev_
         assert [run for run, _ in one.chain] == [moment.run_id]
         assert comparable(one.at(index).state) == comparable(moment.state)
         assert one.at(index).history_length == moment.history_length
+        # Only the step asked for keeps its whole state; the others a glance at it.
+        assert [m.index for m in one.moments if m.state_json is not None] == [index]
+        with pytest.raises(LookupError, match="was not kept"):
+            _ = next(m for m in one.moments if m.index != index).state
+    # A timeline that only lists keeps no state whole, and glances at each as it was.
+    listed = await timeline.rebuild(client, rid, states=False)
+    assert all(m.state_json is None for m in listed.moments)
+    glances = [(m.index, m.status, m.current_step, m.next_seq, m.store_key) for m in listed.moments]
+    assert glances == [
+        (m.index, m.state.status.value, m.state.current_step, m.state.next_seq, m.state.store_key)
+        for m in found.moments
+    ]
     with pytest.raises(runs.RunError, match=f"has steps .* there is no step {state.moment + 1}"):
         (await timeline.rebuild(client, rid, only={state.moment + 1})).at(state.moment + 1)
     # Fork from a step in the first run of the chain.

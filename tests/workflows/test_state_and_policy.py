@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 from decimal import Decimal
 
@@ -23,6 +24,7 @@ from workflows.state import (
     pack_state,
     unpack_state,
 )
+from workflows.timeline import state_json
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -44,6 +46,23 @@ def test_plan_steps_and_completion():
     assert state.next_step().index == 2  # type: ignore[union-attr]
     state.complete("answer", NOW)
     assert state.status is RunStatus.COMPLETED
+
+
+@pytest.mark.filterwarnings("ignore:Pydantic serializer warnings")  # the list title, on purpose
+def test_a_moments_state_written_from_cached_plan_steps_reads_back_the_same():
+    state, written = new_state(), dict[tuple[object, ...], str]()
+    state.set_plan([f"item {i}" for i in range(5)], NOW)
+    for step in state.plan[:3]:  # steps done, one running, some not begun: each value once
+        state.start_step(step, NOW)
+        before = state_json(state, written)
+        assert RunState.model_validate_json(before) == state
+        state.complete_step(step, f"did {step.title}", NOW)
+        after = state_json(state, written)
+        assert RunState.model_validate_json(after) == state and after != before
+        assert json.loads(after) == json.loads(state.model_dump_json())
+    assert len(written) == 4 + 3 * 2  # the steps first seen pending, each begun and done
+    state.plan[0].__dict__["title"] = ["not", "a", "key"]  # unhashable: the whole state
+    assert state_json(state, written) == state.model_dump_json()
 
 
 def test_sequence_numbers_are_never_reused():
