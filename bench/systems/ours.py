@@ -76,24 +76,38 @@ class Ours:
 
     async def travel(self, client: Client, measuring: Measuring) -> dict[str, Any]:
         """Time travel as a person uses it: every state of a 500-step run (--rebuild-steps)
-        rebuilt, and `agentctl history RUN --step K` (the command, in its own process) on a
-        2,000-step continue-as-new chain (--travel-steps) for K spread over the chain."""
-        assert self.settings is not None, "time travel needs the worker started"
+        rebuilt in a process of its own, as `agentctl` and the console do, and inside this
+        worker's; `agentctl history RUN --step K` (the command) on a 2,000-step
+        continue-as-new chain (--travel-steps) for K spread over the chain."""
         short = await measuring.finished_run(measuring.options.rebuild_steps)
+        steps = measuring.options.rebuild_steps
+        _, out = await self._own_process(sys.executable, "-m", "bench.rebuild_states", short)
+        alone = json.loads(out)
+        log(
+            "ours",
+            f"rebuilt {alone['states']} states of a {steps}-step run in "
+            f"{alone['seconds']:.2f} s in a process of its own",
+        )
         started = time.perf_counter()
         rebuilt = len((await rebuild(client, short)).moments)
-        rebuild_seconds = time.perf_counter() - started
-        steps = measuring.options.rebuild_steps
-        log("ours", f"rebuilt {rebuilt} states of a {steps}-step run in {rebuild_seconds:.2f} s")
+        in_worker = time.perf_counter() - started
+        log("ours", f"and in {in_worker:.2f} s inside the worker's process")
         chain = await measuring.finished_run(measuring.options.travel_steps)
         last = (await runs.get_state(client, chain)).moment
+        agentctl = str(Path(sys.executable).with_name("agentctl"))  # the installed command
         step_seconds = {}
         for index in sorted({1, last // 4, last // 2, 3 * last // 4, last}):
-            step_seconds[index] = await self._step_command(chain, index)
-            log("ours", f"history --step {index} of {last}: {step_seconds[index]:.2f} s")
+            seconds, out = await self._own_process(
+                agentctl, "history", chain, "--step", str(index), "--json"
+            )
+            if json.loads(out)["moment"] != index:
+                raise RuntimeError(f"history --step {index} printed another step")
+            step_seconds[index] = seconds
+            log("ours", f"history --step {index} of {last}: {seconds:.2f} s")
         return {
-            "rebuild_steps": measuring.options.rebuild_steps,
-            "rebuild_seconds": rebuild_seconds,
+            "rebuild_steps": steps,
+            "rebuild_seconds": alone["seconds"],
+            "rebuild_seconds_in_worker": in_worker,
             "rebuilt_states": rebuilt,
             "chain_steps": measuring.options.travel_steps,
             "chain_runs": len(await chain_runs(client, chain)),
@@ -101,26 +115,22 @@ class Ours:
             "step_seconds": step_seconds,
         }
 
-    async def _step_command(self, run_id: str, index: int) -> float:
-        """Seconds `agentctl history RUN --step K --json` takes, start to exit."""
-        assert self.settings is not None
+    async def _own_process(self, *command: str) -> tuple[float, str]:
+        """Seconds a command against this stack takes, start to exit, and what it printed."""
+        assert self.settings is not None, "time travel needs the worker started"
         env = {
             **os.environ,
             "AGENT_TEMPORAL_HOST": self.settings.temporal_host,
             "AGENT_TEMPORAL_PORT": str(self.settings.temporal_port),
             "AGENT_DATA_DIR": str(self.settings.data_dir),
         }
-        agentctl = Path(sys.executable).with_name("agentctl")  # the installed command
-        command = [str(agentctl), "history", run_id, "--step", str(index)]
         started = time.perf_counter()
-        done = await asyncio.create_subprocess_exec(
-            *command, "--json", env=env, stdout=PIPE, stderr=PIPE
-        )
+        done = await asyncio.create_subprocess_exec(*command, env=env, stdout=PIPE, stderr=PIPE)
         out, err = await done.communicate()
         seconds = time.perf_counter() - started
-        if done.returncode != 0 or json.loads(out)["moment"] != index:
-            raise RuntimeError(f"history --step {index} failed: {err.decode().strip()}")
-        return seconds
+        if done.returncode != 0:
+            raise RuntimeError(f"{' '.join(command[1:])} failed: {err.decode().strip()}")
+        return seconds, out.decode()
 
     async def rebuild(self, client: Client, workflow_id: str) -> int:
         return len((await rebuild(client, workflow_id)).moments)
