@@ -362,9 +362,21 @@ SCALE_ARGUMENTS: tuple[tuple[str, Any, str], ...] = (
 )
 
 
+def positive(text: str) -> int:
+    """A count of steps or runs: 0 or less would measure nothing (and divide by it)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be 1 or more: {text!r}")
+    return value
+
+
 def add_scale_arguments(parser: argparse.ArgumentParser) -> None:
     for flag, default, text in SCALE_ARGUMENTS:
-        parser.add_argument(flag, type=type(default), default=default, help=text)
+        kind = positive if isinstance(default, int) else str
+        parser.add_argument(flag, type=kind, default=default, help=text)
 
 
 def cost_runs(text: str) -> tuple[tuple[int, int], ...]:

@@ -82,9 +82,17 @@ def _row(name: str, sizes: dict[int, float], fails: int | None) -> dict[str, Any
     }
 
 
-def test_a_malformed_cost_runs_stops_before_anything_starts():
-    for bad in ("abc", "5x0", "200x1,"):
-        command = [sys.executable, "-m", "bench.side_by_side", "--cost-runs", bad]
+def test_a_malformed_scale_stops_before_anything_starts():
+    for flag, bad in (
+        ("--cost-runs", "abc"),
+        ("--cost-runs", "5x0"),
+        ("--cost-runs", "200x1,"),
+        ("--waiting-runs", "0"),
+        ("--travel-steps", "-5"),
+        ("--steps", "many"),
+    ):
+        command = [sys.executable, "-m", "bench.side_by_side", flag, bad]
         done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=60)
         assert done.returncode == 2, done.stdout + done.stderr
-        assert done.stderr.splitlines()[-1].startswith("side_by_side.py: error: --cost-runs")
+        last = done.stderr.splitlines()[-1]
+        assert last.startswith("side_by_side.py: error:") and bad in last, last
