@@ -113,9 +113,6 @@ def travel_lines(rows: list[dict[str, Any]]) -> list[str]:
             f"- every state of a {travel['rebuild_steps']}-step run rebuilt in {rebuild:.2f} s "
             f"in a process of its own (target <= {REBUILD_TARGET_S:.0f} s: {verdict})"
         )
-        in_worker = travel.get("rebuild_seconds_in_worker")
-        if in_worker is not None:
-            lines.append(f"  (in {in_worker:.2f} s inside the worker's process, beside its runs)")
     at_step = travel.get("step_seconds", {})
     if at_step:
         worst = max(at_step.values())

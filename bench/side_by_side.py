@@ -22,7 +22,7 @@ from typing import Any
 
 from bench.harness import Services, bench_services
 from bench.report import RESULTS_DIR, write_chart, write_results
-from bench.systems.common import RESULT_MARK, SCALE_ARGUMENTS, add_scale_arguments, cost_runs
+from bench.systems.common import RESULT_MARK, SCALE_ARGUMENTS, add_scale_arguments
 
 
 @dataclass(frozen=True)
@@ -50,7 +50,7 @@ SYSTEMS = (
 def scale_arguments(args: argparse.Namespace) -> list[str]:
     """The orchestrator's knobs, passed on to a system's process as they were given."""
     passed = []
-    for flag, _, _ in SCALE_ARGUMENTS:
+    for flag, *_ in SCALE_ARGUMENTS:
         passed += [flag, str(getattr(args, flag.removeprefix("--").replace("-", "_")))]
     return passed
 
@@ -114,10 +114,6 @@ def main() -> None:
     parser.add_argument("--only", type=lambda s: s.split(","), default=[], help="e.g. raw,ours")
     parser.add_argument("--results", type=Path, default=RESULTS_DIR)
     args = parser.parse_args()
-    try:
-        cost_runs(args.cost_runs)  # a malformed value stops here, not in every system
-    except argparse.ArgumentTypeError as err:
-        parser.error(str(err))
     # Stopped by SIGTERM (a timeout, a CI runner): unwind like Ctrl-C, so the dev server,
     # the offline model and the system running are stopped, not left behind.
     signal.signal(signal.SIGTERM, lambda *_: signal.raise_signal(signal.SIGINT))

@@ -349,19 +349,6 @@ def log(name: str, text: str) -> None:
     print(f"  [{name}] {text}", flush=True)
 
 
-# The knobs the orchestrator passes on to every system, as (flag, default, help).
-SCALE_ARGUMENTS: tuple[tuple[str, Any, str], ...] = (
-    ("--steps", 100, "steps per run for steps/s"),
-    ("--concurrent", 20, "runs at once for steps/s"),
-    ("--fail-steps", 400, "how far to push for a failure"),
-    ("--rebuild-steps", 500, "the run whose every state is rebuilt"),
-    ("--phases", ",".join(PHASES), "what to measure (default: everything)"),
-    ("--cost-runs", COST_RUNS, "STEPSxRUNS,...: the runs the cost per step is taken over"),
-    ("--waiting-runs", WAITING_RUNS, "runs left waiting for a person, for memory per run"),
-    ("--travel-steps", TRAVEL_STEPS, "the continue-as-new chain `history --step` is timed on"),
-)
-
-
 def positive(text: str) -> int:
     """A count of steps or runs: 0 or less would measure nothing (and divide by it)."""
     try:
@@ -371,12 +358,6 @@ def positive(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be 1 or more: {text!r}")
     return value
-
-
-def add_scale_arguments(parser: argparse.ArgumentParser) -> None:
-    for flag, default, text in SCALE_ARGUMENTS:
-        kind = positive if isinstance(default, int) else str
-        parser.add_argument(flag, type=kind, default=default, help=text)
 
 
 def cost_runs(text: str) -> tuple[tuple[int, int], ...]:
@@ -391,6 +372,47 @@ def cost_runs(text: str) -> tuple[tuple[int, int], ...]:
     if not runs or any(steps < 1 or count < 1 for steps, count in runs):
         raise argparse.ArgumentTypeError(f"--cost-runs wants positive numbers: {text!r}")
     return runs
+
+
+def phases(text: str) -> tuple[str, ...]:
+    """'cost,travel' -> ('cost', 'travel'); a phase misspelt would be skipped in silence."""
+    named = tuple(text.split(","))
+    unknown = [name for name in named if name not in PHASES]
+    if unknown:
+        raise argparse.ArgumentTypeError(
+            f"no phase {', '.join(map(repr, unknown))}: choose from {','.join(PHASES)}"
+        )
+    return named
+
+
+def _kept_as_text(check: Callable[[str], object]) -> Callable[[str], str]:
+    """An argument checked when parsed and kept as given, so it passes on as it came."""
+
+    def checked(text: str) -> str:
+        check(text)
+        return text
+
+    checked.__name__ = check.__name__  # argparse names the type in its error
+    return checked
+
+
+# The knobs the orchestrator checks and passes on to every system: (flag, default, type,
+# help); the systems read --cost-runs and --phases with cost_runs() and phases().
+SCALE_ARGUMENTS: tuple[tuple[str, Any, Callable[[str], Any], str], ...] = (
+    ("--steps", 100, positive, "steps per run for steps/s"),
+    ("--concurrent", 20, positive, "runs at once for steps/s"),
+    ("--fail-steps", 400, positive, "how far to push for a failure"),
+    ("--rebuild-steps", 500, positive, "the run whose every state is rebuilt"),
+    ("--phases", ",".join(PHASES), _kept_as_text(phases), "what to measure (default: all)"),
+    ("--cost-runs", COST_RUNS, _kept_as_text(cost_runs), "STEPSxRUNS,...: the cost's runs"),
+    ("--waiting-runs", WAITING_RUNS, positive, "runs left waiting, for memory per run"),
+    ("--travel-steps", TRAVEL_STEPS, positive, "the chain `history --step` is timed on"),
+)
+
+
+def add_scale_arguments(parser: argparse.ArgumentParser) -> None:
+    for flag, default, kind, text in SCALE_ARGUMENTS:
+        parser.add_argument(flag, type=kind, default=default, help=text)
 
 
 def parse_options(description: str) -> Options:
@@ -410,7 +432,7 @@ def parse_options(description: str) -> Options:
         fail_steps=args.fail_steps,
         rebuild_steps=args.rebuild_steps,
         server_pid=args.server_pid,
-        phases=tuple(args.phases.split(",")),
+        phases=phases(args.phases),
         cost_runs=cost_runs(args.cost_runs),
         waiting_runs=args.waiting_runs,
         travel_steps=args.travel_steps,

@@ -90,9 +90,11 @@ def test_a_malformed_scale_stops_before_anything_starts():
         ("--waiting-runs", "0"),
         ("--travel-steps", "-5"),
         ("--steps", "many"),
+        ("--phases", "cost,travle"),
     ):
         command = [sys.executable, "-m", "bench.side_by_side", flag, bad]
         done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=60)
         assert done.returncode == 2, done.stdout + done.stderr
         last = done.stderr.splitlines()[-1]
-        assert last.startswith("side_by_side.py: error:") and bad in last, last
+        assert last.startswith(f"side_by_side.py: error: argument {flag}:"), last
+        assert bad.rpartition(",")[2] in last, last  # the value at fault is named
