@@ -1,15 +1,18 @@
-"""`await_run`: wait for another run's result from an activity. A parent reset to before
-its sub-agent's start finds the child already there; it waits for that child's answer
-here instead of starting a second one."""
+"""Other runs, asked from an activity. `await_run`: a parent reset to before its sub-agent's
+start finds the child already there; it waits for that child's answer here instead of
+starting a second one. `fork_origin`: a fork asks its parent who it is, so a fork's
+carried state cannot name another run's identity or policy."""
 
 from __future__ import annotations
 
 from temporalio import activity
 from temporalio.client import WorkflowFailureError
 from temporalio.exceptions import ApplicationError, CancelledError
+from temporalio.service import RPCError, RPCStatusCode
 
 from activities.heartbeat import heartbeating
-from workflows.contracts import RunResult, preview
+from workflows.contracts import ParentFacts, RunResult, preview
+from workflows.state import RunState
 
 
 @activity.defn(name="await_run")
@@ -26,3 +29,18 @@ async def await_run(run_id: str) -> RunResult:
                 f"run {run_id} failed: {preview(why, 300)}", non_retryable=True
             ) from err
     return result
+
+
+@activity.defn(name="fork_origin")
+async def fork_origin(parent_run_id: str) -> ParentFacts:
+    """The parent's identity and policy, from the parent's own workflow code (a query)."""
+    handle = activity.client().get_workflow_handle(parent_run_id)
+    try:
+        state = await handle.query("state", result_type=RunState)
+    except RPCError as err:
+        if err.status == RPCStatusCode.NOT_FOUND:
+            raise ApplicationError(
+                f"the fork's parent {parent_run_id} does not exist", non_retryable=True
+            ) from err
+        raise
+    return ParentFacts(store_key=state.store_key, policy=state.policy)

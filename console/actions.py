@@ -152,7 +152,7 @@ def register(app: FastAPI) -> None:
                 raise PageError(409, f"the run is {state.status.value}; it takes no more actions")
             try:
                 await getattr(runs, verb)(
-                    console.client, run_id, Actor(by=user, reason=form.reason)
+                    console.client, run_id, Actor(by=user, reason=form.reason), console.signer
                 )
             except RunError as err:
                 raise _refused(err) from None
@@ -173,7 +173,10 @@ def register(app: FastAPI) -> None:
         limits = form.model_dump(exclude={"comment"}, exclude_none=True)
         try:
             new = await runs.raise_budget(
-                console.client, run_id, BudgetRaise(by=user, comment=form.comment, **limits)
+                console.client,
+                run_id,
+                BudgetRaise(by=user, comment=form.comment, **limits),
+                console.signer,
             )
         except RunError as err:
             raise _refused(err) from None
@@ -189,7 +192,7 @@ def register(app: FastAPI) -> None:
         except ValidationError as err:
             raise PageError(422, f"the edit is not valid: {one_line(err)}") from None
         try:
-            edited = await runs.edit(console.client, run_id, patch)
+            edited = await runs.edit(console.client, run_id, patch, console.signer)
         except RunError as err:
             raise _refused(err) from None
         return _done(request, run_id, f"edited by {user}: {edited.progress_line()}")
@@ -199,7 +202,14 @@ def register(app: FastAPI) -> None:
         console, user, fields, _ = await _acting(request, run_id)
         form = _parse(MomentForm, fields)
         try:
-            started = await timeline.fork(console.client, console.settings, run_id, form.moment)
+            started = await timeline.fork(
+                console.client,
+                console.settings,
+                run_id,
+                form.moment,
+                by=user,
+                signer=console.signer,
+            )
         except RunError as err:
             raise _refused(err) from None
         where = f"/runs/{started.run_id}"
@@ -210,7 +220,9 @@ def register(app: FastAPI) -> None:
         console, user, fields, _ = await _acting(request, run_id)
         form = _parse(MomentForm, fields)
         try:
-            await timeline.rewind(console.client, run_id, form.moment, by=user)
+            await timeline.rewind(
+                console.client, run_id, form.moment, by=user, signer=console.signer
+            )
         except RunError as err:
             raise _refused(err) from None
         return _done(request, run_id, f"rewound by {user} to moment {form.moment}")

@@ -13,6 +13,7 @@ from rich.table import Table
 
 from activities.model_client import called_tools
 from starters import stored, timeline
+from starters.cli_people import own_signer
 from starters.errors import RunIdArgument, fail, run_async
 from starters.render import print_replays, print_state
 from starters.runs import RunError
@@ -134,8 +135,16 @@ async def fork(
         except json.JSONDecodeError as err:
             raise fail(f"{edit} is not JSON: {err}") from None
         patch = StatePatch.model_validate({**fields, "by": by or getpass.getuser()})
+    signer = own_signer(settings)
     started = await timeline.fork(
-        await connect(settings), settings, run_id, from_step, patch, new_id
+        await connect(settings),
+        settings,
+        run_id,
+        from_step,
+        patch,
+        new_id,
+        by=by or getpass.getuser(),
+        signer=signer,
     )
     console.print(
         f"forked {run_id} at step {from_step} into {started.run_id} "
@@ -150,8 +159,10 @@ async def rewind(
     by: Annotated[str | None, typer.Option("--as", help="Who rewinds (default: you).")] = None,
 ) -> None:
     """Go back to a step in the same run (Temporal's reset); effects are not repeated."""
-    client = await connect(load_settings())
-    new_run = await timeline.rewind(client, run_id, to_step, by or getpass.getuser())
+    settings = load_settings()
+    signer = own_signer(settings)
+    client = await connect(settings)
+    new_run = await timeline.rewind(client, run_id, to_step, by or getpass.getuser(), signer)
     console.print(f"rewound {run_id} to step {to_step}; new execution {new_run}")
 
 

@@ -27,7 +27,7 @@ def _who(name: str | None) -> str:
     return name or getpass.getuser()
 
 
-def _own_signer(settings: Settings) -> Signer | None:
+def own_signer(settings: Settings) -> Signer | None:
     """The person's own key (AGENT_SIGNING_KEY_FILE), when they have one: decisions are
     then signed, and a run whose policy trusts the key counts them."""
     if settings.signing_key_file is None:
@@ -52,7 +52,7 @@ def _decision_command(approve: bool):  # type: ignore[no-untyped-def]
             request_id=request_id, approve=approve, by=_who(by), comment=comment
         )
         settings = load_settings()
-        signer = _own_signer(settings)  # a bad key file is refused before connecting
+        signer = own_signer(settings)  # a bad key file is refused before connecting
         client = await connect(settings)
         console.print(await runs.decide(client, run_id, request, signer))
 
@@ -70,7 +70,7 @@ async def answer(
     """Answer the question a run asked."""
     reply = Answer(question_id=question_id, answer=text, by=_who(by))
     settings = load_settings()
-    signer = _own_signer(settings)
+    signer = own_signer(settings)
     client = await connect(settings)
     console.print(await runs.answer(client, run_id, reply, signer))
 
@@ -82,8 +82,10 @@ def _actor_command(verb: str, doc: str):  # type: ignore[no-untyped-def]
         by: AsOption = None,
         reason: Annotated[str, typer.Option(help="Why; recorded in the audit log.")] = "",
     ) -> None:
-        client = await connect(load_settings())
-        await getattr(runs, verb)(client, run_id, Actor(by=_who(by), reason=reason))
+        settings = load_settings()
+        signer = own_signer(settings)
+        client = await connect(settings)
+        await getattr(runs, verb)(client, run_id, Actor(by=_who(by), reason=reason), signer)
         console.print(f"{verb} sent to {run_id}")
 
     act.__doc__ = doc
@@ -129,8 +131,10 @@ async def edit(
     if not isinstance(fields, dict):
         raise fail("the patch must be a JSON object")
     patch = StatePatch.model_validate({**fields, "by": _who(by)})
-    client = await connect(load_settings())
-    state = await runs.edit(client, run_id, patch)
+    settings = load_settings()
+    signer = own_signer(settings)
+    client = await connect(settings)
+    state = await runs.edit(client, run_id, patch, signer)
     console.print(f"edited {run_id}: {state.progress_line()}")
 
 
@@ -153,8 +157,10 @@ async def budget(
     raise_ = runs.budget_raise(
         _who(by), usd=usd, tokens=tokens, tool_calls=tool_calls, seconds=seconds, comment=comment
     )
-    client = await connect(load_settings())
-    new = await runs.raise_budget(client, run_id, raise_)
+    settings = load_settings()
+    signer = own_signer(settings)
+    client = await connect(settings)
+    new = await runs.raise_budget(client, run_id, raise_, signer)
     console.print(f"budget of {run_id}: {new.model_dump(exclude_none=True)}")
 
 

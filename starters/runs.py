@@ -7,7 +7,7 @@ import re
 import uuid
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ValidationError
 from temporalio.api.history.v1 import HistoryEvent
@@ -39,13 +39,21 @@ from workflows.contracts import (
     BudgetRaise,
     DecideRequest,
     Decision,
+    RewindRequest,
     RunBudget,
     RunRequest,
     RunResult,
     StatePatch,
     preview,
 )
-from workflows.state import ApprovalRequest, Question, RunState, RunStatus, RunSummary
+from workflows.state import (
+    IDENTITY_SEPARATOR,
+    ApprovalRequest,
+    Question,
+    RunState,
+    RunStatus,
+    RunSummary,
+)
 
 WORKFLOW_TYPE = "AgentWorkflow"
 T = TypeVar("T")
@@ -342,7 +350,14 @@ def signed_decision(state: RunState, request: DecideRequest, signer: Signer) -> 
         raise RunError(f"refused: {error}")
     target = state.find_pending_approval(request.request_id)
     assert target is not None, "decision_error() found it"
-    signed = signer.approval(state.store_key, request.by, request.approve, target)
+    signed = signer.approval(
+        state.store_key,
+        request.by,
+        request.approve,
+        target,
+        request.comment,
+        state.signature_version,
+    )
     return request.model_copy(update={"request_id": target.request_id, "signed": signed})
 
 
@@ -352,7 +367,9 @@ def signed_answer(state: RunState, reply: Answer, signer: Signer) -> Answer:
         raise RunError(f"refused: {error}")
     question = state.find_pending_question(reply.question_id)
     assert question is not None, "answer_error() found it"
-    signed = signer.answer(state.store_key, reply.by, question, reply.answer)
+    signed = signer.answer(
+        state.store_key, reply.by, question, reply.answer, state.signature_version
+    )
     return reply.model_copy(update={"question_id": question.question_id, "signed": signed})
 
 
@@ -376,8 +393,30 @@ async def answer(client: Client, run_id: str, reply: Answer, signer: Signer | No
     return f"answered {question.question_id}: {question.answer}"
 
 
-async def edit(client: Client, run_id: str, patch: StatePatch) -> RunState:
+async def edit(
+    client: Client, run_id: str, patch: StatePatch, signer: Signer | None = None
+) -> RunState:
+    if signer is not None:
+        signed = signer.change(
+            await run_identity(client, run_id), patch.by, "edit", patch.changes()
+        )
+        patch = patch.model_copy(update={"signed": signed})
     return await _update(client, run_id, "edit", patch, RunState)
+
+
+async def authorize_rewind(client: Client, run_id: str, request: RewindRequest) -> str:
+    return await _update(client, run_id, "authorize_rewind", request, str)
+
+
+async def run_identity(client: Client, run_id: str) -> str:
+    """The identity a run's stored data and signatures belong to (workflow id @ its
+    chain's first run id), from Temporal: no worker needs to answer."""
+    try:
+        described = await handle(client, run_id).describe()
+    except RPCError as err:
+        raise await _not_acting(client, run_id, err) from None
+    first = described.raw_description.workflow_execution_info.first_run_id
+    return f"{run_id}{IDENTITY_SEPARATOR}{first or described.run_id}"
 
 
 def budget_raise(
@@ -400,22 +439,43 @@ def budget_raise(
         raise RunError(f"invalid budget: {where}: {first['msg']}") from None
 
 
-async def raise_budget(client: Client, run_id: str, raise_: BudgetRaise) -> RunBudget:
+async def raise_budget(
+    client: Client, run_id: str, raise_: BudgetRaise, signer: Signer | None = None
+) -> RunBudget:
     """Give a run (and the sub-agent it waits on) a new budget; a run waiting at its
-    budget goes on."""
+    budget goes on. With a signer, the raise is signed (a run requiring signed changes
+    counts no other)."""
+    if signer is not None:
+        identity = await run_identity(client, run_id)
+        signed = signer.change(identity, raise_.by, "raise_budget", raise_.what_it_says())
+        raise_ = raise_.model_copy(update={"signed": signed})
     return await _update(client, run_id, "raise_budget", raise_, RunBudget)
 
 
-async def pause(client: Client, run_id: str, actor: Actor) -> None:
-    await _signal(client, run_id, "pause", actor)
+async def pause(client: Client, run_id: str, actor: Actor, signer: Signer | None = None) -> None:
+    await _act(client, run_id, "pause", actor, signer)
 
 
-async def resume(client: Client, run_id: str, actor: Actor) -> None:
-    await _signal(client, run_id, "resume", actor)
+async def resume(client: Client, run_id: str, actor: Actor, signer: Signer | None = None) -> None:
+    await _act(client, run_id, "resume", actor, signer)
 
 
-async def cancel(client: Client, run_id: str, actor: Actor) -> None:
-    await _signal(client, run_id, "cancel", actor)
+async def cancel(client: Client, run_id: str, actor: Actor, signer: Signer | None = None) -> None:
+    await _act(client, run_id, "cancel", actor, signer)
+
+
+async def _act(
+    client: Client,
+    run_id: str,
+    verb: Literal["pause", "resume", "cancel"],
+    actor: Actor,
+    signer: Signer | None,
+) -> None:
+    if signer is not None:
+        says = {"reason": actor.reason}
+        signed = signer.change(await run_identity(client, run_id), actor.by, verb, says)
+        actor = actor.model_copy(update={"signed": signed})
+    await _signal(client, run_id, verb, actor)
 
 
 async def _update(

@@ -3,16 +3,22 @@
 
 from __future__ import annotations
 
+import secrets
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from workflows.contracts import SignedDecision
 from workflows.signing import (
+    Action,
     answer_digest,
+    answer_v2_digest,
     arguments_digest,
+    decision_digest,
+    digest_of,
     load_private_key,
     new_key,
     private_key_text,
@@ -32,31 +38,51 @@ class Signer:
         return public_key_of(self.key)
 
     def approval(
-        self, run: str, by: str, approved: bool, request: ApprovalRequest
+        self,
+        run: str,
+        by: str,
+        approved: bool,
+        request: ApprovalRequest,
+        comment: str = "",
+        version: int = 2,
     ) -> SignedDecision:
-        """Sign a decision on this very run, request and arguments (`run`: the run's
-        identity, RunState.store_key)."""
-        return sign(
-            self.key,
-            self.key_id,
-            run=run,
-            by=by,
-            action="approve" if approved else "reject",
-            request_id=request.request_id,
-            digest=arguments_digest(request.arguments),
-            at=_now(),
-        )
+        """Sign a decision on this very run, request, tool, step, arguments and comment
+        (`run`: the run's identity, RunState.store_key; `version`: the one the run takes,
+        RunState.signature_version)."""
+        if version == 1:
+            digest = arguments_digest(request.arguments)
+        else:
+            digest = decision_digest(request.tool, request.step, request.arguments, comment)
+        action: Action = "approve" if approved else "reject"
+        return self._sign(run, by, action, request.request_id, digest, version)
 
-    def answer(self, run: str, by: str, question: Question, text: str) -> SignedDecision:
+    def answer(
+        self, run: str, by: str, question: Question, text: str, version: int = 2
+    ) -> SignedDecision:
+        if version == 1:
+            digest = answer_digest(text)
+        else:
+            digest = answer_v2_digest(question.question, question.step, text)
+        return self._sign(run, by, "answer", question.question_id, digest, version)
+
+    def change(self, run: str, by: str, action: Action, says: Any) -> SignedDecision:
+        """Sign a change to the run itself (a budget, an edit, a pause...) under a fresh
+        nonce: the run counts it once, within a day."""
+        return self._sign(run, by, action, secrets.token_hex(16), digest_of(says), 2)
+
+    def _sign(
+        self, run: str, by: str, action: Action, request_id: str, digest: str, version: int
+    ) -> SignedDecision:
         return sign(
             self.key,
             self.key_id,
             run=run,
             by=by,
-            action="answer",
-            request_id=question.question_id,
-            digest=answer_digest(text),
+            action=action,
+            request_id=request_id,
+            digest=digest,
             at=_now(),
+            version=version,
         )
 
 

@@ -15,7 +15,7 @@ from temporalio.api.common.v1 import WorkflowExecution
 from temporalio.api.enums.v1 import EventType
 from temporalio.api.history.v1 import HistoryEvent
 from temporalio.api.workflowservice.v1 import ResetWorkflowExecutionRequest
-from temporalio.client import Client, WorkflowHistory
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHistory
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.converter import DataConverter
 from temporalio.service import RPCError
@@ -23,12 +23,22 @@ from temporalio.worker import Replayer, UnsandboxedWorkflowRunner, WorkflowRunne
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 from starters.agents import local_agents
-from starters.runs import RunError, StartedRun, start_run, started_request
+from starters.runs import (
+    RunError,
+    StartedRun,
+    authorize_rewind,
+    check_run_id,
+    new_run_id,
+    run_identity,
+    start_run,
+    started_request,
+)
+from starters.signer import Signer
 from worker.settings import Settings
 from workflows import timeline
 from workflows.agent import AgentWorkflow
 from workflows.agents import AgentRegistry, serve_for_replay
-from workflows.contracts import ForkSpec, RunRequest, StatePatch
+from workflows.contracts import ForkSpec, RewindRequest, RunRequest, StatePatch
 from workflows.state import unpack_state
 from workflows.timeline import Moment
 
@@ -213,21 +223,30 @@ async def fork(
     moment_index: int,
     edit: StatePatch | None = None,
     new_id: str | None = None,
+    by: str | None = None,
+    signer: Signer | None = None,
 ) -> StartedRun:
-    """A new run from the state at a moment: the phase in progress there starts over."""
+    """A new run from the state at a moment: the phase in progress there starts over.
+    With a signer, the fork is signed for this parent, moment, edit and new id (a parent
+    whose policy requires signed changes counts no other)."""
     moment = (await rebuild(client, run_id, only={moment_index})).at(moment_index)
     state = moment.state
     if edit is not None:
         error = state.forked("check", run_id, moment.at).patch_error(edit)
         if error is not None:
             raise RunError(f"the edit is refused: {error}")
+    new_id = check_run_id(new_id or new_run_id())
+    spec = ForkSpec(parent_run_id=run_id, state=state.model_dump(mode="json"), edit=edit, by=by)
+    if signer is not None:
+        says = spec.what_it_says(new_id)
+        spec.signed = signer.change(state.store_key, by or "anonymous", "fork", says)
     request = RunRequest(
         goal=state.goal,
         label=state.label,
         agent=state.agent.name if state.agent else None,
         policy=state.policy,
         limits=state.limits,
-        fork=ForkSpec(parent_run_id=run_id, state=state.model_dump(mode="json"), edit=edit),
+        fork=spec,
     )
     memo = {"parent_run_id": run_id, "parent_moment": moment_index}
     return await start_run(client, settings, request, new_id, memo=memo)
@@ -261,11 +280,16 @@ def reset_point(found: Timeline, moment: Moment) -> int:
     return completions[wanted]
 
 
-async def rewind(client: Client, run_id: str, moment_index: int, by: str) -> str:
+async def rewind(
+    client: Client, run_id: str, moment_index: int, by: str, signer: Signer | None = None
+) -> str:
     """Go back to a moment in the same run (Temporal's reset); returns the new execution's
-    id. Tool calls after it run again under the same keys, so the ledger answers them."""
+    id. Tool calls after it run again under the same keys, so the ledger answers them.
+    An open run whose policy requires signed changes is asked first (`authorize_rewind`,
+    signed with `signer`): it refuses, and records, a rewind that is not signed."""
     found = await rebuild(client, run_id, only={moment_index})
     finish = reset_point(found, found.at(moment_index))
+    await _authorized_rewind(client, found, moment_index, by, signer)
     try:
         response = await client.workflow_service.reset_workflow_execution(
             ResetWorkflowExecutionRequest(
@@ -279,6 +303,25 @@ async def rewind(client: Client, run_id: str, moment_index: int, by: str) -> str
     except RPCError as err:
         raise RunError(f"Temporal refused the rewind: {err.message}") from None
     return str(response.run_id)
+
+
+async def _authorized_rewind(
+    client: Client, found: Timeline, moment_index: int, by: str, signer: Signer | None
+) -> None:
+    state = found.at(moment_index).state
+    if not state.policy.require_signed_decisions:
+        return
+    description = await client.get_workflow_handle(found.run_id).describe()
+    if description.status != WorkflowExecutionStatus.RUNNING:
+        raise RunError(
+            f"run {found.run_id} is closed and its policy requires signed changes: a closed "
+            "run cannot check a rewind, fork it from that step instead"
+        )
+    request = RewindRequest(by=by, moment=moment_index)
+    if signer is not None:
+        identity = await run_identity(client, found.run_id)
+        request.signed = signer.change(identity, by, "rewind", {"moment": moment_index})
+    await authorize_rewind(client, found.run_id, request)
 
 
 def export_history(history: WorkflowHistory, path: Path) -> None:

@@ -25,7 +25,7 @@ from activities.crash_points import CrashPoints
 from activities.mcp import MCPActivities
 from activities.model import ClientFactory, ModelActivities, openai_clients
 from activities.pruning import PruneActivities
-from activities.runs import await_run
+from activities.runs import await_run, fork_origin
 from activities.stores import Stores
 from activities.tools import ToolActivities
 from activities.transcript import TranscriptActivities
@@ -87,6 +87,7 @@ def build_worker(
             mcp.list_mcp_tools,
             mcp.call_mcp_tool,
             await_run,
+            fork_origin,
             TranscriptActivities(stores.transcript).copy_transcript,
             PruneActivities(client, stores.db).prune_stored_runs,
         ],

@@ -27,7 +27,7 @@ from temporalio.exceptions import (
 with workflow.unsafe.imports_passed_through():
     from pydantic import BaseModel, ValidationError
 
-    from workflows import faults, prompts, timeline
+    from workflows import faults, prompts, signed_changes, timeline
     from workflows import search_attributes as sa
     from workflows.agents import (
         BEFORE_AGENTS,
@@ -62,9 +62,12 @@ with workflow.unsafe.imports_passed_through():
         ForkSpec,
         ModelCallInput,
         ModelTurn,
+        ParentFacts,
+        RewindRequest,
         RunBudget,
         RunRequest,
         RunResult,
+        SignedDecision,
         StatePatch,
         ToolCall,
         ToolCallInput,
@@ -74,6 +77,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from workflows.delegation import child_run_id
     from workflows.policy import approval_rule, idempotency_key
+    from workflows.signing import Action
     from workflows.state import (
         BUDGET_REQUEST,
         FINAL_ANSWER_CHARS,
@@ -113,6 +117,8 @@ LIST_MCP_TOOLS = "list_mcp_tools"
 CALL_MCP_TOOL = "call_mcp_tool"
 # Waits for a sub-agent's run that a reset of its parent found already started.
 AWAIT_RUN = "await_run"
+# Asks a fork's parent for its identity and policy.
+FORK_ORIGIN = "fork_origin"
 CHILD_SPENT = "child_spent"
 # Activities heartbeat every second (activities/heartbeat.py): a dead worker's activity
 # is retried after a few seconds, not after its whole start-to-close timeout.
@@ -135,6 +141,13 @@ CANCEL_HOLDS_PATCH = "cancel-holds"
 # an upsert is a billable action, and one every step cost a step one action more than raw
 # Temporal's. The live step is in the current details (the Web UI) and the queries.
 STEP_WITH_STATUS_PATCH = "step-published-with-status"
+# Under `require_signed_decisions`, every change a person makes (a budget, an edit, pause,
+# resume, cancel, rewind) counts only when signed, and a decision's signature covers its
+# tool, step and comment (workflows/signing.py, v2); older runs keep v1 on replay.
+EVERY_CHANGE_SIGNED_PATCH = "every-change-signed"
+# A fork takes its parent's identity and policy from the parent itself (`fork_origin`),
+# not from the state the fork request carries.
+FORK_CHECKED_PATCH = "fork-checked-with-its-parent"
 PLAN_TOOLS: tuple[str, ...] = (SUBMIT_PLAN,)
 
 
@@ -163,6 +176,7 @@ class AgentWorkflow:
             if request.fork is not None:
                 self._start_as_fork(request.fork)
         self._published: tuple[str, int, str] | None = None
+        self._signatures_settled = False  # EVERY_CHANGE_SIGNED_PATCH, asked once
         self._step_with_status: bool | None = None  # STEP_WITH_STATUS_PATCH, asked once
         self._story: asyncio.Task[str] | None = None
         # The sub-agent's run this run waits on now (pause, resume, cancel, budget reach it).
@@ -195,6 +209,7 @@ class AgentWorkflow:
             self.state.budget = adopted.budget
         # A tool's default approvers hold unless the policy names approvers for that tool.
         self.state.policy.approvers = adopted.tool_approvers | self.state.policy.approvers
+        self._settle_signatures()
         for server in adopted.mcp_servers:
             await self._list_mcp_tools(server)
 
@@ -269,8 +284,12 @@ class AgentWorkflow:
     @workflow.run
     async def run(self, request: RunRequest) -> RunResult:
         self._publish()
+        if (forged := _forged_start(request, self.state, workflow.info())) is not None:
+            # Before anything is written: a caller never chooses a run's identity.
+            raise ApplicationError(forged, type="StartRefused", non_retryable=True)
         if not request.resumes and workflow.patched(RUN_IDENTITY_PATCH):
             self.state.identity = run_identity(workflow.info())
+        self._settle_signatures()
         fresh = not request.resumes and request.fork is None
         if fresh and self.state.agent is None and workflow.patched(AGENT_RECORD_PATCH):
             self._moment("started", f"agent {request.agent or BEFORE_AGENTS}")
@@ -278,6 +297,8 @@ class AgentWorkflow:
         if self._fork_error is not None:
             self._fail(RunFailed(self._fork_error))
         if request.fork is not None and not request.resumes and self.state.parent:
+            if workflow.patched(FORK_CHECKED_PATCH):
+                await self._take_parent_facts(request.fork)
             self._moment("forked", f"from {self.state.parent.run_id} at {self.state.parent.moment}")
             await self._copy_parent_transcript(self._parent_store_key or self.state.parent.run_id)
         self._story = asyncio.create_task(self._tell())
@@ -713,6 +734,7 @@ class AgentWorkflow:
                 step=step.index,
                 tool_call_id=call.id,
                 agent=self._agent.name,
+                identities=[*signed_changes.runs_above(self.state), self.state.store_key][-20:],
             ),
         )
         self._active_child = child_id
@@ -960,6 +982,31 @@ class AgentWorkflow:
         self.state.note_moment(kind, detail, workflow.now(), seq)
         timeline.offer(self.state, kind, detail)
 
+    async def _take_parent_facts(self, fork: ForkSpec) -> None:
+        """The parent's identity and policy as Temporal has them, not as the fork request
+        says: the transcript is copied from the real parent, under the parent's policy; a
+        parent requiring signed changes counts only a fork signed for this very fork."""
+        facts: ParentFacts = await workflow.execute_activity(
+            FORK_ORIGIN,
+            fork.parent_run_id,
+            result_type=ParentFacts,
+            start_to_close_timeout=timedelta(minutes=1),
+            retry_policy=RetryPolicy(maximum_interval=timedelta(seconds=10), maximum_attempts=10),
+            summary=f"fork: ask {fork.parent_run_id}",
+        )
+        self._parent_store_key, self.state.policy = facts.store_key, facts.policy
+        self._settle_signatures()
+        says = fork.what_it_says(workflow.info().workflow_id)
+        by = fork.by or "anonymous"
+        error = signed_changes.change_error(
+            self.state, "fork", by, fork.signed, says, workflow.now(), runs=(facts.store_key,)
+        )
+        if error is not None:
+            self._refuse(by, error)
+            self._fail(RunFailed(f"refused: {error}"))
+        if fork.by is not None:
+            self.state.log(workflow.now(), fork.by, "forked_by", f"from {fork.parent_run_id}")
+
     async def _copy_parent_transcript(self, parent_store_key: str) -> None:
         copy = TranscriptCopy(
             from_run_id=parent_store_key,
@@ -1055,7 +1102,8 @@ class AgentWorkflow:
     # Handlers take whatever the wire carries (`*payload`) and validate it themselves: a
     # signal with no input, two inputs or another encoding is dropped with a warning and an
     # update refused, state unchanged, instead of failing the workflow task for good
-    # (docs/architecture.md, invariant 8).
+    # (docs/architecture.md, invariant 8). Under `require_signed_decisions` every change
+    # counts only when signed (workflows/signed_changes.py); a refusal is in the audit.
     @workflow.signal
     def approve(self, *payload: Any) -> None:
         if (decision := _signal_input("approve", payload, Decision)) is not None:
@@ -1073,7 +1121,8 @@ class AgentWorkflow:
         if (error := self.state.answer_error(answer)) is not None:
             workflow.logger.warning("answer ignored: %s", error)
             return
-        if (error := self.state.answer_signature_error(answer)) is not None:
+        self._settle_signatures()
+        if (error := signed_changes.answer_error(self.state, answer, workflow.now())) is not None:
             self._refuse(answer.by, error)
             workflow.logger.warning("answer refused: %s", error)
             return
@@ -1085,7 +1134,9 @@ class AgentWorkflow:
     def pause(self, *payload: Any) -> None:
         if (actor := _signal_input("pause", payload, Actor)) is None:
             return
-        if not self.state.status.is_closed and not self.state.pause_requested:
+        if self.state.status.is_closed or self.state.pause_requested:
+            return
+        if self._counts("pause", actor.by, actor.signed, {"reason": actor.reason}):
             self.state.request_pause(actor, workflow.now())
             self._moment("pause requested", actor.by)
             self._forward("pause", actor)
@@ -1093,6 +1144,8 @@ class AgentWorkflow:
     @workflow.signal
     def resume(self, *payload: Any) -> None:
         if (actor := _signal_input("resume", payload, Actor)) is None:
+            return
+        if not self._counts("resume", actor.by, actor.signed, {"reason": actor.reason}):
             return
         if self.state.pause_requested:
             self.state.resume(actor, workflow.now())
@@ -1105,6 +1158,8 @@ class AgentWorkflow:
         if (actor := _signal_input("cancel", payload, Actor)) is None:
             return
         if self.state.status.is_closed or self.state.cancel_requested_by is not None:
+            return
+        if not self._counts("cancel", actor.by, actor.signed, {"reason": actor.reason}):
             return
         self.state.request_cancel(actor, workflow.now())
         self._moment("cancel requested", actor.by)
@@ -1129,18 +1184,28 @@ class AgentWorkflow:
         if (error := self.state.budget_raise_error(raise_, workflow.now())) is not None:
             workflow.logger.warning("budget ignored: %s", error)
             return
-        self._apply_budget(raise_)
+        if (error := signed_changes.forwarded_raise_error(self.state, raise_)) is not None:
+            self._refuse(raise_.by, error)
+            return
+        signed = raise_.forwarded or raise_
+        if self._counts("raise_budget", signed.by, signed.signed, signed.what_it_says()):
+            self._apply_budget(raise_)
 
     @workflow.update(name="raise_budget")
     def raise_budget(self, *payload: Any) -> RunBudget:
         raise_ = _update_input("raise_budget", payload, BudgetRaise)
-        _refuse_if(self.state.budget_raise_error(raise_, workflow.now()))
+        _refuse_if(self._raise_error(raise_))
+        self._must_count("raise_budget", raise_.by, raise_.signed, raise_.what_it_says())
         return self._apply_budget(raise_)
 
     @raise_budget.validator
     def _validate_raise_budget(self, *payload: Any) -> None:
-        raise_ = _update_input("raise_budget", payload, BudgetRaise)
-        _refuse_if(self.state.budget_raise_error(raise_, workflow.now()))
+        _refuse_if(self._raise_error(_update_input("raise_budget", payload, BudgetRaise)))
+
+    def _raise_error(self, raise_: BudgetRaise) -> str | None:
+        if raise_.forwarded is not None:
+            return "a forwarded raise comes from a parent run, as its `budget` signal"
+        return self.state.budget_raise_error(raise_, workflow.now())
 
     def _apply_budget(self, raise_: BudgetRaise) -> RunBudget:
         budget = self.state.raise_budget(raise_, workflow.now())
@@ -1152,16 +1217,21 @@ class AgentWorkflow:
         )
         if child_budget is not None:  # the sub-agent at work gets its share of the raise
             limits = child_budget.model_dump(exclude_none=True)
-            self._forward(
-                "budget", BudgetRaise(by=raise_.by, comment="raised by the parent", **limits)
+            # The raise as the person signed it goes along: the child checks it too.
+            original = (raise_.forwarded or raise_).model_copy(update={"forwarded": None})
+            forwarded = BudgetRaise(
+                by=raise_.by, comment="raised by the parent", forwarded=original, **limits
             )
+            self._forward("budget", forwarded)
         return budget
 
     def _apply_decision(self, decision: Decision, *, approved: bool) -> None:
         if (error := self.state.decision_error(decision, approved)) is not None:
             workflow.logger.warning("decision ignored: %s", error)
             return
-        if (error := self.state.decision_signature_error(decision, approved)) is not None:
+        self._settle_signatures()
+        now = workflow.now()
+        if error := signed_changes.decision_error(self.state, decision, approved, now):
             self._refuse(decision.by, error)
             workflow.logger.warning("decision refused: %s", error)
             return
@@ -1170,9 +1240,41 @@ class AgentWorkflow:
         self._moment(decided.status.value, f"{decided.tool} by {decision.by}")
 
     def _refuse(self, by: str, error: str) -> None:
-        """A decision that did not count: in the audit log and on the timeline."""
+        """A change that did not count: in the audit log and on the timeline."""
         self.state.refuse(by, error, workflow.now())
         self._moment("decision refused", preview(f"{by}: {error}", 120))
+
+    def _settle_signatures(self) -> None:
+        """Which signatures this run takes (workflows/signing.py), asked once its policy
+        requires them: v2 from the `every-change-signed` patch on, v1 before it."""
+        if self._signatures_settled or not self.state.policy.require_signed_decisions:
+            return
+        self._signatures_settled = True
+        self.state.signature_version = 2 if workflow.patched(EVERY_CHANGE_SIGNED_PATCH) else 1
+
+    def _counts(self, action: Action, by: str, signed: SignedDecision | None, says: Any) -> bool:
+        """Whether a person's change counts (always, unless the policy requires signed
+        changes); one that does not is refused in the audit, and nothing else changes."""
+        return self._change_refused(action, by, signed, says) is None
+
+    def _must_count(
+        self, action: Action, by: str, signed: SignedDecision | None, says: Any
+    ) -> None:
+        """`_counts` for an update: a refusal is recorded, then raised to the caller."""
+        _refuse_if(self._change_refused(action, by, signed, says))
+
+    def _change_refused(
+        self, action: Action, by: str, signed: SignedDecision | None, says: Any
+    ) -> str | None:
+        self._settle_signatures()
+        now = workflow.now()
+        error = signed_changes.change_error(self.state, action, by, signed, says, now)
+        if error is not None:
+            self._refuse(by, error)
+            workflow.logger.warning("%s refused: %s", action, error)
+            return error
+        signed_changes.note_used(self.state, signed, now)
+        return None
 
     # -- people: updates (answered, validated before they reach the history) -------------
     @workflow.update
@@ -1181,11 +1283,14 @@ class AgentWorkflow:
         # Re-checked here too: two updates validated in one activation must not both win.
         _refuse_if(self.state.decision_error(request.as_decision(), request.approve))
         # Checked here, not in the validator, so a forged or unsigned decision is recorded.
-        error = self.state.decision_signature_error(request.as_decision(), request.approve)
+        self._settle_signatures()
+        now = workflow.now()
+        decision = request.as_decision()
+        error = signed_changes.decision_error(self.state, decision, request.approve, now)
         if error is not None:
             self._refuse(request.by, error)
             _refuse_if(error)
-        decided = self.state.decide(request.as_decision(), request.approve, workflow.now())
+        decided = self.state.decide(decision, request.approve, now)
         self._publish()
         self._moment(decided.status.value, f"{decided.tool} by {request.by}")
         return decided
@@ -1199,7 +1304,8 @@ class AgentWorkflow:
     def submit_answer(self, *payload: Any) -> Question:
         answer = _update_input("submit_answer", payload, Answer)
         _refuse_if(self.state.answer_error(answer))
-        if (error := self.state.answer_signature_error(answer)) is not None:
+        self._settle_signatures()
+        if (error := signed_changes.answer_error(self.state, answer, workflow.now())) is not None:
             self._refuse(answer.by, error)
             _refuse_if(error)
         question = self.state.answer(answer, workflow.now())
@@ -1216,6 +1322,7 @@ class AgentWorkflow:
     def edit(self, *payload: Any) -> RunState:
         patch = _update_input("edit", payload, StatePatch)
         _refuse_if(self.state.patch_error(patch))
+        self._must_count("edit", patch.by, patch.signed, patch.changes())
         self.state.apply_patch(patch, workflow.now())
         self._publish()
         self._moment("edited", patch.by)
@@ -1225,6 +1332,21 @@ class AgentWorkflow:
     @edit.validator
     def _validate_edit(self, *payload: Any) -> None:
         _refuse_if(self.state.patch_error(_update_input("edit", payload, StatePatch)))
+
+    @workflow.update(name="authorize_rewind")
+    def authorize_rewind(self, *payload: Any) -> str:
+        """`agentctl rewind` asks first, so a run that requires signed changes checks who
+        rewinds it (and records it) before the reset; the reset itself is Temporal's."""
+        request = _update_input("authorize_rewind", payload, RewindRequest)
+        _refuse_if(self.state.rewind_error(request.moment))
+        self._must_count("rewind", request.by, request.signed, {"moment": request.moment})
+        self.state.log(workflow.now(), request.by, "rewind_authorized", f"to {request.moment}")
+        return f"rewind to moment {request.moment} authorized for {request.by}"
+
+    @authorize_rewind.validator
+    def _validate_rewind(self, *payload: Any) -> None:
+        request = _update_input("authorize_rewind", payload, RewindRequest)
+        _refuse_if(self.state.rewind_error(request.moment))
 
     # -- queries: they take no input, and ignore any sent ---------------------------------
     @workflow.query(name="state")
@@ -1296,6 +1418,22 @@ def _update_input(name: str, payload: tuple[Any, ...], model: type[InputModel]) 
         return _parse_input(name, payload, model)
     except ValueError as err:
         raise ApplicationError(str(err), type="InputRefused", non_retryable=True) from None
+
+
+def _forged_start(request: RunRequest, state: RunState, info: workflow.Info) -> str | None:
+    """Why a start request may not be taken: carried state or a parent that Temporal says
+    this run does not have (a caller would then write under another run's identity)."""
+    if request.resumes:
+        if info.continued_run_id is None:
+            return "refused: a start request may not carry a run's state (resume_state)"
+        mine = run_identity(info)
+        if state.run_id != info.workflow_id or state.identity not in (None, mine):
+            return "refused: the carried state belongs to another run"
+    elif request.delegated_by is not None:
+        parent = info.parent
+        if parent is None or parent.workflow_id != request.delegated_by.run_id:
+            return "refused: delegated_by names a run that did not start this one"
+    return None
 
 
 def run_identity(info: workflow.Info) -> str:

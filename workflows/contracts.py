@@ -113,6 +113,11 @@ class DelegatedBy(StrictModel):
     step: int = Field(ge=0)
     tool_call_id: str = Field(min_length=1, max_length=200)
     agent: str | None = Field(default=None, max_length=100)
+    # The identities of the runs above this one, its parent's last: a change a person
+    # signed for one of them (a budget, a pause) is forwarded down, and counts here too.
+    identities: list[Annotated[str, Field(max_length=300)]] = Field(
+        default_factory=list, max_length=20
+    )
 
 
 class ChildSpend(StrictModel):
@@ -132,11 +137,19 @@ class BudgetRaise(StrictModel):
     tool_calls: int | None = Field(default=None, ge=0)
     seconds: float | None = Field(default=None, gt=0, le=365 * 24 * 3600.0)
     comment: str = Field(default="", max_length=2000)
+    signed: SignedDecision | None = None
+    # Set by a parent passing a person's raise on to its sub-agent: the raise as signed,
+    # which the sub-agent verifies (its own limits may not pass the signed ones).
+    forwarded: BudgetRaise | None = None
 
     def limits(self) -> dict[str, Any]:
         return self.model_dump(
             include={"usd", "tokens", "tool_calls", "seconds"}, exclude_none=True
         )
+
+    def what_it_says(self) -> dict[str, Any]:
+        """What a signature over this raise covers."""
+        return {"limits": self.limits(), "comment": self.comment}
 
 
 DAY_SECONDS = 24 * 3600.0
@@ -237,6 +250,24 @@ class ForkSpec(StrictModel):
     parent_run_id: str = Field(min_length=1, max_length=200)
     state: dict[str, Any]
     edit: StatePatch | None = None
+    # Who forks; signed (over the parent, the moment, the edit and the fork's own id) when
+    # the parent's policy requires signed changes.
+    by: str | None = Field(default=None, min_length=1, max_length=100)
+    signed: SignedDecision | None = None
+
+    def what_it_says(self, fork_id: str) -> dict[str, Any]:
+        edit = self.edit.changes() if self.edit is not None else None
+        moment = self.state.get("moment")
+        return {"parent": self.parent_run_id, "moment": moment, "edit": edit, "fork": fork_id}
+
+
+class ParentFacts(StrictModel):
+    """What Temporal says of a fork's parent (the `fork_origin` activity asks the parent
+    itself): the identity its data is under and its policy. A fork's carried state must
+    say the same, or the fork is refused."""
+
+    store_key: str
+    policy: RunPolicy
 
 
 class ChatMessage(CompactModel):
@@ -344,17 +375,23 @@ class ToolOutcome(CompactModel):
 
 
 class SignedDecision(StrictModel):
-    """Who decided what, on which request and which arguments, when: signed with a key the
-    run's policy trusts (workflows/signing.py). Verified in workflow code."""
+    """Who changed what, on which request (or under which nonce), when: signed with a key
+    the run's policy trusts (workflows/signing.py). Verified in workflow code."""
 
+    # 1: decisions and answers over their arguments; 2: every change (workflows/signing.py).
+    v: int = Field(default=1, ge=1, le=2)
     key_id: str = Field(min_length=1, max_length=100)
     # The run's identity (workflow id @ first execution): a signature for one run, or for
     # an earlier run under a reused id, never counts in another.
     run: str = Field(min_length=1, max_length=300)
     by: str = NAME
-    action: Literal["approve", "reject", "answer"]
+    action: Literal[
+        "approve", "reject", "answer", "raise_budget", "edit", "pause", "resume", "cancel",
+        "fork", "rewind",
+    ]  # fmt: skip
+    # The request or question decided; for a change to the run itself, a fresh nonce.
     request_id: str = Field(min_length=1, max_length=200)
-    # sha256 of the request's arguments (approve, reject) or of the answer's text.
+    # sha256 of what the change says (workflows/signing.py: the digests).
     digest: str = Field(pattern=r"^[0-9a-f]{64}$")
     at: str = Field(min_length=1, max_length=40)
     signature: str = Field(min_length=1, max_length=200)
@@ -399,6 +436,16 @@ class Actor(StrictModel):
 
     by: str = Field(default="anonymous", min_length=1, max_length=100)
     reason: str = Field(default="", max_length=2000)
+    signed: SignedDecision | None = None
+
+
+class RewindRequest(StrictModel):
+    """Update payload for `authorize_rewind`: who rewinds the run to which moment. The run
+    checks it (and its signature, when its policy asks) before `agentctl rewind` resets."""
+
+    by: str = NAME
+    moment: int = Field(ge=1)
+    signed: SignedDecision | None = None
 
 
 class StatePatch(StrictModel):
@@ -412,9 +459,10 @@ class StatePatch(StrictModel):
     context: list[Annotated[str, Field(max_length=2000)]] | None = Field(
         default=None, max_length=200
     )
+    signed: SignedDecision | None = None
 
     def changes(self) -> dict[str, Any]:
-        return self.model_dump(exclude={"by"}, exclude_none=True)
+        return self.model_dump(exclude={"by", "signed"}, exclude_none=True)
 
 
 class EffectSummary(StrictModel):
@@ -485,3 +533,4 @@ class PruneReport(StrictModel):
 # names are not the ones they were defined with, and fail to decode a run's input.
 RunRequest.model_rebuild()
 ForkSpec.model_rebuild()
+BudgetRaise.model_rebuild()

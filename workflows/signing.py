@@ -1,11 +1,19 @@
-"""Signed decisions: a person's approve, reject or answer that a run can check.
+"""Signed changes: a person's decision, answer or change to a run that the run can check.
 
-Anyone who reaches Temporal can send `approve` with any `by`. A run whose policy requires
-signed decisions counts a decision only when it carries a signature, by a key the policy
-trusts, over exactly this decision: who, what, which request, a digest of the arguments
-(or of the answer) and when. Verifying is pure computation on public keys, so it runs in
-workflow code and replays the same; the private keys live with the signers (the console,
-a person's own `agentctl`), never in a workflow.
+Anyone who reaches Temporal can send `approve`, `pause` or `raise_budget` with any `by`. A
+run whose policy requires signed decisions counts a change only when it carries a
+signature, by a key the policy trusts, over exactly this change: the run's identity, who,
+which action, what it applies to (a request's id, or a fresh nonce for a change to the
+run itself), a digest of what it says (a decision's tool, step, arguments and comment; an
+answer's text; a budget's figures; an edit's patch; a reason), and when it was signed.
+Verifying is pure computation on public keys, so it runs in workflow code and replays the
+same; the private keys live with the signers (the console, a person's own `agentctl`),
+never in a workflow.
+
+Two versions: v1 signed decisions and answers only, over the arguments alone (runs from
+before the `every-change-signed` patch keep it on replay); v2 signs every change, binds a
+decision to its tool, step and comment, and is refused when it was made before the request
+existed or, for a change named by a nonce, when it is stale or used already.
 """
 
 from __future__ import annotations
@@ -14,6 +22,8 @@ import base64
 import binascii
 import hashlib
 import json
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Any, Literal
 
 from cryptography.exceptions import InvalidSignature
@@ -22,24 +32,56 @@ from temporalio import workflow
 
 from workflows.contracts import RunPolicy, SignedDecision
 
-Action = Literal["approve", "reject", "answer"]
-MESSAGE_VERSION = "durable-agents/decision/v1"
+Action = Literal[
+    "approve", "reject", "answer", "raise_budget", "edit", "pause", "resume", "cancel",
+    "fork", "rewind",
+]  # fmt: skip
+MESSAGE_V1 = "durable-agents/decision/v1"
+MESSAGE_V2 = "durable-agents/change/v2"
+# A signer's clock may run this far ahead of the worker's (or behind a request's time).
+CLOCK_SKEW = timedelta(minutes=5)
+# A change named by a nonce counts only this long after it was signed: the run keeps the
+# nonces it used for this long, so a copy sent again later finds its nonce used or stale.
+FRESH_FOR = timedelta(days=1)
 
 
-def arguments_digest(arguments: dict[str, Any]) -> str:
-    """The sha256 of a request's arguments, as canonical JSON: an edit changes it."""
-    text = json.dumps(arguments, sort_keys=True, separators=(",", ":"), default=str)
+def digest_of(value: Any) -> str:
+    """The sha256 of a value as canonical JSON: what a signature says the change says."""
+    text = json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(text.encode()).hexdigest()
 
 
+def arguments_digest(arguments: dict[str, Any]) -> str:
+    """v1's digest of a decision: the request's arguments alone."""
+    return digest_of(arguments)
+
+
 def answer_digest(answer: str) -> str:
+    """v1's digest of an answer: its text."""
     return hashlib.sha256(answer.encode()).hexdigest()
 
 
+def decision_digest(tool: str, step: int, arguments: dict[str, Any], comment: str) -> str:
+    """v2: a decision covers what it approves and the words the model reads with it."""
+    return digest_of({"tool": tool, "step": step, "arguments": arguments, "comment": comment})
+
+
+def answer_v2_digest(question: str, step: int, answer: str) -> str:
+    return digest_of({"question": question, "step": step, "answer": answer})
+
+
 def _message(
-    key_id: str, run: str, by: str, action: str, request_id: str, digest: str, at: str
+    version: int,
+    key_id: str,
+    run: str,
+    by: str,
+    action: str,
+    request_id: str,
+    digest: str,
+    at: str,
 ) -> bytes:
-    fields = [MESSAGE_VERSION, key_id, run, by, action, request_id, digest, at]
+    head = MESSAGE_V2 if version == 2 else MESSAGE_V1
+    fields = [head, key_id, run, by, action, request_id, digest, at]
     return json.dumps(fields, separators=(",", ":")).encode()
 
 
@@ -53,10 +95,12 @@ def sign(
     request_id: str,
     digest: str,
     at: str,
+    version: int = 2,
 ) -> SignedDecision:
-    """Sign one decision (done by the console or `agentctl`, outside any workflow)."""
-    signature = key.sign(_message(key_id, run, by, action, request_id, digest, at))
+    """Sign one change (done by the console or `agentctl`, outside any workflow)."""
+    message = _message(version, key_id, run, by, action, request_id, digest, at)
     return SignedDecision(
+        v=version,
         key_id=key_id,
         run=run,
         by=by,
@@ -64,45 +108,91 @@ def sign(
         request_id=request_id,
         digest=digest,
         at=at,
-        signature=base64.b64encode(signature).decode(),
+        signature=base64.b64encode(key.sign(message)).decode(),
     )
 
 
+@dataclass(frozen=True)
+class Expected:
+    """What a signature must say to count for the change at hand."""
+
+    runs: tuple[str, ...]  # the run's identity (and, in a sub-agent, its parent's)
+    by: str
+    action: Action
+    request_id: str | None  # None: any nonce the run has not used
+    digest: str
+    # v2 only: when the request began (a signature from before it is for another), the
+    # workflow's time now, and the nonces the run has used.
+    not_before: datetime | None = None
+    now: datetime | None = None
+    used: frozenset[str] = frozenset()
+
+
 def signature_error(
-    policy: RunPolicy,
-    signed: SignedDecision | None,
-    *,
-    run: str,
-    by: str,
-    action: Action,
-    request_id: str,
-    digest: str,
+    policy: RunPolicy, signed: SignedDecision | None, wanted: Expected, *, version: int
 ) -> str | None:
-    """Why this decision does not count under the policy; None when it does (or when the
-    policy does not ask for signatures)."""
+    """Why this change does not count under the policy; None when it does (or when the
+    policy does not ask for signatures). `version`: the signature version the run takes."""
     if not policy.require_signed_decisions:
         return None
     if signed is None:
-        return f"unsigned decision by {by!r}: this run counts only signed decisions"
+        return f"unsigned {wanted.action} by {wanted.by!r}: this run counts only signed changes"
+    if signed.v != version:
+        return f"a v{signed.v} signature: this run counts only v{version} signatures"
     trusted = policy.trusted_keys.get(signed.key_id)
     if trusted is None:
-        return f"decision signed by key {signed.key_id!r}, which this run does not trust"
-    wanted = {"run": run, "by": by, "action": action, "request_id": request_id, "digest": digest}
-    for field, value in wanted.items():
+        return f"signed by key {signed.key_id!r}, which this run does not trust"
+    if signed.run not in wanted.runs:
+        return "the signature is for another change (run differs)"
+    fields: dict[str, Any] = {"by": wanted.by, "action": wanted.action, "digest": wanted.digest}
+    if wanted.request_id is not None:
+        fields["request_id"] = wanted.request_id
+    for field, value in fields.items():
         if getattr(signed, field) != value:
-            return f"the signature is for another decision ({field} differs)"
-    if trusted.signs_for and by not in trusted.signs_for:
-        return f"key {signed.key_id!r} may not sign for {by!r}"
+            return f"the signature is for another change ({field} differs)"
+    if trusted.signs_for and wanted.by not in trusted.signs_for:
+        return f"key {signed.key_id!r} may not sign for {wanted.by!r}"
+    if version == 2 and (error := _freshness_error(signed, wanted)) is not None:
+        return error
     try:
         public = Ed25519PublicKey.from_public_bytes(base64.b64decode(trusted.public_key))
         raw = base64.b64decode(signed.signature, validate=True)
-        message = _message(signed.key_id, run, by, action, request_id, digest, signed.at)
+        message = _message(
+            signed.v,
+            signed.key_id,
+            signed.run,
+            signed.by,
+            signed.action,
+            signed.request_id,
+            signed.digest,
+            signed.at,
+        )
         # The library's native code imports its exception class when a check fails; in the
         # workflow sandbox that import must reach the module already loaded, not a copy.
         with workflow.unsafe.imports_passed_through():
             public.verify(raw, message)
     except (InvalidSignature, binascii.Error, ValueError):
-        return f"forged signature: key {signed.key_id!r} did not sign this decision"
+        return f"forged signature: key {signed.key_id!r} did not sign this change"
+    return None
+
+
+def _freshness_error(signed: SignedDecision, wanted: Expected) -> str | None:
+    try:
+        at = datetime.fromisoformat(signed.at)
+    except ValueError:
+        return f"the signature's time {signed.at!r} is not an ISO 8601 time"
+    if at.tzinfo is None:
+        return f"the signature's time {signed.at!r} has no time zone"
+    now = wanted.now
+    if now is not None and at > now + CLOCK_SKEW:
+        return f"the signature is dated {signed.at}, in the future"
+    if wanted.not_before is not None and at < wanted.not_before - CLOCK_SKEW:
+        return f"the signature ({signed.at}) is older than the request it names"
+    if wanted.request_id is None:  # named by a nonce: fresh, and used once
+        if now is not None and at < now - FRESH_FOR:
+            return f"the signature ({signed.at}) is stale: a change counts within a day"
+        if signed.request_id in wanted.used:
+            return "the signature was used already (a copy sent again)"
     return None
 
 

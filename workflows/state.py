@@ -36,7 +36,6 @@ from workflows.contracts import (
     TokenUsage,
     preview,
 )
-from workflows.signing import answer_digest, arguments_digest, signature_error
 
 T = TypeVar("T")
 RECENT_RESULTS_KEPT = 20
@@ -207,6 +206,13 @@ class EventPage(BaseModel):
     events: list[RunEvent]
 
 
+class SignedUse(BaseModel):
+    """A signed change a run counted: its nonce, and when it was signed."""
+
+    nonce: str
+    at: datetime
+
+
 class ForkOrigin(BaseModel):
     run_id: str
     moment: int
@@ -261,6 +267,11 @@ class RunState(BaseModel):
     last_call: Spend | None = None
     delegations: list[Delegation] = Field(default_factory=list)
     delegated_by: DelegatedBy | None = None
+    # The signature version this run takes when its policy requires signed changes
+    # (workflows/signing.py; 1 in runs from before the `every-change-signed` patch), and
+    # the nonces of the signed changes it counted within signing.FRESH_FOR.
+    signature_version: int = 1
+    signed_nonces: list[SignedUse] = Field(default_factory=list)
     created_at: datetime
     updated_at: datetime
 
@@ -533,6 +544,9 @@ class RunState(BaseModel):
         self.status = RunStatus.AWAITING_APPROVAL
         self.log(request.requested_at, "policy", "approval_requested", request.tool)
 
+    def requests_named(self, request_id: str) -> int:
+        return sum(1 for a in self.approvals if a.request_id == request_id)
+
     def find_pending_approval(self, request_id: str | None) -> ApprovalRequest | None:
         """The request a decision names, or the only one waiting when it names none."""
         return _named_or_only(self.pending_approvals, request_id, lambda a: a.request_id)
@@ -542,10 +556,12 @@ class RunState(BaseModel):
         if self.status.is_closed:
             return f"the run is {self.status.value}"
         if decision.request_id is not None:
-            known = next((a for a in self.approvals if a.request_id == decision.request_id), None)
-            if known is None:
+            named = [a for a in self.approvals if a.request_id == decision.request_id]
+            if not named:
                 return f"no approval request {decision.request_id!r}"
-            if known.status is not ApprovalStatus.PENDING:
+            if not any(a.status is ApprovalStatus.PENDING for a in named):
+                # The latest of that id: a model may reuse a tool call's id.
+                known = named[-1]
                 return (
                     f"request {decision.request_id} was already {known.status.value} "
                     f"by {known.decided_by}"
@@ -556,6 +572,8 @@ class RunState(BaseModel):
             if not pending:
                 return "no approval is pending"
             return f"several approvals are pending; name one of {', '.join(pending)}"
+        if decision.request_id is None and self.requests_named(request.request_id) > 1:
+            return f"more than one request had the id {request.request_id}: name it"
         if not self.policy.may_decide(request.tool, decision.by, request.escalated):
             return f"{decision.by} may not decide {request.tool} requests in this run"
         if request.tool == BUDGET_REQUEST and approved:
@@ -574,20 +592,10 @@ class RunState(BaseModel):
         self.log(now, decision.by, request.status.value, f"{request.tool} {request.request_id}")
         return request
 
-    def decision_signature_error(self, decision: Decision, approved: bool) -> str | None:
-        """Why a decision that decision_error() accepted still does not count: a run whose
-        policy requires signed decisions takes only those signed for this very request."""
-        request = self.find_pending_approval(decision.request_id)
-        assert request is not None, "checked after decision_error()"
-        return signature_error(
-            self.policy,
-            decision.signed,
-            run=self.store_key,
-            by=decision.by,
-            action="approve" if approved else "reject",
-            request_id=request.request_id,
-            digest=arguments_digest(request.arguments),
-        )
+    def rewind_error(self, moment: int) -> str | None:
+        if moment > self.moment:
+            return f"the run has no moment {moment} yet (it is at {self.moment})"
+        return None
 
     def refuse(self, by: str, error: str, now: datetime) -> None:
         """Record a decision that did not count, and why (the audit keeps every attempt)."""
@@ -623,19 +631,6 @@ class RunState(BaseModel):
         if question.options is not None and answer.answer not in question.options:
             return f"answer must be one of {', '.join(question.options)}"
         return None
-
-    def answer_signature_error(self, answer: Answer) -> str | None:
-        question = self.find_pending_question(answer.question_id)
-        assert question is not None, "checked after answer_error()"
-        return signature_error(
-            self.policy,
-            answer.signed,
-            run=self.store_key,
-            by=answer.by,
-            action="answer",
-            request_id=question.question_id,
-            digest=answer_digest(answer.answer),
-        )
 
     def answer(self, answer: Answer, now: datetime) -> Question:
         question = self.find_pending_question(answer.question_id)
@@ -787,6 +782,7 @@ class RunState(BaseModel):
         ]
         fork.outbox, fork.notes_for_model, fork.errors, fork.events = [], [], [], []
         fork.effects = EffectsReport()  # the parent's effects were the parent's
+        fork.signed_nonces = []  # signed for the parent's identity, not the fork's
         # A sub-agent's finished answer is reused by the fork for the same task; one still
         # running belonged to the parent's moment and is not the fork's.
         fork.delegations = [

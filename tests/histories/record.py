@@ -15,7 +15,19 @@ from pathlib import Path
 from bench.harness import Bench, bench_stack
 from starters import runs, timeline
 from workflows import timeline as timeline_hook
-from workflows.contracts import Actor, Answer, Decision, RunRequest, StatePatch
+from starters.signer import Signer
+from workflows.contracts import (
+    Actor,
+    Answer,
+    DecideRequest,
+    Decision,
+    RunBudget,
+    RunPolicy,
+    RunRequest,
+    StatePatch,
+    TrustedKey,
+)
+from workflows.signing import new_key
 
 HERE = Path(__file__).parent
 
@@ -139,6 +151,34 @@ async def plain_loop(bench: Bench, rid: str) -> None:
     await runs.approve(bench.client, rid, Decision(by="cfo"))
 
 
+async def signed_changes(bench: Bench, rid: str) -> None:
+    """A run requiring signed changes (the `every-change-signed` patch): unsigned changes
+    refused and recorded, signed ones counted (a pause, a resume, a budget, a decision)."""
+    key, public = new_key()
+    alice = Signer(key, "alice-laptop")
+    policy = RunPolicy(
+        require_signed_decisions=True,
+        trusted_keys={"alice-laptop": TrustedKey(public_key=public, signs_for=["alice"])},
+    )
+    request = RunRequest(
+        goal="pay", label="pay-invoice", policy=policy, budget=RunBudget(tool_calls=5)
+    )
+    await runs.start_run(bench.client, bench.settings, request, rid)
+    await until(bench, rid, waiting)
+    await runs.pause(bench.client, rid, Actor(by="alice"))
+    await runs.approve(bench.client, rid, Decision(by="alice"))
+    await runs.pause(bench.client, rid, Actor(by="alice"), alice)
+    await until(bench, rid, lambda s: bool(getattr(s, "waiting_for", "")))
+    await runs.resume(bench.client, rid, Actor(by="alice"), alice)
+    await runs.raise_budget(bench.client, rid, runs.budget_raise("alice", tool_calls=6), alice)
+    await runs.decide(bench.client, rid, DecideRequest(approve=True, by="alice"), alice)
+
+
+async def forked_with_parent(bench: Bench, rid: str) -> None:
+    """A fork that asks its parent for its identity and policy (`fork-checked-...`)."""
+    await forked(bench, rid)
+
+
 BEHAVIOURS: dict[str, Callable[[Bench, str], Awaitable[None]]] = {
     "happy-path": happy_path,
     "rejected-approval": rejected_approval,
@@ -155,6 +195,9 @@ BEHAVIOURS: dict[str, Callable[[Bench, str], Awaitable[None]]] = {
     "malformed-signals": malformed_signals,
     # Agents as data: a plain tool loop with its agent recorded at start.
     "plain-loop": plain_loop,
+    # Every change signed under a signing policy; a fork checked with its parent.
+    "signed-changes": signed_changes,
+    "forked-with-parent": forked_with_parent,
 }
 
 

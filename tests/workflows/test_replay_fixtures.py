@@ -20,7 +20,7 @@ def test_every_behaviour_has_a_fixture():
     behaviours = {"happy-path", "rejected-approval", "question-answered", "edited"}
     behaviours |= {"paused-and-resumed", "retried-model-errors", "cancelled", "failed", "forked"}
     behaviours |= {"continued-as-new", "identity-happy-path", "malformed-signals"}
-    behaviours |= {"plain-loop"}
+    behaviours |= {"plain-loop", "signed-changes", "forked-with-parent"}
     assert set(MANIFEST) == behaviours
     assert {p.stem for p in HISTORIES.glob("*.json")} - {"manifest"} == behaviours
 

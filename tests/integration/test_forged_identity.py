@@ -1,0 +1,88 @@
+"""A run's identity comes from Temporal, never from the caller (invariant 11): a start
+that carries another run's state, names a parent that did not start it, or forks with a
+doctored state is refused before it writes anything, and the victim's rows are as they
+were."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from temporalio.client import WorkflowFailureError
+
+from activities.stores import Stores
+from starters import runs
+from tests.conftest import run_id, wait_for_approval
+from workflows.contracts import (
+    DelegatedBy,
+    ForkSpec,
+    RunPolicy,
+    RunRequest,
+    TrustedKey,
+)
+from workflows.signing import new_key
+from workflows.state import pack_state
+
+pytestmark = pytest.mark.usefixtures("worker")
+
+
+async def refused(client, settings, request: RunRequest) -> tuple[str, str]:
+    """Start as an attacker would (the client's start, no checks of ours); the failure."""
+    rid = run_id("forged")
+    handle = await client.start_workflow(
+        "AgentWorkflow", request, id=rid, task_queue=settings.task_queue
+    )
+    with pytest.raises(WorkflowFailureError) as failed:
+        await asyncio.wait_for(handle.result(), timeout=60)  # a taken start would wait
+    return rid, str(getattr(failed.value.cause, "message", failed.value.cause))
+
+
+async def test_a_start_naming_another_runs_identity_writes_nothing_under_it(dev_env, settings):
+    client = dev_env.client
+    _, public = new_key()
+    policy = RunPolicy(
+        require_signed_decisions=True, trusted_keys={"k": TrustedKey(public_key=public)}
+    )
+    victim = run_id("victim")
+    await runs.start_run(
+        client, settings, RunRequest(goal="pay", label="pay-invoice", policy=policy), victim
+    )
+    await wait_for_approval(client, victim)
+    state = await runs.get_state(client, victim)
+    stores = Stores.open(settings)
+    rows_before = stores.transcript.read(state.store_key)
+    carried = state.model_dump(mode="json")
+
+    attacks = {
+        "resume_state": RunRequest(goal="pay", label="pay-invoice", resume_state=carried),
+        "resume_state_packed": RunRequest(
+            goal="pay", label="pay-invoice", resume_state_packed=pack_state(state)
+        ),
+        "delegated_by": RunRequest(
+            goal="pay",
+            label="pay-invoice",
+            delegated_by=DelegatedBy(run_id=victim, step=1, tool_call_id="call-1"),
+        ),
+    }
+    for name, request in attacks.items():
+        rid, why = await refused(client, settings, request)
+        assert why.startswith("refused:"), (name, why)
+        assert stores.transcript.read(f"{rid}@x") == []
+    # A fork whose carried state drops the parent's signing policy: the fork takes the
+    # parent's own policy from the parent, which counts only a signed fork.
+    doctored = {**carried, "policy": RunPolicy().model_dump(mode="json")}
+    fork = RunRequest(
+        goal="pay",
+        label="pay-invoice",
+        fork=ForkSpec(parent_run_id=victim, state=doctored, by="mallory"),
+    )
+    rid, why = await refused(client, settings, fork)
+    assert "unsigned fork by 'mallory'" in why, why
+    fork_state = await runs.get_state(client, rid)
+    assert fork_state.policy == state.policy
+    assert stores.transcript.read(fork_state.store_key) == []  # nothing of the victim's copied
+
+    assert stores.transcript.read(state.store_key) == rows_before
+    after = await runs.get_state(client, victim)
+    assert after.audit == state.audit and after.moment == state.moment
+    assert after.pending_approvals  # the victim still waits for its own approver

@@ -1,0 +1,139 @@
+"""Whether a person's change to a run counts, when the run's policy requires signatures.
+
+One place for every kind of change (decide, answer, raise a budget, edit, pause, resume,
+cancel, rewind): what the signature must say, checked against the run's state, and the
+nonces it used. The handlers call these before they change anything; a refusal is
+recorded by the caller (RunState.refuse), so the audit keeps every attempt.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from workflows.contracts import Answer, BudgetRaise, Decision, SignedDecision
+from workflows.signing import (
+    FRESH_FOR,
+    Action,
+    Expected,
+    answer_digest,
+    answer_v2_digest,
+    arguments_digest,
+    decision_digest,
+    digest_of,
+    signature_error,
+)
+from workflows.state import RunState, SignedUse
+
+
+def runs_above(state: RunState) -> list[str]:
+    """The identities of the runs that delegated to this one, its parent's last."""
+    return list(state.delegated_by.identities) if state.delegated_by else []
+
+
+def runs_signed_for(state: RunState) -> tuple[str, ...]:
+    """Whose signatures count here: this run's identity, and those of the runs above it
+    (a change signed there and forwarded down)."""
+    return (state.store_key, *runs_above(state))
+
+
+def forwarded_raise_error(state: RunState, raise_: BudgetRaise) -> str | None:
+    """Why a parent's `budget` signal may not apply: the share it gives the sub-agent passes
+    what the person signed, or what the sub-agent had for a limit they did not raise."""
+    original = raise_.forwarded
+    if original is None:
+        return None
+    if original.forwarded is not None:
+        return "a forwarded raise forwards one raise, as it was signed"
+    signed, current = original.limits(), state.budget.model_dump() if state.budget else {}
+    for name, value in raise_.limits().items():
+        cap = signed.get(name, current.get(name))
+        if cap is None or value > cap:
+            return f"the forwarded {name} ({value:g}) passes what was raised ({cap})"
+    return None
+
+
+def decision_error(
+    state: RunState, decision: Decision, approved: bool, now: datetime
+) -> str | None:
+    """Why a decision that RunState.decision_error() accepted still does not count."""
+    request = state.find_pending_approval(decision.request_id)
+    assert request is not None, "checked after RunState.decision_error()"
+    action: Action = "approve" if approved else "reject"
+    if state.signature_version == 1:
+        digest = arguments_digest(request.arguments)
+    else:
+        digest = decision_digest(request.tool, request.step, request.arguments, decision.comment)
+    wanted = Expected(
+        runs=(state.store_key,),
+        by=decision.by,
+        action=action,
+        request_id=request.request_id,
+        digest=digest,
+        not_before=request.requested_at,
+        now=now,
+    )
+    return _error(state, decision.signed, wanted)
+
+
+def answer_error(state: RunState, answer: Answer, now: datetime) -> str | None:
+    """Why an answer that RunState.answer_error() accepted still does not count."""
+    question = state.find_pending_question(answer.question_id)
+    assert question is not None, "checked after RunState.answer_error()"
+    if state.signature_version == 1:
+        digest = answer_digest(answer.answer)
+    else:
+        digest = answer_v2_digest(question.question, question.step, answer.answer)
+    wanted = Expected(
+        runs=(state.store_key,),
+        by=answer.by,
+        action="answer",
+        request_id=question.question_id,
+        digest=digest,
+        not_before=question.asked_at,
+        now=now,
+    )
+    return _error(state, answer.signed, wanted)
+
+
+def change_error(
+    state: RunState,
+    action: Action,
+    by: str,
+    signed: SignedDecision | None,
+    says: Any,
+    now: datetime,
+    runs: tuple[str, ...] | None = None,
+) -> str | None:
+    """Why a change to the run itself (a budget, an edit, a pause...) does not count.
+    Runs taking v1 signatures signed decisions only: their other changes count as sent.
+    `runs`: whose identity the signature must name (default: this run's, or above it)."""
+    if not state.policy.require_signed_decisions or state.signature_version == 1:
+        return None
+    wanted = Expected(
+        runs=runs or runs_signed_for(state),
+        by=by,
+        action=action,
+        request_id=None,
+        digest=digest_of(says),
+        now=now,
+        used=frozenset(use.nonce for use in state.signed_nonces),
+    )
+    return _error(state, signed, wanted)
+
+
+def note_used(state: RunState, signed: SignedDecision | None, now: datetime) -> None:
+    """Remember a counted change's nonce (a copy sent again is refused), forgetting those
+    too old to count anyway."""
+    if signed is None or not state.policy.require_signed_decisions:
+        return
+    fresh = [use for use in state.signed_nonces if use.at >= now - FRESH_FOR]
+    at = datetime.fromisoformat(signed.at)
+    state.signed_nonces = [*fresh, SignedUse(nonce=signed.request_id, at=at)]
+
+
+def _error(state: RunState, signed: SignedDecision | None, wanted: Expected) -> str | None:
+    error = signature_error(state.policy, signed, wanted, version=state.signature_version)
+    if error is not None and signed is None and wanted.action in ("approve", "reject"):
+        return f"unsigned decision by {wanted.by!r}: this run counts only signed decisions"
+    return error
