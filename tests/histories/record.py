@@ -14,8 +14,8 @@ from pathlib import Path
 
 from bench.harness import Bench, bench_stack
 from starters import runs, timeline
-from workflows import timeline as timeline_hook
 from starters.signer import Signer
+from workflows import timeline as timeline_hook
 from workflows.contracts import (
     Actor,
     Answer,
