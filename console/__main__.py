@@ -7,7 +7,8 @@ import asyncio
 import uvicorn
 
 from console.app import create_app
-from worker.client import connect, connect_failure
+from worker.client import connect
+from worker.connection import ConnectionSettingsError
 from worker.settings import load_settings
 
 
@@ -15,9 +16,8 @@ def main() -> None:
     settings = load_settings()
     try:
         asyncio.run(connect(settings))
-    except RuntimeError as err:  # the SDK's connection error, said in one line
-        reason = connect_failure(str(err))
-        print(f"console: cannot reach Temporal at {settings.temporal_address} ({reason})")
+    except (RuntimeError, ConnectionSettingsError) as err:  # said in one line
+        print(f"console: {err}")
         raise SystemExit(2) from None
     uvicorn.run(
         create_app(settings),

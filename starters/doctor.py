@@ -19,6 +19,7 @@ from infra.stack import polling_builds
 from starters import release
 from starters.runs import WORKFLOW_TYPE
 from worker.client import connect, connect_failure
+from worker.connection import ConnectionSettingsError, connection
 from worker.encryption import KeyringError, keyring_from
 from worker.settings import Settings
 from workflows import search_attributes as sa
@@ -38,6 +39,7 @@ class Finding:
 async def diagnose(settings: Settings, only: set[str] | None = None) -> list[Finding]:
     """Each part's finding, in order; `only` limits the parts (a readiness probe's)."""
     checks: list[tuple[str, Callable[[Settings], Awaitable[Finding]]]] = [
+        ("transport", _transport),
         ("temporal", _temporal),
         ("worker", _worker),
         ("model", _model),
@@ -62,20 +64,42 @@ async def diagnose(settings: Settings, only: set[str] | None = None) -> list[Fin
     return findings
 
 
+async def _transport(settings: Settings) -> Finding:
+    """How this process reaches Temporal; plaintext beyond this machine is flagged."""
+    try:
+        target = connection(settings)
+    except ConnectionSettingsError as err:
+        return Finding("transport", False, str(err), "fix the TLS or API key settings")
+    says = f"{target.transport} to {target.address}, namespace {target.namespace!r}"
+    if target.plaintext_to_remote:
+        return Finding(
+            "transport",
+            False,
+            f"{says}: plaintext to a remote address, anyone on the way reads and can act",
+            "set TEMPORAL_TLS=true (or AGENT_TEMPORAL_TLS_CA_FILE, _CERT_FILE, _KEY_FILE) or "
+            'TEMPORAL_API_KEY; docs/operations.md, "Connecting to Temporal"',
+        )
+    return Finding("transport", True, says)
+
+
 async def _temporal(settings: Settings) -> Finding:
-    where = f"{settings.temporal_address}, namespace {settings.namespace!r}"
+    try:
+        target = connection(settings)
+    except ConnectionSettingsError as err:
+        return Finding("temporal", False, str(err), "fix the TLS or API key settings")
+    where = f"{target.address}, namespace {target.namespace!r}"
     try:
         client = await connect(settings)
         listed = await client.operator_service.list_search_attributes(
-            ListSearchAttributesRequest(namespace=settings.namespace)
+            ListSearchAttributesRequest(namespace=client.namespace)
         )
     except Exception as err:
         return Finding(
             "temporal",
             False,
             f"cannot reach Temporal at {where}: {connect_failure(str(err))}",
-            "start the local stack with `agentctl up`, or set AGENT_TEMPORAL_HOST, "
-            "AGENT_TEMPORAL_PORT and AGENT_NAMESPACE to your cluster",
+            "start the local stack with `agentctl up`, or point TEMPORAL_ADDRESS and "
+            "TEMPORAL_NAMESPACE (or a TEMPORAL_PROFILE) at your cluster",
         )
     missing = [key.name for key in sa.ALL if key.name not in listed.custom_attributes]
     if missing:

@@ -17,7 +17,8 @@ from infra.binaries import BinaryMissing
 from infra.offline_model.scenarios import ScenarioError
 from infra.processes import StackError
 from starters.runs import RunError, check_run_id
-from worker.client import connect_failure
+from worker.client import TemporalUnreachable, connect_failure
+from worker.connection import ConnectionSettingsError
 from worker.encryption import KeyringError
 from worker.settings import SettingsFileMissing
 
@@ -40,6 +41,10 @@ def one_line(err: BaseException) -> str:
     if isinstance(err, RPCError):
         return f"Temporal refused: {err.message}"
     text = str(err)
+    if isinstance(err, TemporalUnreachable):
+        if "refused" in err.reason and "connection refused" in err.reason:
+            return f"{text}; is the stack up? run `agentctl up`"
+        return text
     if text.startswith("Failed client connect"):
         return (
             f"cannot reach Temporal ({connect_failure(text)}); is the stack up? run `agentctl up`"
@@ -50,6 +55,7 @@ def one_line(err: BaseException) -> str:
 
 KNOWN = (
     RunError,
+    ConnectionSettingsError,
     StackError,
     KeyringError,
     SettingsFileMissing,

@@ -14,6 +14,7 @@ from temporalio.converter import DataConverter, DefaultFailureConverterWithEncod
 from temporalio.runtime import Runtime
 
 from worker import telemetry
+from worker.connection import Connection, connection
 from worker.encryption import EncryptionCodec, Keyring, key_text
 from worker.settings import Settings
 
@@ -21,18 +22,61 @@ from worker.settings import Settings
 async def connect(
     settings: Settings, *, runtime: Runtime | None = None, for_worker: bool = False
 ) -> Client:
-    """A client; `for_worker` makes its codec tolerant of payloads it cannot decrypt
-    (worker/encryption.py), which only a worker wants."""
+    """A client, over TLS, mTLS or with an API key as configured (worker/connection.py);
+    `for_worker` makes its codec tolerant of payloads it cannot decrypt
+    (worker/encryption.py), which only a worker wants. ConnectionSettingsError when the
+    settings cannot be used, RuntimeError when Temporal cannot be reached."""
     interceptors: list[Interceptor] = []
     if telemetry.tracing_installed():
         interceptors.append(TracingInterceptor(telemetry.tracer()))
-    return await Client.connect(
-        settings.temporal_address,
-        namespace=settings.namespace,
-        data_converter=data_converter(settings, for_worker=for_worker),
-        interceptors=interceptors,
-        runtime=runtime,
-    )
+    target = connection(settings)
+    try:
+        return await Client.connect(
+            target.address,
+            namespace=target.namespace,
+            api_key=target.api_key,
+            tls=target.tls,
+            rpc_metadata=target.rpc_metadata,
+            data_converter=data_converter(settings, for_worker=for_worker),
+            interceptors=interceptors,
+            runtime=runtime,
+        )
+    except RuntimeError as err:
+        raise TemporalUnreachable(target, connect_failure(str(err))) from None
+
+
+class TemporalUnreachable(RuntimeError):
+    """Temporal could not be reached, said in one line: where, how, and the likely cause."""
+
+    def __init__(self, target: Connection, reason: str) -> None:
+        self.address, self.reason = target.address, explain(reason, target)
+        # Refused credentials or certificates: retrying will not mend them.
+        self.permanent = self.reason != reason and "TEMPORAL_TLS=true" not in self.reason
+        super().__init__(
+            f"cannot reach Temporal at {target.address} ({target.transport}): {self.reason}"
+        )
+
+
+def explain(reason: str, target: Connection) -> str:
+    """The SDK's reason, with what a person would check for the common ones."""
+    low = reason.lower()
+    if "status: 401" in low or "unauthenticated" in low:
+        return "the server refused the credentials (a missing or wrong API key)"
+    if "status: 403" in low or "permission" in low:
+        return "the server refused this client (forbidden: check the namespace and key)"
+    if "status: 400" in low and target.tls is not False:
+        return "the server refused the request (a TLS front door that wants a client certificate?)"
+    if "unknownissuer" in low or "invalidcertificate" in low:
+        return (
+            "the server's certificate is not signed by a CA this client trusts: set the CA "
+            "that signed it (AGENT_TEMPORAL_TLS_CA_FILE or TEMPORAL_TLS_SERVER_CA_CERT_PATH)"
+        )
+    if "certificate" in low or "handshake" in low or "alert" in low:
+        return f"the TLS handshake failed ({reason}): check the certificates"
+    plain_to_tls = ("canceled", "reset", "broken pipe", "protocol error")
+    if target.tls is False and any(word in low for word in plain_to_tls):
+        return f"{reason}; if the server speaks TLS, set TEMPORAL_TLS=true"
+    return reason
 
 
 def data_converter(settings: Settings, *, for_worker: bool = False) -> DataConverter:
@@ -54,7 +98,10 @@ def _encrypted_converter(keys: str, tolerant: bool) -> DataConverter:
 
 
 def connect_failure(text: str) -> str:
-    """The reason inside the SDK's long connection error: "connection refused", say."""
+    """The reason inside the SDK's long connection error: "connection refused", say (the
+    reason itself for an error of ours that says it already)."""
+    if text.startswith("cannot reach Temporal at "):
+        return text.partition("): ")[2] or text
     found = re.search(r'message: "([^"]+)"', text)
     if found:
         return found.group(1).lower()

@@ -30,7 +30,8 @@ from activities.stores import Stores
 from activities.tools import ToolActivities
 from activities.transcript import TranscriptActivities
 from worker import run_metrics, telemetry, versioning
-from worker.client import connect, connect_failure
+from worker.client import TemporalUnreachable, connect
+from worker.connection import ConnectionSettingsError
 from worker.encryption import KeyringError
 from worker.settings import Settings, SettingsFileMissing, load_settings
 from workflows import faults
@@ -183,14 +184,10 @@ async def connect_patiently(
     while not stop.is_set():
         try:
             return await connect(settings, runtime=runtime, for_worker=True)
-        except RuntimeError as err:
-            reason = connect_failure(str(err))
-            log.warning(
-                "cannot reach Temporal at %s (%s); retrying in %.0f s",
-                settings.temporal_address,
-                reason,
-                delay,
-            )
+        except TemporalUnreachable as err:
+            if err.permanent:  # credentials or certificates: waiting will not mend them
+                raise
+            log.warning("%s; retrying in %.0f s", err, delay)
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stop.wait(), delay)
         delay = min(delay * 2, MAX_CONNECT_DELAY_SECONDS)
@@ -209,6 +206,8 @@ def main() -> None:
         SettingsFileMissing,
         ToolDefinitionError,
         versioning.VersioningUnavailable,
+        ConnectionSettingsError,
+        TemporalUnreachable,
     ) as err:
         log.error("%s", err)
         sys.stdout.flush()

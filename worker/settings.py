@@ -27,6 +27,15 @@ class Settings(BaseSettings):
     temporal_port: int = Field(default=7233, ge=1, le=65535)
     temporal_ui_port: int = Field(default=8233, ge=1, le=65535)
     namespace: str = "default"
+    # Reaching a real cluster or Temporal Cloud (worker/connection.py): Temporal's own
+    # TEMPORAL_* variables and profile file are read too; these win where they are set.
+    temporal_profile: str | None = Field(default=None, min_length=1, max_length=200)
+    temporal_api_key: SecretStr | None = Field(default=None, repr=False)
+    temporal_tls: bool | None = None
+    temporal_tls_ca_file: Path | None = None
+    temporal_tls_cert_file: Path | None = None
+    temporal_tls_key_file: Path | None = None
+    temporal_tls_server_name: str | None = Field(default=None, min_length=1, max_length=253)
     # Goes into visibility queries: no quotes or backslashes.
     task_queue: str = Field(default="durable-agents", pattern=r"^[^'\"\\]{1,200}$")
     offline_model_port: int = Field(default=8765, ge=1, le=65535)
