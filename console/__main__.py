@@ -7,6 +7,7 @@ import asyncio
 import uvicorn
 
 from console.app import create_app
+from console.identity import SecretTooShort, console_secret
 from worker.client import connect
 from worker.connection import ConnectionSettingsError
 from worker.settings import load_settings
@@ -14,6 +15,11 @@ from worker.settings import load_settings
 
 def main() -> None:
     settings = load_settings()
+    try:
+        console_secret(settings)
+    except SecretTooShort as err:  # before anything listens: a short secret fails closed
+        print(f"console: {err}")
+        raise SystemExit(2) from None
     try:
         asyncio.run(connect(settings))
     except (RuntimeError, ConnectionSettingsError) as err:  # said in one line

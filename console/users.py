@@ -7,6 +7,7 @@ an added user can sign in without a restart.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -61,19 +62,24 @@ def add_user(path: Path, name: str, password: str) -> bool:
     users = _read(path)
     new = name not in users
     users[name] = {"hash": _hasher.hash(password)}
+    _write(path, users)
+    return new
+
+
+def _write(path: Path, users: dict[str, dict[str, str]]) -> None:
+    """Atomically, readable by its owner alone."""
     path.parent.mkdir(parents=True, exist_ok=True)
     temporary = path.with_suffix(".tmp")
     temporary.touch(mode=0o600)
     temporary.write_text(json.dumps({"users": users}, indent=2, sort_keys=True))
     os.replace(temporary, path)
-    return new
 
 
 def remove_user(path: Path, name: str) -> bool:
     users = _read(path)
     if users.pop(name, None) is None:
         return False
-    path.write_text(json.dumps({"users": users}, indent=2, sort_keys=True))
+    _write(path, users)
     return True
 
 
@@ -84,6 +90,15 @@ def user_names(path: Path) -> list[str]:
 def exists(path: Path, name: str) -> bool:
     """Whether the user is (still) in the file: a removed user's session ends with it."""
     return name in _read(path)
+
+
+def fingerprint(path: Path, name: str) -> str | None:
+    """A short digest of the user's password entry (None: no such user): a session made
+    before the password changed carries another, and counts no more."""
+    entry = _read(path).get(name)
+    if entry is None:
+        return None
+    return hashlib.sha256(str(entry.get("hash", "")).encode()).hexdigest()[:24]
 
 
 def verify(path: Path, name: str, password: str) -> bool:

@@ -3,6 +3,7 @@ rendering and reading a form."""
 
 from __future__ import annotations
 
+import asyncio
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -12,11 +13,12 @@ from typing import Any
 from fastapi import Request
 from fastapi.responses import HTMLResponse
 from fastapi.templating import Jinja2Templates
-from temporalio.client import Client, WorkflowQueryFailedError
+from temporalio.client import Client, WorkflowExecutionDescription, WorkflowQueryFailedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from console import events
 from console.identity import CSRF_FIELD, Identity
+from console.throttle import SignInThrottle
 from console.views import Views, countdown
 from starters.runs import WEDGED, handle, one_line_of, wedged
 from starters.signer import Signer
@@ -41,6 +43,8 @@ class Console:
     identity: Identity
     views: Views
     signer: Signer
+    throttle: SignInThrottle
+    password_checks: asyncio.Semaphore
 
 
 class SignInNeeded(Exception):
@@ -98,7 +102,12 @@ async def run_state(console: Console, run_id: str) -> RunState:
     """The run's state, or a page error in one line: unknown (404), or no answer (503,
     wedged or no worker) within QUERY_SECONDS instead of a page that hangs."""
     check_run_id(run_id)
-    if await _wedged(console, run_id):  # a query would wait for a task that keeps failing
+    described = await _described(console, run_id)
+    if described is None or described.task_queue != console.settings.task_queue:
+        # Another deployment's run (or none): this console neither shows nor acts on it.
+        raise PageError(404, f"no run with id {run_id} in this deployment")
+    if described.raw_description.pending_workflow_task.attempt >= 2:
+        # A query would wait for a task that keeps failing.
         raise PageError(503, str(wedged(run_id)))
     try:
         state: RunState = await handle(console.client, run_id).query(
@@ -113,6 +122,16 @@ async def run_state(console: Console, run_id: str) -> RunState:
         if WEDGED in err.message or await _wedged(console, run_id):
             raise PageError(503, str(wedged(run_id))) from None
         raise PageError(503, f"no worker answered for {run_id} ({err.message})") from None
+
+
+async def _described(console: Console, run_id: str) -> WorkflowExecutionDescription | None:
+    """What Temporal says of the run (None: no such run)."""
+    try:
+        return await handle(console.client, run_id).describe()
+    except RPCError as err:
+        if err.status == RPCStatusCode.NOT_FOUND:
+            return None
+        raise PageError(503, f"cannot ask Temporal about {run_id}: {err.message}") from None
 
 
 async def _wedged(console: Console, run_id: str) -> bool:

@@ -115,7 +115,14 @@ def app_from(settings: Settings) -> FastAPI:
         raise KeyringError("the codec server needs AGENT_ENCRYPTION_KEYS (or _FILE)")
     if settings.codec_token is None:
         raise KeyringError("the codec server needs AGENT_CODEC_TOKEN")
-    return codec_app(keyring, settings.codec_token.get_secret_value(), settings.ui_origins)
+    token = settings.codec_token.get_secret_value()
+    if len(token.encode()) < MIN_TOKEN_BYTES:
+        # An empty or short token would let anyone decrypt every payload.
+        raise KeyringError(f"AGENT_CODEC_TOKEN must be at least {MIN_TOKEN_BYTES} bytes")
+    return codec_app(keyring, token, settings.ui_origins)
+
+
+MIN_TOKEN_BYTES = 32
 
 
 def main() -> None:

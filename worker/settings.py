@@ -92,6 +92,11 @@ class Settings(BaseSettings):
     # Signs session cookies; default: a secret made once and kept in the data dir.
     console_secret: SecretStr | None = None
     console_session_hours: float = Field(default=12.0, gt=0, le=24 * 30)
+    # Behind a TLS-terminating proxy the console sees plain HTTP: mark cookies Secure anyway.
+    console_secure_cookies: bool = False
+    # Sign-in attempts: per client address per minute, and failures per name per 15 min.
+    console_signin_per_address_per_minute: int = Field(default=30, ge=1, le=100_000)
+    console_signin_failures_per_name: int = Field(default=10, ge=1, le=100_000)
     # The key the console signs decisions with (policy trusted_keys name its public half);
     # default: made once and kept in the data dir (`agentctl keys console` prints it).
     console_signing_key_file: Path | None = None

@@ -136,10 +136,18 @@ async def test_answer_pause_resume_fork_and_sign_out(
 
     await eventually(fork_started)
 
+    copied = await page.context.cookies()  # as someone who lifted the cookie would
     await page.get_by_role("button", name="Sign out").click()
     await expect(page).to_have_url(re.compile("/login$"))
     await page.goto("/")
     await expect(page).to_have_url(re.compile("/login$"))
+    # The copy, taken before sign-out, in another browser: the server ended its session.
+    thief = await browser.new_context(base_url=console.url)
+    await thief.add_cookies(copied)  # type: ignore[arg-type]
+    stolen = await thief.new_page()
+    await stolen.goto("/")
+    await expect(stolen).to_have_url(re.compile("/login$"))
+    await thief.close()
     for rid in (payment.run_id, fork_id):
         await runs.cancel(client, rid, Actor(by="test", reason="done"))
     assert (await runs.get_state(client, payment.run_id)).status is not RunStatus.COMPLETED

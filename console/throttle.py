@@ -1,0 +1,58 @@
+"""Sign-in attempts, limited per name and per client address: guessing a password costs
+the guesser time, and a flood of sign-ins is refused before it reaches the (deliberately
+slow) password check. In memory: a console restart forgets, which costs a guesser only
+what the limits allow again."""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from dataclasses import dataclass, field
+
+
+@dataclass
+class Window:
+    """At most `limit` events in any `seconds`."""
+
+    limit: int
+    seconds: float
+    seen: dict[str, deque[float]] = field(default_factory=dict)
+
+    def wait_for(self, key: str, now: float) -> float:
+        """Seconds until `key` may try again (0: now)."""
+        times = self.seen.get(key)
+        if times is None:
+            return 0.0
+        while times and times[0] <= now - self.seconds:
+            times.popleft()
+        if not times:
+            del self.seen[key]
+            return 0.0
+        return 0.0 if len(times) < self.limit else times[0] + self.seconds - now
+
+    def note(self, key: str, now: float) -> None:
+        self.seen.setdefault(key, deque()).append(now)
+        if len(self.seen) > MAX_KEYS:  # a flood of names: forget the oldest
+            self.seen.pop(next(iter(self.seen)))
+
+
+MAX_KEYS = 100_000
+
+
+class SignInThrottle:
+    def __init__(self, per_address_per_minute: int, failures_per_name: int) -> None:
+        self.addresses = Window(per_address_per_minute, 60.0)
+        self.names = Window(failures_per_name, 15 * 60.0)
+
+    def refusal(self, name: str, address: str) -> str | None:
+        """Why this attempt is refused now, without checking the password; None: go on.
+        Every attempt counts against its address; failed ones against the name too."""
+        now = time.monotonic()
+        wait = max(self.addresses.wait_for(address, now), self.names.wait_for(name, now))
+        if wait > 0:
+            return f"too many sign-in attempts: try again in {int(wait) + 1} s"
+        self.addresses.note(address, now)
+        return None
+
+    def failed(self, name: str) -> None:
+        self.names.note(name, time.monotonic())
