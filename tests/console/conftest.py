@@ -21,6 +21,15 @@ async def console(
 
 
 @pytest.fixture(scope="session")
-async def browser() -> AsyncIterator[Browser]:
+async def chromium() -> AsyncIterator[Browser]:
     async for launched_browser in launched():
         yield launched_browser
+
+
+@pytest.fixture
+async def browser(chromium: Browser) -> AsyncIterator[Browser]:
+    """The session's Chromium; the contexts (pages, live streams) a test opened are closed
+    after it, so none keeps polling on the event loop the later tests share."""
+    yield chromium
+    for context in list(chromium.contexts):
+        await context.close()

@@ -4,16 +4,14 @@ the run then completes normally."""
 
 from __future__ import annotations
 
-import asyncio
-from dataclasses import dataclass
 from typing import Any
 
 import pytest
 from pydantic import SecretStr
 
-from infra.binaries import temporal_cli
 from starters import runs
 from tests.conftest import eventually, run_id, settings_for, wait_for_approval
+from tests.temporal_cli import temporal
 from worker.client import connect
 from worker.encryption import new_key
 from worker.main import build_worker
@@ -46,29 +44,6 @@ VARIANTS: dict[str, list[str]] = {
         "encryption-key-id=k1",
     ],
 }
-
-
-@dataclass(frozen=True)
-class Outcome:
-    returncode: int
-    stdout: str
-    stderr: str
-
-
-async def temporal(client, *args: str) -> Outcome:
-    """The real `temporal` CLI, awaited: the worker shares this event loop, and an update
-    waits for the worker to answer it."""
-    address = client.service_client.config.target_host
-    process = await asyncio.create_subprocess_exec(
-        str(temporal_cli()), *args, "--address", address, "--namespace", client.namespace,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )  # fmt: skip
-    # Generous: once in a clean-clone run a signal's CLI call took over 60 s on a busy
-    # dev server; a call that truly hangs still fails the test.
-    out, err = await asyncio.wait_for(process.communicate(), timeout=180)
-    assert process.returncode is not None
-    return Outcome(process.returncode, out.decode(), err.decode())
 
 
 def fingerprint(state) -> tuple[Any, ...]:

@@ -11,7 +11,7 @@ from typing import Any
 from starters import runs
 from starters.signer import Signer
 from tests.conftest import eventually, run_id, settings_for, wait_for_approval
-from tests.integration.test_malformed_inputs import temporal
+from tests.temporal_cli import temporal
 from worker.client import connect
 from worker.main import build_worker
 from workflows.contracts import Actor, DecideRequest, RunBudget, RunPolicy, RunRequest, TrustedKey

@@ -18,7 +18,7 @@ from typing import Any
 import httpx
 import pytest
 
-from infra.binaries import temporal_cli
+from tests import temporal_cli
 
 AGENTCTL = str(Path(sys.executable).parent / "agentctl")
 # Ports for the stack's servers, below Linux's ephemeral range (32768-60999): a port the
@@ -106,22 +106,12 @@ def test_pay_invoice_through_approval_and_across_a_restart(stack):
     assert f"Console: http://127.0.0.1:{stack.env['AGENT_CONSOLE_PORT']}" in up.stdout
     listing = stack("stack").stdout
     assert listing.count("running") == 4 and "the console" in listing
-    schedule = subprocess.run(
-        [
-            str(temporal_cli()),
-            "schedule",
-            "describe",
-            "--schedule-id",
-            "durable-agents-prune",
-            "--address",
-            f"127.0.0.1:{stack.env['AGENT_TEMPORAL_PORT']}",
-            "-o",
-            "json",
-        ],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
+    address = f"127.0.0.1:{stack.env['AGENT_TEMPORAL_PORT']}"
+    schedule = temporal_cli.run(
+        address, "default", "schedule", "describe", "--schedule-id", "durable-agents-prune",
+        "-o", "json",
+    )  # fmt: skip
+    assert schedule.returncode == 0, schedule.stderr
     assert "PruneWorkflow" in schedule.stdout
 
     started = json.loads(
@@ -303,12 +293,9 @@ def test_an_encrypted_stack_runs_the_demo_and_the_web_ui_decodes(stack):
     address = f"127.0.0.1:{stack.env['AGENT_TEMPORAL_PORT']}"
 
     # The server holds ciphertext: its own export of the history has no goal text.
-    raw = subprocess.run(
-        [str(temporal_cli()), "workflow", "show", "-w", run_id, "--address", address, "-o", "json"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
+    shown = temporal_cli.run(address, "default", "workflow", "show", "-w", run_id, "-o", "json")
+    assert shown.returncode == 0, shown.stderr
+    raw = shown.stdout
     payloads = list(payloads_in(json.loads(raw)))
     encodings = {base64.b64decode(p["metadata"]["encoding"]) for p in payloads}
     assert b"binary/encrypted" in encodings
