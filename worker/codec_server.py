@@ -52,7 +52,11 @@ async def _body(request: Request) -> bytes:
     return bytes(body)
 
 
-def codec_app(keyring: Keyring, token: str, origins: list[str]) -> FastAPI:
+def codec_app(
+    keyring: Keyring, token: str, origins: list[str], ui: str | None = None
+) -> FastAPI:
+    """`ui`: the Web UI's own token (AGENT_CODEC_UI_TOKEN), else one derived from `token`."""
+    ui = ui or ui_token(token)
     codec = EncryptionCodec(keyring)
     app = FastAPI(title="durable-agents codec server", docs_url=None, redoc_url=None)
     app.add_middleware(
@@ -94,7 +98,10 @@ def codec_app(keyring: Keyring, token: str, origins: list[str]) -> FastAPI:
 
     @app.post("/ui/{path_token}/{direction}")
     async def with_path_token(request: Request, path_token: str, direction: Direction) -> Response:
-        check(path_token, ui_token(token))
+        check(path_token, ui)
+        if direction != "decode":
+            # Whoever opens the Web UI sees its token: it may read payloads, never make them.
+            raise HTTPException(status_code=403, detail="the Web UI's path decodes only")
         return await convert(request, direction)
 
     @app.get("/health")
@@ -106,7 +113,8 @@ def codec_app(keyring: Keyring, token: str, origins: list[str]) -> FastAPI:
 
 def ui_endpoint(settings: Settings, token: str) -> str:
     """What the Web UI is told to call (`--ui-codec-endpoint`)."""
-    return f"{settings.codec_url}/ui/{ui_token(token)}"
+    ui = settings.codec_ui_token.get_secret_value() if settings.codec_ui_token else None
+    return f"{settings.codec_url}/ui/{ui or ui_token(token)}"
 
 
 def app_from(settings: Settings) -> FastAPI:
@@ -116,10 +124,14 @@ def app_from(settings: Settings) -> FastAPI:
     if settings.codec_token is None:
         raise KeyringError("the codec server needs AGENT_CODEC_TOKEN")
     token = settings.codec_token.get_secret_value()
-    if len(token.encode()) < MIN_TOKEN_BYTES:
-        # An empty or short token would let anyone decrypt every payload.
-        raise KeyringError(f"AGENT_CODEC_TOKEN must be at least {MIN_TOKEN_BYTES} bytes")
-    return codec_app(keyring, token, settings.ui_origins)
+    ui = settings.codec_ui_token.get_secret_value() if settings.codec_ui_token else None
+    for name, value in (("AGENT_CODEC_TOKEN", token), ("AGENT_CODEC_UI_TOKEN", ui)):
+        if value is not None and len(value.encode()) < MIN_TOKEN_BYTES:
+            # An empty or short token would let anyone decrypt every payload.
+            raise KeyringError(f"{name} must be at least {MIN_TOKEN_BYTES} bytes")
+    if ui == token:
+        raise KeyringError("AGENT_CODEC_UI_TOKEN must differ from AGENT_CODEC_TOKEN")
+    return codec_app(keyring, token, settings.ui_origins, ui)
 
 
 MIN_TOKEN_BYTES = 32

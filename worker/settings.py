@@ -78,6 +78,10 @@ class Settings(BaseSettings):
     codec_host: str = "127.0.0.1"
     codec_port: int = Field(default=8234, ge=1, le=65535)
     codec_token: SecretStr | None = None
+    # The Web UI's own token, in the path it calls (/ui/<token>/decode: it decodes only);
+    # default: derived from codec_token. Set it where the UI's endpoint is configured by hand
+    # (docker-compose.yml, the k8s manifests).
+    codec_ui_token: SecretStr | None = None
     codec_cors_origins: list[str] = []
 
     # The console (console/): where it listens, and who its users are.

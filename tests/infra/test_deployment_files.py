@@ -4,6 +4,8 @@ validate, images are pinned, and shutdown gives activities in flight time to fin
 
 from __future__ import annotations
 
+import asyncio
+import base64
 import importlib.util
 import json
 import re
@@ -24,8 +26,9 @@ OUR_IMAGE = "durable-agents:0.1.0"
 # What `${VAR}` references and Secret keys stand for when the values are validated.
 SAMPLES = {
     "AGENT_ENCRYPTION_KEYS": f"k1={new_key()}",
-    "AGENT_CODEC_TOKEN": "a-codec-token",
-    "AGENT_CONSOLE_SECRET": "a-console-secret",
+    "AGENT_CODEC_TOKEN": "a-codec-token-of-32-bytes-or-more-0123456789",
+    "AGENT_CODEC_UI_TOKEN": "the-web-uis-own-token-of-32-bytes-0123456789",
+    "AGENT_CONSOLE_SECRET": "a-console-secret-of-32-bytes-or-more-012345",
     "OPENAI_API_KEY": "sk-sample",
     "AGENT_DATABASE_URL": "postgresql://agents:pw@postgres:5432/agents",
 }
@@ -130,7 +133,7 @@ def test_compose_wires_the_ui_to_the_codec_server_and_prometheus_to_the_workers(
     services = compose()["services"]
     codec_port = services["codec"]["environment"]["AGENT_CODEC_PORT"]
     endpoint = interpolate(services["ui"]["environment"]["TEMPORAL_CODEC_ENDPOINT"])
-    assert endpoint == f"http://localhost:{codec_port}/ui/{SAMPLES['AGENT_CODEC_TOKEN']}"
+    assert endpoint == f"http://localhost:{codec_port}/ui/{SAMPLES['AGENT_CODEC_UI_TOKEN']}"
     assert "container_name" not in services["worker"]  # --scale worker=N
     assert "ports" not in services["worker"]
     prometheus = yaml.safe_load((ROOT / "infra/compose/prometheus.yml").read_text())
@@ -158,7 +161,8 @@ def test_kubernetes_settings_match_the_model(monkeypatch):
             env[entry["name"]] = entry.get("value") or SAMPLES[entry["name"]]
         validate(env, monkeypatch)
         # Secrets come from the Secret, never from the ConfigMap or a literal.
-        for secret in ("OPENAI_API_KEY", "AGENT_ENCRYPTION_KEYS", "AGENT_CODEC_TOKEN"):
+        secrets = ("OPENAI_API_KEY", "AGENT_ENCRYPTION_KEYS", "AGENT_CODEC_TOKEN")
+        for secret in (*secrets, "AGENT_CODEC_UI_TOKEN"):
             literal = [e for e in container.get("env", []) if e["name"] == secret and "value" in e]
             assert not literal and secret not in data
 
@@ -205,3 +209,76 @@ def test_the_image_holds_every_package():
     copied = set(re.findall(r"^COPY (\w+) ", (ROOT / "Dockerfile").read_text(), re.MULTILINE))
     packages = {p.parent.name for p in ROOT.glob("*/__init__.py")}
     assert packages - copied == {"bench", "tests"}
+
+
+def test_compose_publishes_temporal_on_this_machine_only():
+    [published] = compose()["services"]["temporal"]["ports"]
+    assert interpolate_default(published) == "127.0.0.1:7233:7233"
+    for name, service in compose()["services"].items():
+        for port in service.get("ports", []):
+            assert interpolate_default(str(port)).startswith("127.0.0.1:"), (name, port)
+
+
+def interpolate_default(value: str) -> str:
+    """${NAME:-default} as compose reads it with NAME unset."""
+    return re.sub(r"\$\{\w+:-([^}]*)\}", lambda m: m.group(1), value)
+
+
+def _sealed(keys: str, text: str) -> dict[str, Any]:
+    from google.protobuf import json_format
+    from temporalio.api.common.v1 import Payload
+
+    from worker.encryption import EncryptionCodec, Keyring
+
+    plain = Payload(metadata={"encoding": b"json/plain"}, data=json.dumps(text).encode())
+    [sealed] = asyncio.run(EncryptionCodec(Keyring.parse(keys)).encode([plain]))
+    return json_format.MessageToDict(sealed)
+
+
+def _codec_from(env: dict[str, str], monkeypatch) -> Any:
+    from fastapi.testclient import TestClient
+
+    from worker.codec_server import app_from
+
+    return TestClient(app_from(validate(env, monkeypatch)))
+
+
+def _decodes_as_the_web_ui_does(codec: Any, endpoint_path: str) -> None:
+    """The Web UI POSTs {"payloads": [...]} to <endpoint>/decode; it gets plaintext back.
+    Its path makes nothing: /encode there is refused."""
+    sealed = _sealed(SAMPLES["AGENT_ENCRYPTION_KEYS"], "goal: pay INV-1001")
+    decoded = codec.post(f"{endpoint_path}/decode", json={"payloads": [sealed]})
+    assert decoded.status_code == 200, decoded.text
+    [payload] = decoded.json()["payloads"]
+    assert base64.b64decode(payload["data"]) == b'"goal: pay INV-1001"'
+    made = codec.post(f"{endpoint_path}/encode", json={"payloads": []})
+    assert made.status_code == 403
+
+
+def test_the_web_ui_decodes_through_the_codec_server_as_compose_configures_them(monkeypatch):
+    services = compose()["services"]
+    env = {k: interpolate(str(v)) for k, v in services["codec"]["environment"].items()}
+    endpoint = interpolate(services["ui"]["environment"]["TEMPORAL_CODEC_ENDPOINT"])
+    path = "/" + endpoint.split("/", 3)[3]
+    _decodes_as_the_web_ui_does(_codec_from(env, monkeypatch), path)
+
+
+def test_the_web_ui_decodes_through_the_codec_server_as_kubernetes_configures_it(monkeypatch):
+    [codec] = [c for c in containers() if c["name"] == "codec"]
+    env = {e["name"]: e.get("value") or SAMPLES[e["name"]] for e in codec["env"]}
+    # The endpoint the manifest tells operators to give the Web UI.
+    text = (ROOT / "infra/k8s/codec-server.yaml").read_text()
+    assert "/ui/<AGENT_CODEC_UI_TOKEN>" in text
+    _decodes_as_the_web_ui_does(
+        _codec_from(env, monkeypatch), f"/ui/{SAMPLES['AGENT_CODEC_UI_TOKEN']}"
+    )
+
+
+def test_the_oauth2_proxy_sidecar_gets_its_own_secrets_and_a_required_email_domain():
+    [proxy] = [c for c in containers() if c["name"] == "oauth2-proxy"]
+    assert "envFrom" not in proxy  # not the console's secrets
+    refs = {e["name"]: e["valueFrom"]["secretKeyRef"] for e in proxy["env"]}
+    assert {r["name"] for r in refs.values()} == {"durable-agents-oauth2-proxy"}
+    domains = refs["OAUTH2_PROXY_EMAIL_DOMAINS"]
+    assert domains.get("optional", False) is False  # the pod does not start without it
+    assert not [a for a in proxy["args"] if a.startswith("--email-domain")]

@@ -15,7 +15,7 @@ from infra.offline_model.embedded import free_port
 from worker.codec_server import MAX_BODY_BYTES, ui_token
 from worker.encryption import new_key
 
-TOKEN = "codec-test-token"
+TOKEN = "codec-test-token-of-32-bytes-or-more-0123"
 UI_ORIGIN = "http://127.0.0.1:8233"
 PLAIN = {
     "metadata": {"encoding": base64.b64encode(b"json/plain").decode()},
