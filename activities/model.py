@@ -43,7 +43,11 @@ ClientFactory = Callable[[Settings, Model | None], ModelClient]
 def openai_clients(settings: Settings, model: Model | None) -> ModelClient:
     """The OpenAI-compatible client: the worker's endpoint, or the agent's own."""
     if model is None or model.base_url is None:
-        return OpenAIChatClient(settings.model_base_url, settings.model_api_key)
+        return OpenAIChatClient(
+            settings.model_base_url,
+            settings.model_api_key,
+            run_headers=settings.uses_offline_model or settings.model_run_headers,
+        )
     key = settings.key_from_environment(model.api_key_env) if model.api_key_env else None
     if model.api_key_env and not key:
         raise ApplicationError(
@@ -51,7 +55,7 @@ def openai_clients(settings: Settings, model: Model | None) -> ModelClient:
             f"{model.base_url}",
             type="ModelKeyMissing",
         )
-    return OpenAIChatClient(model.base_url, key or "no-key")
+    return OpenAIChatClient(model.base_url, key or "no-key", run_headers=settings.model_run_headers)
 
 
 class ModelActivities:

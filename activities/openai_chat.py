@@ -22,13 +22,20 @@ RETRYABLE_STATUS = {408, 409, 429}
 
 
 class OpenAIChatClient:
-    def __init__(self, base_url: str, api_key: str) -> None:
+    """`run_headers`: send the run's label, id and sequence number as headers, which the
+    offline model plays its scenario from; a third-party endpoint gets them only when
+    AGENT_MODEL_RUN_HEADERS says so (a gateway that logs per run, say)."""
+
+    def __init__(self, base_url: str, api_key: str, *, run_headers: bool = False) -> None:
         self.base_url = base_url
+        self.run_headers = run_headers
         self.client = openai.AsyncOpenAI(base_url=base_url, api_key=api_key, max_retries=0)
 
     async def complete(self, request: ModelRequest, meta: CallMeta) -> ModelReply:
         headers = {}
-        if meta.run_label:  # only the offline model reads these; real endpoints ignore them
+        # A header carries printable ASCII only: a label from before labels were checked
+        # that holds anything else is left out rather than failing the call.
+        if self.run_headers and meta.run_label and is_header_safe(meta.run_label):
             headers = {
                 "X-Run-Label": meta.run_label,
                 "X-Agent-Run": meta.run_id,
@@ -51,6 +58,10 @@ class OpenAIChatClient:
         except (openai.APITimeoutError, openai.APIConnectionError) as err:
             raise ModelUnavailable(f"model endpoint {self.base_url} unreachable: {err}") from err
         return reply_from_wire(response)
+
+
+def is_header_safe(text: str) -> bool:
+    return all(" " <= ch <= "~" for ch in text)
 
 
 def wire_request(request: ModelRequest) -> dict[str, Any]:

@@ -55,10 +55,10 @@ class EditForm(Form):
 class BudgetForm(Form):
     """Empty fields: that limit stays as it is."""
 
-    usd: float | None = Field(default=None, ge=0, le=1_000_000)
-    tokens: int | None = Field(default=None, ge=0)
-    tool_calls: int | None = Field(default=None, ge=0)
-    seconds: float | None = Field(default=None, gt=0)
+    usd: float | None = Field(default=None, ge=0, le=1_000_000, allow_inf_nan=False)
+    tokens: int | None = Field(default=None, ge=0, le=10**12)
+    tool_calls: int | None = Field(default=None, ge=0, le=10**9)
+    seconds: float | None = Field(default=None, gt=0, le=365 * 24 * 3600.0, allow_inf_nan=False)
     comment: str = COMMENT
 
     @field_validator("usd", "tokens", "tool_calls", "seconds", mode="before")
@@ -68,7 +68,7 @@ class BudgetForm(Form):
 
 
 class MomentForm(Form):
-    moment: int = Field(ge=1)
+    moment: int = Field(ge=1, le=10**9)
 
 
 F = TypeVar("F", bound=Form)

@@ -9,14 +9,14 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 
 from console import users
 from starters.errors import fail
 from starters.signer import kept_signer, write_new_key
+from starters.terminal import SafeConsole
 from worker.settings import load_settings
 
-console = Console()
+console = SafeConsole()
 users_app = typer.Typer(
     help="The console's local users (AGENT_CONSOLE_AUTH=users).", no_args_is_help=True
 )

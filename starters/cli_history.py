@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
 from activities.model_client import called_tools
@@ -17,13 +16,14 @@ from starters.cli_people import own_signer
 from starters.errors import RunIdArgument, fail, run_async
 from starters.render import print_replays, print_state
 from starters.runs import RunError
+from starters.terminal import SafeConsole, shown
 from worker.client import connect, data_converter
 from worker.encryption import KeyringError
 from worker.settings import Settings, load_settings
 from workflows.contracts import StatePatch, preview
 from workflows.timeline import Moment
 
-console = Console()
+console = SafeConsole()
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON.")]
 
 
@@ -97,7 +97,7 @@ async def history(
     for column in ("step", "at", "kind", "detail", "outcome"):
         table.add_column(column)
     for row in rows:
-        table.add_row(*(str(row[c]) for c in ("step", "at", "kind", "detail", "outcome")))
+        table.add_row(*(shown(row[c]) for c in ("step", "at", "kind", "detail", "outcome")))
     console.print(table)
 
 
@@ -112,7 +112,7 @@ def _print_diff(found: timeline.Timeline, index: int, as_json: bool) -> None:
     for column in ("path", "before", "after"):
         table.add_column(column)
     for path, old, new in changes:
-        table.add_row(path, json.dumps(old), json.dumps(new))
+        table.add_row(shown(path), shown(json.dumps(old)), shown(json.dumps(new)))
     console.print(table)
 
 

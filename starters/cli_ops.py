@@ -5,14 +5,14 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
-from rich.console import Console
 
 from starters.doctor import diagnose
 from starters.errors import run_async
+from starters.terminal import SafeConsole
 from worker.encryption import new_key
 from worker.settings import load_settings
 
-console = Console()
+console = SafeConsole()
 keys_app = typer.Typer(help="Encryption keys for payloads and stores.", no_args_is_help=True)
 
 

@@ -9,17 +9,17 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
 from starters import runs
 from starters.errors import RunIdArgument, fail, run_async
+from starters.render import inbox_table
 from starters.signer import Signer, read_signer
+from starters.terminal import SafeConsole, shown
 from worker.client import connect
 from worker.settings import Settings, load_settings
 from workflows.contracts import Actor, Answer, DecideRequest, StatePatch
 
-console = Console()
+console = SafeConsole()
 AsOption = Annotated[str | None, typer.Option("--as", help="Who is acting (default: you).")]
 
 
@@ -54,7 +54,7 @@ def _decision_command(approve: bool):  # type: ignore[no-untyped-def]
         settings = load_settings()
         signer = own_signer(settings)  # a bad key file is refused before connecting
         client = await connect(settings)
-        console.print(await runs.decide(client, run_id, request, signer))
+        console.print(shown(await runs.decide(client, run_id, request, signer)))
 
     decide.__doc__ = "Approve a pending tool call." if approve else "Reject a pending tool call."
     return decide
@@ -72,7 +72,7 @@ async def answer(
     settings = load_settings()
     signer = own_signer(settings)
     client = await connect(settings)
-    console.print(await runs.answer(client, run_id, reply, signer))
+    console.print(shown(await runs.answer(client, run_id, reply, signer)))
 
 
 def _actor_command(verb: str, doc: str):  # type: ignore[no-untyped-def]
@@ -135,7 +135,7 @@ async def edit(
     signer = own_signer(settings)
     client = await connect(settings)
     state = await runs.edit(client, run_id, patch, signer)
-    console.print(f"edited {run_id}: {state.progress_line()}")
+    console.print(shown(f"edited {run_id}: {state.progress_line()}"))
 
 
 @run_async
@@ -174,13 +174,7 @@ async def inbox(
     if as_json:
         typer.echo(json.dumps([item.__dict__ for item in items]))
         return
-    table = Table(title="waiting for a human")
-    for column in ("run id", "waiting for", "step", "what", "sub-agent of"):
-        table.add_column(column)
-    for item in items:
-        row = (item.run_id, item.waiting_for, str(item.step or ""), item.detail, item.parent)
-        table.add_row(*(value or "" for value in row))
-    console.print(table)
+    console.print(inbox_table(items))
 
 
 def register(app: typer.Typer) -> None:

@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
@@ -19,11 +18,12 @@ from starters import release
 from starters.errors import RunIdArgument, fail, run_async
 from starters.release import CheckReport, ReleaseRefused, RunCheck
 from starters.render import print_replays
+from starters.terminal import SafeConsole
 from worker import versioning
 from worker.client import connect, data_converter
 from worker.settings import load_settings
 
-console = Console(highlight=False, soft_wrap=True)
+console = SafeConsole(highlight=False, soft_wrap=True)
 release_app = typer.Typer(
     help="Safe deploys: check a build against real histories, promote it, move runs.",
     no_args_is_help=True,

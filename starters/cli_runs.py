@@ -10,7 +10,6 @@ from typing import Annotated, TypeVar
 
 import typer
 from pydantic import BaseModel, ValidationError
-from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
@@ -21,13 +20,14 @@ from starters.errors import RunIdArgument, fail, run_async
 from starters.render import print_state, runs_table, summary_panel
 from starters.runs import RunError
 from starters.stored import run_effects
+from starters.terminal import SafeConsole, shown
 from worker.client import connect
 from worker.settings import load_settings
 from workflows.agents import BEFORE_AGENTS
 from workflows.contracts import RunBudget, RunLimits, RunPolicy, RunRequest
 from workflows.state import RunStatus
 
-console = Console()
+console = SafeConsole()
 
 
 def scenario_spec(
@@ -197,7 +197,8 @@ async def effects(
         table.add_column(column)
     for effect in found:
         result = json.dumps(effect["result"], sort_keys=True)
-        table.add_row(effect["created_at"], effect["tool"], effect["idempotency_key"], result)
+        row = (effect["created_at"], effect["tool"], effect["idempotency_key"], result)
+        table.add_row(*(shown(value) for value in row))
     console.print(table)
 
 

@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
 from starters import schedules
@@ -18,11 +17,12 @@ from starters.cli_runs import read_model_file
 from starters.errors import fail, run_async
 from starters.pruning import parse_age
 from starters.runs import RunError
+from starters.terminal import SafeConsole, shown
 from worker.client import connect
 from worker.settings import load_settings
 from workflows.contracts import RunBudget, RunPolicy
 
-console = Console()
+console = SafeConsole()
 schedule_app = typer.Typer(
     help="Agents on a schedule: each time starts a normal run (Temporal Schedules).",
     no_args_is_help=True,
@@ -91,7 +91,7 @@ async def list_schedules(
     table = Table("schedule", "agent", "when", "state", "next run", "recent runs", "goal")
     for info in found:
         state = "paused" + (f" ({info.note})" if info.note else "") if info.paused else "active"
-        table.add_row(
+        row = (
             info.name,
             info.agent,
             _spec(info),
@@ -100,6 +100,7 @@ async def list_schedules(
             "\n".join(info.recent_runs[-3:]),
             info.goal,
         )
+        table.add_row(*(shown(value) for value in row))
     console.print(table)
 
 

@@ -5,18 +5,18 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
 from infra import stack
 from infra.temporal_setup import set_up_namespace
 from starters import pruning, release
 from starters.errors import run_async
+from starters.terminal import SafeConsole
 from worker import versioning
 from worker.client import connect
 from worker.settings import load_settings
 
-console = Console()
+console = SafeConsole()
 
 
 @run_async

@@ -12,19 +12,19 @@ import sys
 import time
 
 import typer
-from rich.console import Console
 from temporalio.client import Client
 
 from infra import stack
 from starters import release, runs
 from starters.errors import run_async
 from starters.render import print_state
+from starters.terminal import SafeConsole
 from worker.client import connect
 from worker.settings import load_settings
 from workflows.contracts import DecideRequest, RunRequest
 from workflows.state import RunSummary
 
-console = Console()
+console = SafeConsole()
 DEMO_AGENT = "invoice"  # examples/invoice.py
 DEMO_GOAL = "Pay invoice INV-1001 from ACME Office Supplies and email them a confirmation."
 AUTO_APPROVER = "demo-auto-approver"

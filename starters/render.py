@@ -8,7 +8,8 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from starters.runs import RunListing
+from starters.runs import InboxItem, RunListing
+from starters.terminal import shown
 from starters.timeline import ReplayOutcome
 from workflows.state import RunState, RunStatus, RunSummary, StepStatus
 
@@ -94,7 +95,9 @@ def delegations_table(state: RunState) -> Table:
     for d in state.delegations:
         spent = f"${d.spent.usd:.4f}, {d.spent.tokens} tok, {d.spent.tool_calls} calls"
         reused = " (reused by this fork)" if d.inherited else ""
-        table.add_row(str(d.step), d.agent, d.child_id, d.status + reused, spent, d.task)
+        table.add_row(
+            str(d.step), shown(d.agent), d.child_id, d.status + reused, spent, shown(d.task)
+        )
     return table
 
 
@@ -105,7 +108,9 @@ def plan_table(state: RunState) -> Table:
     table.add_column("step")
     table.add_column("result")
     for step in state.plan:
-        table.add_row(str(step.index), STEP_MARK[step.status], step.title, step.result or "")
+        table.add_row(
+            str(step.index), STEP_MARK[step.status], shown(step.title), shown(step.result or "")
+        )
     return table
 
 
@@ -114,7 +119,7 @@ def print_state(console: Console, state: RunState) -> None:
     if state.agent is not None:
         tools = ", ".join(f"{t.name} ({t.risk.value})" for t in state.agent.tools) or "none"
         kind = "planning" if state.agent.planning else "plain tool loop"
-        console.print(f"agent {state.agent.name} ({kind}), as recorded at start: {tools}")
+        console.print(shown(f"agent {state.agent.name} ({kind}), as recorded at start: {tools}"))
     if state.plan:
         console.print(plan_table(state))
     if state.delegations:
@@ -124,15 +129,16 @@ def print_state(console: Console, state: RunState) -> None:
         for column in ("request", "tool", "status", "by", "comment"):
             table.add_column(column)
         for a in state.approvals:
-            table.add_row(a.request_id, a.tool, a.status.value, a.decided_by or "", a.comment)
+            row = (a.request_id, a.tool, a.status.value, a.decided_by or "", a.comment)
+            table.add_row(*(shown(value) for value in row))
         console.print(table)
     if state.effects.total:
-        shown = len(state.effects.recent)
-        table = Table(title=f"effects performed (ledger): {state.effects.total}, last {shown}")
+        listed = len(state.effects.recent)
+        table = Table(title=f"effects performed (ledger): {state.effects.total}, last {listed}")
         for column in ("tool", "ok", "idempotency key"):
             table.add_column(column)
         for e in state.effects.recent:
-            table.add_row(e.tool, "yes" if e.ok else "refused", e.idempotency_key)
+            table.add_row(shown(e.tool), "yes" if e.ok else "refused", shown(e.idempotency_key))
         console.print(table)
 
 
@@ -149,7 +155,7 @@ def runs_table(listings: list[RunListing]) -> Table:
     for column in ("run id", "status", "step", "waiting for", "temporal", "started"):
         table.add_column(column)
     for run in listings:
-        table.add_row(
+        row = (
             run.run_id,
             run.status,
             listed_step(run),
@@ -157,6 +163,18 @@ def runs_table(listings: list[RunListing]) -> Table:
             run.temporal_status,
             run.started_at,
         )
+        table.add_row(*(shown(value) for value in row))
+    return table
+
+
+def inbox_table(items: list[InboxItem]) -> Table:
+    """What waits for a person: the tool and arguments the model chose, shown as text."""
+    table = Table(title="waiting for a human")
+    for column in ("run id", "waiting for", "step", "what", "sub-agent of"):
+        table.add_column(column)
+    for item in items:
+        row = (item.run_id, item.waiting_for, str(item.step or ""), item.detail, item.parent)
+        table.add_row(*(shown(value or "") for value in row))
     return table
 
 

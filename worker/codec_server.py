@@ -52,9 +52,7 @@ async def _body(request: Request) -> bytes:
     return bytes(body)
 
 
-def codec_app(
-    keyring: Keyring, token: str, origins: list[str], ui: str | None = None
-) -> FastAPI:
+def codec_app(keyring: Keyring, token: str, origins: list[str], ui: str | None = None) -> FastAPI:
     """`ui`: the Web UI's own token (AGENT_CODEC_UI_TOKEN), else one derived from `token`."""
     ui = ui or ui_token(token)
     codec = EncryptionCodec(keyring)

@@ -46,6 +46,9 @@ class Settings(BaseSettings):
     openai_base_url: str | None = Field(
         default=None, validation_alias=AliasChoices("OPENAI_BASE_URL", "AGENT_OPENAI_BASE_URL")
     )
+    # Send each model call's run label, run id and sequence number as headers to an
+    # endpoint other than the offline model (which always gets them: it plays from them).
+    model_run_headers: bool = False
     model_name: str | None = Field(
         default=None, validation_alias=AliasChoices("AGENT_MODEL", "AGENT_MODEL_NAME")
     )

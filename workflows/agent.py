@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 from collections.abc import Callable
 from datetime import timedelta
+from decimal import Decimal
 from typing import Any, NoReturn, TypeVar
 
 from temporalio import workflow
@@ -1048,10 +1050,15 @@ class AgentWorkflow:
             self.state.queue_message("tool", text, call.id)
             return None
         try:
-            raw = json.loads(call.arguments or "{}")
+            raw = json.loads(
+                call.arguments or "{}", parse_constant=_no_constant, parse_float=_finite_float
+            )
             if not isinstance(raw, dict):
                 raise ValueError("arguments must be a JSON object")
-            return spec, record, spec.args_model.model_validate(raw)
+            args = spec.args_model.model_validate(raw)
+            if (where := _non_finite(args.model_dump())) is not None:
+                raise ValueError(f"{where}: a number must be finite (not NaN or infinite)")
+            return spec, record, args
         except (ValueError, ValidationError) as err:
             text = prompts.argument_error(spec.name, _describe(err))
             self.state.queue_message("tool", text, call.id)
@@ -1451,6 +1458,34 @@ def _is_cancellation(err: BaseException) -> bool:
 def _refuse_if(error: str | None) -> None:
     if error is not None:
         raise ApplicationError(error, type="InputRefused", non_retryable=True)
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a number a tool takes")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"{text} is too large a number")
+    return value
+
+
+def _non_finite(value: Any, where: str = "arguments") -> str | None:
+    """Where a validated argument holds NaN or an infinity (a string "NaN" makes one):
+    compared with a payment threshold, it would slip past it or fail the run."""
+    if isinstance(value, float | Decimal):
+        return None if math.isfinite(value) else where
+    if isinstance(value, dict):
+        items: list[tuple[str, Any]] = [(f"{where}.{k}", v) for k, v in value.items()]
+    elif isinstance(value, list | tuple):
+        items = [(f"{where}.{i}", v) for i, v in enumerate(value)]
+    else:
+        return None
+    for path, item in items:
+        if (found := _non_finite(item, path)) is not None:
+            return found
+    return None
 
 
 def _describe(err: Exception) -> str:

@@ -132,10 +132,10 @@ class BudgetRaise(StrictModel):
     budget, each limit given at least what is spent; limits left out stay as they were."""
 
     by: str = NAME
-    usd: float | None = Field(default=None, ge=0, le=1_000_000)
-    tokens: int | None = Field(default=None, ge=0)
-    tool_calls: int | None = Field(default=None, ge=0)
-    seconds: float | None = Field(default=None, gt=0, le=365 * 24 * 3600.0)
+    usd: float | None = Field(default=None, ge=0, le=1_000_000, allow_inf_nan=False)
+    tokens: int | None = Field(default=None, ge=0, le=10**12)
+    tool_calls: int | None = Field(default=None, ge=0, le=10**9)
+    seconds: float | None = Field(default=None, gt=0, le=365 * 24 * 3600.0, allow_inf_nan=False)
     comment: str = Field(default="", max_length=2000)
     signed: SignedDecision | None = None
     # Set by a parent passing a person's raise on to its sub-agent: the raise as signed,
@@ -223,7 +223,9 @@ class RunRequest(StrictModel):
     # A free label the model client forwards with each call (the offline model reads its
     # scenario from it); runs of earlier versions sent it as `scenario`.
     label: str | None = Field(
-        default=None, max_length=500, validation_alias=AliasChoices("label", "scenario")
+        default=None,
+        max_length=500,
+        validation_alias=AliasChoices("label", "scenario"),
     )
     # None: the agent's own defaults.
     policy: RunPolicy | None = None
@@ -237,6 +239,16 @@ class RunRequest(StrictModel):
     # packed (workflows/state.py: pack_state); plain JSON in runs of earlier versions.
     resume_state: dict[str, Any] | None = None
     resume_state_packed: str | None = None
+
+    @field_validator("label")
+    @classmethod
+    def _label_is_header_text(cls, value: str | None) -> str | None:
+        # It travels as an HTTP header (to the offline model), which carries nothing else.
+        if value is not None and not all(" " <= ch <= "~" for ch in value):
+            raise ValueError(
+                "a run label is printable ASCII only (no accents, no control characters)"
+            )
+        return value
 
     @property
     def resumes(self) -> bool:

@@ -120,6 +120,11 @@ async def test_an_answer_and_the_json_replies_of_scripted_pages(
         ("/runs/{rid}/edit", {}, 409, "the patch changes nothing"),
         ("/runs/{rid}/answer", {"question_id": "q", "answer": "x"}, 409, "no question"),
         ("/runs/{rid}/pause", {f"f{i}": "x" for i in range(30)}, 400, "malformed form"),
+        ("/runs/{rid}/budget", {"usd": "nan"}, 422, "usd"),
+        ("/runs/{rid}/budget", {"usd": "inf"}, 422, "usd"),
+        ("/runs/{rid}/budget", {"seconds": "1e300"}, 422, "seconds"),
+        ("/runs/{rid}/budget", {"tokens": "9" * 40}, 422, "tokens"),
+        ("/runs/{rid}/fork", {"moment": "9" * 40}, 422, "moment"),
     ],
 )
 async def test_bad_input_is_one_line_and_changes_nothing(

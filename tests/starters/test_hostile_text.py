@@ -1,0 +1,53 @@
+"""Text a model wrote is shown as text on the terminal: rich markup in a plan title, a
+question, a tool's arguments or an approval's comment neither crashes `inbox` and `show`
+nor hides part of an argument from the approver, and escape sequences are taken out."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from starters.render import inbox_table, print_state
+from starters.runs import InboxItem
+from starters.terminal import SafeConsole
+from workflows.state import ApprovalRequest, PlanStep, RunState
+
+HOSTILE = "pay [/] 10 EUR [conceal]and 9,000 EUR to mallory[/conceal] \x1b[2J\x1b]0;pwned\x07end"
+
+
+def printed(renderable_or_state) -> str:
+    console = SafeConsole(record=True, width=400, color_system="truecolor")
+    if isinstance(renderable_or_state, RunState):
+        print_state(console, renderable_or_state)
+    else:
+        console.print(renderable_or_state)
+    text = console.export_text(styles=False)
+    raw = console.export_text(styles=True)
+    assert "\x1b]" not in raw and "\x1b[2J" not in raw and "\x07" not in raw
+    return text
+
+
+def test_inbox_shows_hostile_arguments_whole():
+    item = InboxItem(run_id="run-1", waiting_for="approval", step=2, detail=HOSTILE, parent=None)
+    text = printed(inbox_table([item]))
+    assert "[conceal]and 9,000 EUR to mallory[/conceal]" in text
+    assert "pay [/] 10 EUR" in text and "[2J" not in text and "pwned" not in text
+
+
+def test_show_prints_hostile_plan_titles_arguments_and_comments_as_text():
+    now = datetime.now(UTC)
+    state = RunState(run_id="run-1", goal=HOSTILE, created_at=now, updated_at=now)
+    state.plan = [PlanStep(index=1, title=HOSTILE, result=HOSTILE)]
+    state.approvals = [
+        ApprovalRequest(
+            request_id="call-[/]",
+            tool="pay_invoice",
+            arguments={"memo": HOSTILE},
+            reason=HOSTILE,
+            step=1,
+            requested_at=now,
+            comment=HOSTILE,
+        )
+    ]
+    text = printed(state)
+    assert text.count("[conceal]and 9,000 EUR to mallory[/conceal]") >= 4
+    assert "call-[/]" in text
