@@ -7,7 +7,7 @@ console/actions.py; what both share is in console/web.py.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Annotated
 
@@ -15,11 +15,13 @@ from fastapi import Depends, FastAPI, Request, Response
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse
 from fastapi.sse import EventSourceResponse, ServerSentEvent
 from fastapi.staticfiles import StaticFiles
+from starlette.datastructures import MutableHeaders
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from temporalio.client import Client
 
 from console import actions, events, users
 from console.identity import CSRF_FIELD, Identity
-from console.throttle import SignInThrottle
+from console.throttle import OpenStreams, SignInThrottle
 from console.views import Views
 from console.web import (
     HERE,
@@ -56,6 +58,28 @@ SECURITY_HEADERS = {
 PASSWORD_CHECKS_AT_ONCE = 2
 
 
+class SafetyHeaders:
+    """SECURITY_HEADERS on every response. Plain ASGI, not BaseHTTPMiddleware: that one
+    wraps `receive`, and a live stream would no longer hear its reader leave."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                headers = MutableHeaders(scope=message)
+                for name, value in SECURITY_HEADERS.items():
+                    headers[name] = value
+            await send(message)
+
+        await self.app(scope, receive, with_headers)
+
+
 def create_app(settings: Settings, client: Client | None = None) -> FastAPI:
     """The console for these settings, on `client` (tests, the benchmark) or on a client
     connected at startup."""
@@ -72,6 +96,7 @@ def create_app(settings: Settings, client: Client | None = None) -> FastAPI:
                 settings.console_signin_failures_per_name,
             ),
             password_checks=asyncio.Semaphore(PASSWORD_CHECKS_AT_ONCE),
+            streams=OpenStreams(settings.console_streams_per_user),
         )
 
     @asynccontextmanager
@@ -88,14 +113,7 @@ def create_app(settings: Settings, client: Client | None = None) -> FastAPI:
         openapi_url=None,
     )
     app.mount("/static", StaticFiles(directory=HERE / "static"), name="static")
-
-    @app.middleware("http")
-    async def _safe_headers(
-        request: Request, call_next: Callable[[Request], Awaitable[Response]]
-    ) -> Response:
-        response = await call_next(request)
-        response.headers.update(SECURITY_HEADERS)
-        return response
+    app.add_middleware(SafetyHeaders)
 
     @app.exception_handler(SignInNeeded)
     async def _to_sign_in(request: Request, _: SignInNeeded) -> Response:
@@ -122,13 +140,19 @@ def create_app(settings: Settings, client: Client | None = None) -> FastAPI:
     return app
 
 
-async def stream_start(request: Request, run_id: str, after: int = 0) -> int:
-    """Checked before the stream opens: a bad request is an error page, not a stream."""
-    signed_in(request)
+async def stream_start(request: Request, run_id: str, after: int = 0) -> AsyncIterator[int]:
+    """Checked before the stream opens (a bad request is an error page, not a stream), and
+    the person's place among their open streams held until the response is over: a
+    dependency's teardown runs however the stream ends, its reader gone included."""
+    user = signed_in(request)
+    streams = console_of(request).streams
+    if (refused := streams.refusal(user)) is not None:
+        raise PageError(429, refused)
     if after < 0:
         raise PageError(400, "after must be a whole number >= 0")
     await run_state(console_of(request), run_id)
-    return events.last_event_id(request.headers.get("last-event-id"), after)
+    with streams.held_by(user):
+        yield events.last_event_id(request.headers.get("last-event-id"), after)
 
 
 def render_without_user(request: Request, message: str) -> Response:
@@ -210,10 +234,13 @@ def _pages(app: FastAPI) -> None:
         user = signed_in(request)
         console = console_of(request)
         state = await run_state(console, run_id)
+        moments, after = await events.rendered_moments(state, events.Previews(console.settings))
         context = {
             "state": state,
             "me": user,
             "web_ui": console.settings.web_ui_url(run_id),
+            "moments": moments,
+            "after": after,
         }
         return render(request, "run.html", context)
 
@@ -228,9 +255,8 @@ def _pages(app: FastAPI) -> None:
     async def run_events(
         request: Request, run_id: str, start: Annotated[int, Depends(stream_start)]
     ) -> AsyncIterator[ServerSentEvent]:
-        """The run's events as SSE (docs/events.md); a reconnect resumes after Last-Event-ID."""
+        """The run's events as SSE (docs/events.md); a reconnect resumes after Last-Event-ID.
+        A person may hold a few streams open at once (AGENT_CONSOLE_STREAMS_PER_USER)."""
         console = console_of(request)
         async for item in events.stream(console.client, console.settings, run_id, start):
-            if await request.is_disconnected():
-                return
             yield item

@@ -24,12 +24,13 @@ from fastapi.sse import ServerSentEvent
 from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
+from activities.transcript import TranscriptStore
 from starters import timeline
 from starters.runs import RunError, handle
 from starters.stored import transcript_store
 from worker.settings import Settings
 from workflows.contracts import preview
-from workflows.state import EventPage, RunEvent, RunStatus
+from workflows.state import EventPage, RunEvent, RunState, RunStatus
 
 PROTOCOL_VERSION = 1
 PREVIEW_CHARS = 400
@@ -69,24 +70,31 @@ def message_preview(message: dict[str, Any] | None) -> str:
 
 
 class Previews:
-    """Transcript texts for events, read from our store as this process reaches it."""
+    """Transcript texts for events, read from our store as this process reaches it; the
+    store is opened once, at the first text a reader needs."""
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
+        self._store: TranscriptStore | None = None
 
-    async def of(self, store_key: str, seq: int | None) -> str:
+    async def of(self, store_key: str, seq: int | None) -> tuple[str, bool]:
+        """The text, and whether it could be read: an event whose text cannot be read
+        (the store unreachable, a key this console lacks) is still sent, marked."""
         if seq is None:
-            return ""
+            return "", True
         try:
-            store = await asyncio.to_thread(transcript_store, self.settings)
-            message = await asyncio.to_thread(store.read_one, store_key, seq)
+            if self._store is None:
+                self._store = await asyncio.to_thread(transcript_store, self.settings)
+            message = await asyncio.to_thread(self._store.read_one, store_key, seq)
         except RunError as err:
-            return f"(text not readable here: {err})"
-        return message_preview(message)
+            return f"(text not readable here: {err})", False
+        except Exception as err:  # a row sealed with a key we lack, a database error
+            return f"(text not readable here: {one_line(err)})", False
+        return message_preview(message), True
 
 
-def wire(run_id: str, event: RunEvent, text: str) -> dict[str, Any]:
-    return {
+def wire(run_id: str, event: RunEvent, text: str, readable: bool = True) -> dict[str, Any]:
+    item = {
         "v": PROTOCOL_VERSION,
         "run_id": run_id,
         "offset": event.offset,
@@ -97,6 +105,9 @@ def wire(run_id: str, event: RunEvent, text: str) -> dict[str, Any]:
         "step": event.step,
         "preview": text,
     }
+    if not readable:
+        item["preview_unreadable"] = True
+    return item
 
 
 def status_wire(page: EventPage) -> dict[str, Any]:
@@ -160,14 +171,32 @@ class EventReader:
             )
         out = []
         for event in ready:
-            text = await self.previews.of(page.store_key, event.seq)
-            out.append(wire(self.run_id, event, text))
+            text, readable = await self.previews.of(page.store_key, event.seq)
+            out.append(wire(self.run_id, event, text, readable))
             self.after = event.offset
         return out, page
 
 
+async def rendered_moments(state: RunState, previews: Previews) -> tuple[list[dict[str, Any]], int]:
+    """The moments a run page shows as it is served (those the state keeps and that are
+    over), and the offset its live stream starts after: the page never asks for what it
+    already shows, and a long run's page costs no replay of its history."""
+    page = state.event_page(0)
+    shown = []
+    for event in page.events:
+        if not is_over(event, page):
+            break
+        text, readable = await previews.of(page.store_key, event.seq)
+        shown.append(wire(state.run_id, event, text, readable))
+    after = shown[-1]["offset"] if shown else (page.first_kept or 1) - 1
+    return shown, after
+
+
 async def stream(
-    client: Client, settings: Settings, run_id: str, after: int
+    client: Client,
+    settings: Settings,
+    run_id: str,
+    after: int,
 ) -> AsyncIterator[ServerSentEvent]:
     """The SSE stream: `moment` events with ids, `status` events when the summary changes,
     and `end` once the run is closed and every moment was sent."""

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import time
 from collections import deque
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 
@@ -56,3 +58,30 @@ class SignInThrottle:
 
     def failed(self, name: str) -> None:
         self.names.note(name, time.monotonic())
+
+
+class OpenStreams:
+    """Live streams each person holds open: each polls its run every 0.2 s, so one person
+    (or one stolen session) may not open hundreds."""
+
+    def __init__(self, per_user: int) -> None:
+        self.per_user = per_user
+        self.open: dict[str, int] = {}
+
+    def refusal(self, user: str) -> str | None:
+        if self.open.get(user, 0) >= self.per_user:
+            return (
+                f"{user} has {self.per_user} live streams open already: close a run page "
+                "(or wait for one to end)"
+            )
+        return None
+
+    @contextmanager
+    def held_by(self, user: str) -> Iterator[None]:
+        self.open[user] = self.open.get(user, 0) + 1
+        try:
+            yield
+        finally:
+            self.open[user] -= 1
+            if not self.open[user]:
+                del self.open[user]

@@ -18,7 +18,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from console import events
 from console.identity import CSRF_FIELD, Identity
-from console.throttle import SignInThrottle
+from console.throttle import OpenStreams, SignInThrottle
 from console.views import Views, countdown
 from starters.runs import WEDGED, handle, one_line_of, wedged
 from starters.signer import Signer
@@ -45,6 +45,7 @@ class Console:
     signer: Signer
     throttle: SignInThrottle
     password_checks: asyncio.Semaphore
+    streams: OpenStreams
 
 
 class SignInNeeded(Exception):

@@ -104,6 +104,8 @@ class Settings(BaseSettings):
     # Sign-in attempts: per client address per minute, and failures per name per 15 min.
     console_signin_per_address_per_minute: int = Field(default=30, ge=1, le=100_000)
     console_signin_failures_per_name: int = Field(default=10, ge=1, le=100_000)
+    # Live streams (run pages) one person may hold open at once.
+    console_streams_per_user: int = Field(default=8, ge=1, le=10_000)
     # The key the console signs decisions with (policy trusted_keys name its public half);
     # default: made once and kept in the data dir (`agentctl keys console` prints it).
     console_signing_key_file: Path | None = None

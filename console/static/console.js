@@ -60,7 +60,7 @@ function addMoment(list, item) {
   if (list.querySelector(`li[data-offset="${item.offset}"]`)) return; // never twice
   const li = document.createElement("li");
   li.dataset.offset = String(item.offset);
-  li.className = `moment k-${item.kind.replace(/\W+/g, "-")}`;
+  li.className = `moment k-${item.kind.replace(/\W+/g, "-")}${item.preview_unreadable ? " unreadable" : ""}`;
   const head = document.createElement("div");
   const when = new Date(item.at).toLocaleTimeString();
   head.innerHTML = "<span class=\"n\"></span> <strong class=\"kind\"></strong> <span class=\"detail\"></span> <span class=\"at\"></span>";
@@ -82,7 +82,9 @@ function followRun(run) {
   const runId = run.dataset.run;
   const list = document.getElementById("timeline");
   let shown = null;
-  const source = new EventSource(`/runs/${encodeURIComponent(runId)}/events`);
+  // After the last moment the page was served with: it never asks for what it shows.
+  const after = Number.parseInt(run.dataset.after || "0", 10) || 0;
+  const source = new EventSource(`/runs/${encodeURIComponent(runId)}/events?after=${after}`);
   source.addEventListener("moment", (e) => addMoment(list, JSON.parse(e.data)));
   source.addEventListener("status", (e) => {
     const status = JSON.parse(e.data);

@@ -55,8 +55,19 @@ async def test_approve_from_the_inbox_and_watch_the_run_complete_live(
     await shoot(page, "inbox-phone", tmp_path)
     await page.set_viewport_size({"width": WIDTHS["desktop"][0], "height": WIDTHS["desktop"][1]})
 
+    streams: list[str] = []
+    page.on("request", lambda r: streams.append(r.url) if "/events" in r.url else None)
     await item.get_by_role("link", name="Open the run to decide").click()
     await expect(page.locator("#timeline")).to_contain_text("approval requested")
+    # The page came with its moments and streams only those after the last it shows.
+    rendered = await page.locator(".run[data-run]").get_attribute("data-after")
+    assert rendered is not None and int(rendered) >= 1
+
+    async def subscribed() -> bool:
+        return bool(streams)
+
+    await eventually(subscribed)  # the page's script opens its stream once loaded
+    assert streams[0].endswith(f"/runs/{rid}/events?after={rendered}"), streams
     await page.evaluate("window.stillTheSamePage = true")
     # By keyboard: the comment field, then Tab to Approve, then Enter.
     comment = page.get_by_label("Comment")
