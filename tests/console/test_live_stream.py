@@ -54,7 +54,7 @@ async def test_a_stream_opens_the_transcript_store_once(
 ) -> None:
     state = await waiting_payment(dev_env.client, console.settings)
     opened: list[str] = []
-    real = events.transcript_store
+    real = stored.transcript_store
 
     def counting(settings):
         opened.append("open")
@@ -94,7 +94,7 @@ async def test_open_streams_per_person_are_capped(
 
         # Closed, a stream gives its slot back once the server sees its reader gone.
         async def released() -> bool:
-            return streams.open == {}
+            return not streams.open
 
         await eventually(released, within=20)
 
