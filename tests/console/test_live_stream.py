@@ -16,7 +16,7 @@ from activities.transcript import TranscriptStore
 from console import events, users
 from console.app import create_app
 from console.serving import serving
-from starters import runs
+from starters import runs, stored
 from tests.conftest import eventually
 from tests.console.live import PASSWORDS, LiveConsole, signed_in
 from tests.console.runs_for_console import waiting_payment
