@@ -722,6 +722,7 @@ class AgentWorkflow:
             tool_call_id=call.id,
             task=preview(args.task, 500),
             started_at=now,
+            report_token=str(workflow.uuid4()),
         )
         self.state.start_delegation(delegation, now)
         self._moment("delegated", f"{agent}: {child_id}")
@@ -737,6 +738,7 @@ class AgentWorkflow:
                 tool_call_id=call.id,
                 agent=self._agent.name,
                 identities=[*signed_changes.runs_above(self.state), self.state.store_key][-20:],
+                report_token=delegation.report_token,
             ),
         )
         self._active_child = child_id
@@ -824,7 +826,9 @@ class AgentWorkflow:
         parent = self.state.delegated_by
         if parent is None:
             return
-        report = ChildSpend(child_id=self.state.run_id, spent=self.state.spent)
+        report = ChildSpend(
+            child_id=self.state.run_id, spent=self.state.spent, token=parent.report_token
+        )
         self._signal_later(parent.run_id, CHILD_SPENT, report)
 
     def _signal_later(self, run_id: str, name: str, payload: BaseModel) -> None:
@@ -1178,7 +1182,7 @@ class AgentWorkflow:
         """A sub-agent's run reports its spend; from a run that is not one, it is dropped."""
         if (report := _signal_input(CHILD_SPENT, payload, ChildSpend)) is None:
             return
-        if not self.state.child_spent(report.child_id, report.spent):
+        if not self.state.child_spent(report.child_id, report.spent, report.token):
             workflow.logger.warning(
                 "child_spent dropped: %s is no running sub-agent", report.child_id
             )

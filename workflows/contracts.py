@@ -118,6 +118,8 @@ class DelegatedBy(StrictModel):
     identities: list[Annotated[str, Field(max_length=300)]] = Field(
         default_factory=list, max_length=20
     )
+    # What the child's spend reports carry, so one sent by anyone else is dropped.
+    report_token: str | None = Field(default=None, max_length=100)
 
 
 class ChildSpend(StrictModel):
@@ -125,6 +127,7 @@ class ChildSpend(StrictModel):
 
     child_id: str = Field(min_length=1, max_length=300)
     spent: Spend
+    token: str | None = Field(default=None, max_length=100)
 
 
 class BudgetRaise(StrictModel):

@@ -177,6 +177,8 @@ class Delegation(BaseModel):
     started_at: datetime | None = None
     # Made by the run this one was forked from: its answer is reused for the same task.
     inherited: bool = False
+    # The child's spend reports must carry it (None: a delegation from before tokens).
+    report_token: str | None = None
 
 
 class RunEvent(BaseModel):
@@ -508,10 +510,13 @@ class RunState(BaseModel):
         self.tool_calls += 1
         self.log(now, "model", "delegated", f"{delegation.agent}: {delegation.child_id}")
 
-    def child_spent(self, child_id: str, spent: Spend) -> bool:
-        """A running child's spend so far (it reports after each call); False if unknown."""
+    def child_spent(self, child_id: str, spent: Spend, token: str | None = None) -> bool:
+        """A running child's spend so far (it reports after each call); False if unknown,
+        or not carrying the token the child was given (a report anyone else sent)."""
         delegation = self.delegation(child_id)
         if delegation is None or delegation.status != "running":
+            return False
+        if delegation.report_token is not None and token != delegation.report_token:
             return False
         known = delegation.spent
         if (

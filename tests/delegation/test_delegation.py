@@ -155,8 +155,11 @@ async def test_a_forged_or_stale_spend_report_changes_nothing(time_env):
         handle = bed.client.temporal.get_workflow_handle(run.run_id)
         lower = ChildSpend(child_id=child.run_id, spent=Spend(usd=0, tokens=0, tool_calls=0))
         unknown = ChildSpend(child_id="someone-else", spent=Spend(tokens=10**9))
-        await handle.signal("child_spent", lower)
-        await handle.signal("child_spent", unknown)
+        # Higher, and naming the running child, but without the token the child was given.
+        higher = ChildSpend(child_id=child.run_id, spent=Spend(usd=99, tokens=10**9, tool_calls=99))
+        guessed = higher.model_copy(update={"token": "a-guess"})
+        for report in (lower, unknown, higher, guessed):
+            await handle.signal("child_spent", report)
         await run.pause(by="probe")  # applied after both: they were seen by then
         await eventually(lambda: _paused(run))
         state = await run.state()
@@ -165,3 +168,16 @@ async def test_a_forged_or_stale_spend_report_changes_nothing(time_env):
         assert (await run.result()).status == (await child.result()).status == "cancelled"
     assert before.tokens > 0
     assert state.delegations[0].spent == before
+
+
+def test_a_reused_parent_id_names_other_children():
+    """The id's last part comes from the parent's identity: a new run under a reused id
+    (another first execution) must not find the old run's child and its answer."""
+    from workflows.delegation import child_run_id
+
+    first = child_run_id("triage-7", "triage-7@run-a", 1, "call_abc")
+    again = child_run_id("triage-7", "triage-7@run-a", 1, "call_abc")
+    reused = child_run_id("triage-7", "triage-7@run-b", 1, "call_abc")
+    assert first == again  # a retried task, a crash, a reset: the same child
+    assert reused != first and reused.rsplit(".", 1)[0] == first.rsplit(".", 1)[0]
+    assert child_run_id("triage-7", "triage-7@run-a", 2, "call_abc") != first
