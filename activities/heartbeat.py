@@ -15,12 +15,15 @@ INTERVAL_SECONDS = 1.0
 
 
 @contextlib.asynccontextmanager
-async def heartbeating(interval: float = INTERVAL_SECONDS) -> AsyncIterator[None]:
+async def heartbeating(interval: float | None = None) -> AsyncIterator[None]:
+    """Heartbeat every `interval` seconds (default INTERVAL_SECONDS, read at each call)."""
+    every = INTERVAL_SECONDS if interval is None else interval
+
     async def beat() -> None:
         # The first beat after one interval: an activity that ends sooner (most do) costs
         # the server no heartbeat call at all.
         while True:
-            await asyncio.sleep(interval)
+            await asyncio.sleep(every)
             activity.heartbeat()
 
     task = asyncio.create_task(beat())

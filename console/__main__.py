@@ -8,6 +8,7 @@ import uvicorn
 
 from console.app import create_app
 from console.identity import SecretTooShort, console_secret
+from console.serving import PROXY_HEADERS
 from worker.client import connect
 from worker.connection import ConnectionSettingsError
 from worker.settings import load_settings
@@ -30,8 +31,7 @@ def main() -> None:
         host=settings.console_host,
         port=settings.console_port,
         log_level="warning",
-        # Behind a proxy, the peer address is the proxy's: what console_trusted_proxies names.
-        proxy_headers=False,
+        proxy_headers=PROXY_HEADERS,
     )
 
 

@@ -162,9 +162,10 @@ async def test_sign_in_is_throttled_per_name_and_per_address(
         fresh = console.client()
         token = csrf_of((await fresh.get("/login")).text)
         codes = []
-        for n in range(5):
+        for n in range(5):  # each claiming another address: the TCP peer's is what counts
             guess = {"csrf": token, "name": f"someone-{n}", "password": "guess-guess"}
-            codes.append((await fresh.post("/login", data=guess)).status_code)
+            spoof = {"X-Forwarded-For": f"198.51.100.{n}"}
+            codes.append((await fresh.post("/login", data=guess, headers=spoof)).status_code)
         assert codes == [401, 401, 401, 401, 429]
         last = await fresh.post("/login", data={**bob, "csrf": token})
         assert last.status_code == 429 and "too many sign-in attempts" in last.text

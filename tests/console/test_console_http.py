@@ -247,6 +247,10 @@ async def test_proxy_mode_believes_the_header_only_from_the_proxy(
     async with live_console(elsewhere, dev_env.client) as console:
         refused = await console.client().get("/", headers={"X-Forwarded-User": "dana"})
         assert refused.status_code == 401 and "dana" not in refused.text
+        # Served as production serves it: a spoofed X-Forwarded-For makes no proxy.
+        spoofed = {"X-Forwarded-User": "dana", "X-Forwarded-For": "10.9.8.7"}
+        refused = await console.client().get("/", headers=spoofed)
+        assert refused.status_code == 401 and "dana" not in refused.text
 
 
 async def test_a_run_that_cannot_answer_still_lists_and_its_page_says_why(
