@@ -1,0 +1,85 @@
+"""What one signature approves, checked on the state alone (workflows/signed_changes.py):
+a decision binds its request, tool, step and comment and must be newer than the request;
+an answer binds its question and text; a decision naming no request is refused when the
+waiting request's id was used before, and a named one never skips the already-decided
+check. Unsigned and forged answers do not count."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from starters.signer import Signer
+from workflows import signed_changes
+from workflows.contracts import Answer, Decision, RunPolicy, TrustedKey
+from workflows.signing import new_key
+from workflows.state import ApprovalRequest, ApprovalStatus, Question, RunState
+
+# Requests were made a minute ago; the signer signs at the wall clock's time, checked now.
+NOW = datetime.now(UTC) - timedelta(minutes=1)
+LATER = NOW + timedelta(minutes=2)
+
+
+def signed_run() -> tuple[RunState, Signer]:
+    key, public = new_key()
+    policy = RunPolicy(
+        require_signed_decisions=True, trusted_keys={"k": TrustedKey(public_key=public)}
+    )
+    state = RunState(run_id="r", identity="r@1", goal="g", policy=policy,
+                     created_at=NOW, updated_at=NOW, signature_version=2)  # fmt: skip
+    return state, Signer(key, "k")
+
+
+def request(request_id: str = "call-1", tool: str = "pay", step: int = 1, **kw) -> ApprovalRequest:
+    return ApprovalRequest(request_id=request_id, tool=tool, arguments={"amount": "10"},
+                           reason="", step=step, requested_at=NOW, **kw)  # fmt: skip
+
+
+def test_a_decision_binds_its_tool_step_comment_and_time():
+    state, signer = signed_run()
+    pending = request()
+    state.request_approval(pending)
+    good = signer.approval(state.store_key, "cfo", True, pending, "ok")
+    decided = Decision(request_id="call-1", by="cfo", comment="ok", signed=good)
+    assert signed_changes.decision_error(state, decided, True, LATER) is None
+    # The same signature with other words for the model: the comment is covered.
+    other_words = Decision(request_id="call-1", by="cfo", comment="pay mallory", signed=good)
+    assert "digest differs" in signed_changes.decision_error(state, other_words, True, LATER)
+    # Signed for the same id on another tool or step.
+    for lookalike in (request(tool="refund"), request(step=2)):
+        signed = signer.approval(state.store_key, "cfo", True, lookalike, "ok")
+        decision = Decision(request_id="call-1", by="cfo", comment="ok", signed=signed)
+        assert "digest differs" in signed_changes.decision_error(state, decision, True, LATER)
+    # Signed before the request existed (an old signature for an id the model reused).
+    early = good.model_copy(update={"at": (NOW - timedelta(hours=1)).isoformat()})
+    decision = Decision(request_id="call-1", by="cfo", comment="ok", signed=early)
+    assert "older than the request" in signed_changes.decision_error(state, decision, True, LATER)
+
+
+def test_a_reused_request_id_needs_naming_and_never_skips_the_decided_check():
+    state, _ = signed_run()
+    first = request(status=ApprovalStatus.APPROVED, decided_by="cfo")
+    state.approvals.append(first)
+    state.request_approval(request())  # the model used call-1 again
+    unnamed = state.decision_error(Decision(by="cfo"), True)
+    assert unnamed is not None and "more than one request had the id call-1" in unnamed
+    assert state.decision_error(Decision(request_id="call-1", by="cfo"), True) is None
+    state.decide(Decision(request_id="call-1", by="cfo"), True, LATER)
+    again = state.decision_error(Decision(request_id="call-1", by="cfo"), True)
+    assert again is not None and "already approved by cfo" in again
+
+
+def test_answers_count_only_signed_for_their_question_and_text():
+    state, signer = signed_run()
+    question = Question(question_id="q-1", question="Which invoice?", step=1, asked_at=NOW)
+    state.ask(question)
+    unsigned = Answer(question_id="q-1", answer="INV-1", by="dan")
+    assert "unsigned answer" in signed_changes.answer_error(state, unsigned, LATER)
+    forger, _ = new_key()
+    forged = Signer(forger, "k").answer(state.store_key, "dan", question, "INV-1")
+    forged_answer = unsigned.model_copy(update={"signed": forged})
+    assert "forged signature" in signed_changes.answer_error(state, forged_answer, LATER)
+    signed = signer.answer(state.store_key, "dan", question, "INV-1")
+    other_text = Answer(question_id="q-1", answer="INV-2", by="dan", signed=signed)
+    assert "digest differs" in signed_changes.answer_error(state, other_text, LATER)
+    ok = Answer(question_id="q-1", answer="INV-1", by="dan", signed=signed)
+    assert signed_changes.answer_error(state, ok, NOW) is None
