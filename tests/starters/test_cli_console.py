@@ -110,5 +110,5 @@ def test_the_console_without_temporal_says_so_in_one_line(tmp_path):
     lines = (done.stdout + done.stderr).strip().splitlines()
     assert lines == [
         f"console: cannot reach Temporal at 127.0.0.1:{env['AGENT_TEMPORAL_PORT']} "
-        "(connection refused)"
+        "(plaintext): connection refused"
     ]

@@ -42,7 +42,9 @@ async def test_what_is_wrong_is_said_with_a_fix(settings, tmp_path):
         }
     )
     findings = by_part(await diagnose(broken))
-    assert not any(f.ok for f in findings.values())
+    # Every part fails but the transport: plaintext to this machine is what it should be.
+    assert not any(f.ok for part, f in findings.items() if part != "transport")
+    assert findings["transport"].ok and findings["transport"].says.startswith("plaintext to")
     assert "cannot reach Temporal" in findings["temporal"].says
     assert "agentctl up" in findings["temporal"].fix
     assert "agentctl up" in findings["model"].fix
@@ -104,3 +106,14 @@ async def test_a_wedged_run_is_reported_with_its_failure_and_the_fix(worker, dev
     assert "agentctl rewind" in finding.fix and "terminate" in finding.fix
     await handle.terminate("test over")
     assert by_part(await diagnose(settings, {"runs"}))["runs"].ok
+
+
+async def test_plaintext_to_a_remote_address_is_flagged(settings):
+    """doctor names the transport; plaintext to an address off this machine fails."""
+    remote = settings.model_copy(update={"temporal_host": "temporal.example.com"})
+    [transport] = await diagnose(remote, only={"transport"})
+    assert not transport.ok and "plaintext to a remote address" in transport.says
+    assert "TEMPORAL_TLS" in transport.fix
+    keyed = remote.model_copy(update={"temporal_api_key": SecretStr("k" * 40)})
+    [transport] = await diagnose(keyed, only={"transport"})
+    assert transport.ok and transport.says.startswith("TLS with an API key to temporal.example")

@@ -80,7 +80,7 @@ async def test_with_the_server_down_every_verb_says_so(settings, tmp_path):
     for args in [*ON_A_RUN, *NO_RUN]:
         args = filled(args, id="r-1", tmp=str(tmp_path))
         result = await agentctl(env, *args)
-        assert_one_error_line(result, args, "cannot reach Temporal (connection refused)")
+        assert_one_error_line(result, args, "(plaintext): connection refused; is the stack up?")
 
 
 @pytest.mark.usefixtures("worker")

@@ -21,7 +21,7 @@ async def test_a_worker_waits_for_temporal_then_stops_on_sigterm(settings, tmp_p
             return text.count("cannot reach Temporal") >= 2
 
         await eventually(retrying, within=30)
-        assert "(connection refused); retrying in" in log.read_text()
+        assert "(plaintext): connection refused; retrying in" in log.read_text()
         worker.send_signal(signal.SIGTERM)
         assert await asyncio.to_thread(worker.wait, 30) == 0
     finally:
