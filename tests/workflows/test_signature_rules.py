@@ -29,6 +29,11 @@ def signed_run() -> tuple[RunState, Signer]:
     return state, Signer(key, "k")
 
 
+def refused(error: str | None) -> str:
+    assert error is not None, "it counted"
+    return error
+
+
 def request(request_id: str = "call-1", tool: str = "pay", step: int = 1, **kw) -> ApprovalRequest:
     return ApprovalRequest(request_id=request_id, tool=tool, arguments={"amount": "10"},
                            reason="", step=step, requested_at=NOW, **kw)  # fmt: skip
@@ -43,16 +48,22 @@ def test_a_decision_binds_its_tool_step_comment_and_time():
     assert signed_changes.decision_error(state, decided, True, LATER) is None
     # The same signature with other words for the model: the comment is covered.
     other_words = Decision(request_id="call-1", by="cfo", comment="pay mallory", signed=good)
-    assert "digest differs" in signed_changes.decision_error(state, other_words, True, LATER)
+    assert "digest differs" in refused(
+        signed_changes.decision_error(state, other_words, True, LATER)
+    )
     # Signed for the same id on another tool or step.
     for lookalike in (request(tool="refund"), request(step=2)):
         signed = signer.approval(state.store_key, "cfo", True, lookalike, "ok")
         decision = Decision(request_id="call-1", by="cfo", comment="ok", signed=signed)
-        assert "digest differs" in signed_changes.decision_error(state, decision, True, LATER)
+        assert "digest differs" in refused(
+            signed_changes.decision_error(state, decision, True, LATER)
+        )
     # Signed before the request existed (an old signature for an id the model reused).
     early = good.model_copy(update={"at": (NOW - timedelta(hours=1)).isoformat()})
     decision = Decision(request_id="call-1", by="cfo", comment="ok", signed=early)
-    assert "older than the request" in signed_changes.decision_error(state, decision, True, LATER)
+    assert "older than the request" in refused(
+        signed_changes.decision_error(state, decision, True, LATER)
+    )
 
 
 def test_a_reused_request_id_needs_naming_and_never_skips_the_decided_check():
@@ -73,13 +84,13 @@ def test_answers_count_only_signed_for_their_question_and_text():
     question = Question(question_id="q-1", question="Which invoice?", step=1, asked_at=NOW)
     state.ask(question)
     unsigned = Answer(question_id="q-1", answer="INV-1", by="dan")
-    assert "unsigned answer" in signed_changes.answer_error(state, unsigned, LATER)
+    assert "unsigned answer" in refused(signed_changes.answer_error(state, unsigned, LATER))
     forger, _ = new_key()
     forged = Signer(forger, "k").answer(state.store_key, "dan", question, "INV-1")
     forged_answer = unsigned.model_copy(update={"signed": forged})
-    assert "forged signature" in signed_changes.answer_error(state, forged_answer, LATER)
+    assert "forged signature" in refused(signed_changes.answer_error(state, forged_answer, LATER))
     signed = signer.answer(state.store_key, "dan", question, "INV-1")
     other_text = Answer(question_id="q-1", answer="INV-2", by="dan", signed=signed)
-    assert "digest differs" in signed_changes.answer_error(state, other_text, LATER)
+    assert "digest differs" in refused(signed_changes.answer_error(state, other_text, LATER))
     ok = Answer(question_id="q-1", answer="INV-1", by="dan", signed=signed)
     assert signed_changes.answer_error(state, ok, NOW) is None
