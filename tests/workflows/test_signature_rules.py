@@ -14,18 +14,21 @@ from workflows.contracts import Answer, Decision, RunPolicy, TrustedKey
 from workflows.signing import new_key
 from workflows.state import ApprovalRequest, ApprovalStatus, Question, RunState
 
-# Requests were made a minute ago; the signer signs at the wall clock's time, checked now.
-NOW = datetime.now(UTC) - timedelta(minutes=1)
-LATER = NOW + timedelta(minutes=2)
+
+def times() -> tuple[datetime, datetime]:
+    """A request made a minute ago, and the workflow's time now: the signer signs with
+    the wall clock's time, read when each test runs (not when the file was collected)."""
+    now = datetime.now(UTC)
+    return now - timedelta(minutes=1), now + timedelta(seconds=1)
 
 
-def signed_run() -> tuple[RunState, Signer]:
+def signed_run(at: datetime) -> tuple[RunState, Signer]:
     key, public = new_key()
     policy = RunPolicy(
         require_signed_decisions=True, trusted_keys={"k": TrustedKey(public_key=public)}
     )
     state = RunState(run_id="r", identity="r@1", goal="g", policy=policy,
-                     created_at=NOW, updated_at=NOW, signature_version=2)  # fmt: skip
+                     created_at=at, updated_at=at, signature_version=2)  # fmt: skip
     return state, Signer(key, "k")
 
 
@@ -34,14 +37,17 @@ def refused(error: str | None) -> str:
     return error
 
 
-def request(request_id: str = "call-1", tool: str = "pay", step: int = 1, **kw) -> ApprovalRequest:
+def request(
+    at: datetime, request_id: str = "call-1", tool: str = "pay", step: int = 1, **kw
+) -> ApprovalRequest:
     return ApprovalRequest(request_id=request_id, tool=tool, arguments={"amount": "10"},
-                           reason="", step=step, requested_at=NOW, **kw)  # fmt: skip
+                           reason="", step=step, requested_at=at, **kw)  # fmt: skip
 
 
 def test_a_decision_binds_its_tool_step_comment_and_time():
-    state, signer = signed_run()
-    pending = request()
+    NOW, LATER = times()
+    state, signer = signed_run(NOW)
+    pending = request(NOW)
     state.request_approval(pending)
     good = signer.approval(state.store_key, "cfo", True, pending, "ok")
     decided = Decision(request_id="call-1", by="cfo", comment="ok", signed=good)
@@ -52,7 +58,7 @@ def test_a_decision_binds_its_tool_step_comment_and_time():
         signed_changes.decision_error(state, other_words, True, LATER)
     )
     # Signed for the same id on another tool or step.
-    for lookalike in (request(tool="refund"), request(step=2)):
+    for lookalike in (request(NOW, tool="refund"), request(NOW, step=2)):
         signed = signer.approval(state.store_key, "cfo", True, lookalike, "ok")
         decision = Decision(request_id="call-1", by="cfo", comment="ok", signed=signed)
         assert "digest differs" in refused(
@@ -67,10 +73,11 @@ def test_a_decision_binds_its_tool_step_comment_and_time():
 
 
 def test_a_reused_request_id_needs_naming_and_never_skips_the_decided_check():
-    state, _ = signed_run()
-    first = request(status=ApprovalStatus.APPROVED, decided_by="cfo")
+    NOW, LATER = times()
+    state, _ = signed_run(NOW)
+    first = request(NOW, status=ApprovalStatus.APPROVED, decided_by="cfo")
     state.approvals.append(first)
-    state.request_approval(request())  # the model used call-1 again
+    state.request_approval(request(NOW))  # the model used call-1 again
     unnamed = state.decision_error(Decision(by="cfo"), True)
     assert unnamed is not None and "more than one request had the id call-1" in unnamed
     assert state.decision_error(Decision(request_id="call-1", by="cfo"), True) is None
@@ -80,7 +87,8 @@ def test_a_reused_request_id_needs_naming_and_never_skips_the_decided_check():
 
 
 def test_answers_count_only_signed_for_their_question_and_text():
-    state, signer = signed_run()
+    NOW, LATER = times()
+    state, signer = signed_run(NOW)
     question = Question(question_id="q-1", question="Which invoice?", step=1, asked_at=NOW)
     state.ask(question)
     unsigned = Answer(question_id="q-1", answer="INV-1", by="dan")
@@ -93,4 +101,4 @@ def test_answers_count_only_signed_for_their_question_and_text():
     other_text = Answer(question_id="q-1", answer="INV-2", by="dan", signed=signed)
     assert "digest differs" in refused(signed_changes.answer_error(state, other_text, LATER))
     ok = Answer(question_id="q-1", answer="INV-1", by="dan", signed=signed)
-    assert signed_changes.answer_error(state, ok, NOW) is None
+    assert signed_changes.answer_error(state, ok, LATER) is None
