@@ -19,7 +19,7 @@ from infra.stack import polling_builds
 from starters import release
 from starters.runs import WORKFLOW_TYPE
 from worker.client import connect, connect_failure
-from worker.connection import ConnectionSettingsError, connection
+from worker.connection import Connection, ConnectionSettingsError, connection
 from worker.encryption import KeyringError, keyring_from
 from worker.settings import Settings
 from workflows import search_attributes as sa
@@ -64,12 +64,19 @@ async def diagnose(settings: Settings, only: set[str] | None = None) -> list[Fin
     return findings
 
 
+def _target(part: str, settings: Settings) -> Connection | Finding:
+    """Where this process reaches Temporal, or the finding that its settings cannot be used."""
+    try:
+        return connection(settings)
+    except ConnectionSettingsError as err:
+        return Finding(part, False, str(err), "fix the TLS or API key settings")
+
+
 async def _transport(settings: Settings) -> Finding:
     """How this process reaches Temporal; plaintext beyond this machine is flagged."""
-    try:
-        target = connection(settings)
-    except ConnectionSettingsError as err:
-        return Finding("transport", False, str(err), "fix the TLS or API key settings")
+    target = _target("transport", settings)
+    if isinstance(target, Finding):
+        return target
     says = f"{target.transport} to {target.address}, namespace {target.namespace!r}"
     if target.plaintext_to_remote:
         return Finding(
@@ -83,10 +90,9 @@ async def _transport(settings: Settings) -> Finding:
 
 
 async def _temporal(settings: Settings) -> Finding:
-    try:
-        target = connection(settings)
-    except ConnectionSettingsError as err:
-        return Finding("temporal", False, str(err), "fix the TLS or API key settings")
+    target = _target("temporal", settings)
+    if isinstance(target, Finding):
+        return target
     where = f"{target.address}, namespace {target.namespace!r}"
     try:
         client = await connect(settings)

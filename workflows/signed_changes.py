@@ -45,6 +45,8 @@ def forwarded_raise_error(state: RunState, raise_: BudgetRaise) -> str | None:
         return None
     if original.forwarded is not None:
         return "a forwarded raise forwards one raise, as it was signed"
+    if raise_.by != original.by:  # the audit names who signed, nobody else
+        return f"a raise signed by {original.by!r} forwarded as {raise_.by!r}"
     signed, current = original.limits(), state.budget.model_dump() if state.budget else {}
     for name, value in raise_.limits().items():
         cap = signed.get(name, current.get(name))

@@ -22,7 +22,7 @@ from workflows.state import BUDGET_REQUEST, RunState
 def signed_policy() -> tuple[RunPolicy, Signer]:
     key, public = new_key()
     policy = RunPolicy(
-        approvers={BUDGET_REQUEST: ["cfo"]},
+        approvers={BUDGET_REQUEST: ["cfo", "ops"]},
         require_signed_decisions=True,
         trusted_keys={"cfo-laptop": TrustedKey(public_key=public, signs_for=["cfo"])},
     )
@@ -55,10 +55,13 @@ async def test_a_signed_raise_reaches_the_child_and_nothing_unsigned_lifts_it(ti
         original = BudgetRaise(by="cfo", tool_calls=3, signed=signed)
         inflated = BudgetRaise(by="cfo", tool_calls=9, forwarded=original)
         await handle.signal("budget", inflated)
-        child_refused = await eventually(lambda: _refused(child, 2))
+        renamed = BudgetRaise(by="ops", tool_calls=1, forwarded=original)
+        await handle.signal("budget", renamed)
+        child_refused = await eventually(lambda: _refused(child, 3))
         assert (await child.state()).budget == RunBudget(tool_calls=1)
         assert "unsigned raise_budget" in child_refused[0]
         assert "passes what was raised" in child_refused[1]
+        assert "forwarded as 'ops'" in child_refused[2]
 
         # Signed at the parent: counted there, forwarded as signed, counted in the child.
         await runs.raise_budget(client, run.run_id, BudgetRaise(by="cfo", tool_calls=5), cfo)
@@ -67,7 +70,7 @@ async def test_a_signed_raise_reaches_the_child_and_nothing_unsigned_lifts_it(ti
     assert result.status == "completed"
     assert parent.budget is not None and parent.budget.tool_calls == 5
     assert child_after.budget is not None and child_after.budget.tool_calls == 4
-    assert len(refusals(parent)) == 1 and len(refusals(child_after)) == 2
+    assert len(refusals(parent)) == 1 and len(refusals(child_after)) == 3
     assert any(e.action == "budget_raised" and e.actor == "cfo" for e in child_after.audit)
 
 
