@@ -6,9 +6,12 @@ import asyncio
 
 import uvicorn
 
+from activities.sql import redacted_url
+from activities.stores import open_database
 from console.app import create_app
 from console.identity import SecretTooShort, console_secret
 from console.serving import PROXY_HEADERS
+from console.sessions import SignedOutSessions
 from worker.client import connect
 from worker.connection import ConnectionSettingsError
 from worker.settings import load_settings
@@ -20,6 +23,13 @@ def main() -> None:
         console_secret(settings)
     except SecretTooShort as err:  # before anything listens: a short secret fails closed
         print(f"console: {err}")
+        raise SystemExit(2) from None
+    try:  # sign-outs are kept there: without it no session could be checked
+        SignedOutSessions(open_database(settings))
+    except Exception as err:
+        where = settings.database_url and redacted_url(settings.database_url)
+        reason = " ".join(str(err).split())[:200]
+        print(f"console: our stores' database ({where or settings.database_path}): {reason}")
         raise SystemExit(2) from None
     try:
         asyncio.run(connect(settings))

@@ -206,3 +206,21 @@ def test_short_secrets_are_refused_at_start_in_one_line(settings, tmp_path) -> N
         "console: AGENT_CONSOLE_SECRET: the console secret must be at least 32 bytes "
         "(python -c 'import secrets; print(secrets.token_urlsafe(32))' makes one)"
     ]
+
+
+def test_a_console_whose_stores_are_down_says_so_in_one_line(tmp_path) -> None:
+    """Sign-outs are kept in our stores: without them no session could be checked, so
+    the console does not start, and says why in one line (no traceback, no password)."""
+    env = {
+        "AGENT_DATA_DIR": str(tmp_path),
+        "AGENT_DATABASE_URL": "postgresql://nobody:s3cret@127.0.0.1:1/none",
+        "PATH": "",
+    }
+    started = subprocess.run(
+        [sys.executable, "-m", "console"], env=env, capture_output=True, text=True, timeout=60,
+        stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    assert started.returncode == 2
+    [line] = (started.stdout + started.stderr).strip().splitlines()
+    assert line.startswith("console: our stores' database") and "refused" in line
+    assert "s3cret" not in line
