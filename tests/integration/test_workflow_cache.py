@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import pytest
 from temporalio.api.enums.v1 import EventType, TaskQueueKind
+from temporalio.client import Client
+from temporalio.runtime import MetricBuffer, Runtime, TelemetryConfig
 
 from starters import runs
 from tests.conftest import count_effects, run_id, wait_for_approval
@@ -20,8 +22,15 @@ async def test_runs_let_go_by_a_small_cache_resume_on_their_next_event(
     dev_env, settings, cache_size, sandbox
 ):
     """With the workflow module shared by the cached runs (the default) or imported afresh
-    in each (Temporal's strict sandbox, which fails a non-deterministic call)."""
-    client = dev_env.client
+    in each (Temporal's strict sandbox, which fails a non-deterministic call). The worker
+    reports its cache through a runtime of its own: the test proves runs were let go."""
+    metrics = MetricBuffer(100_000)
+    client = await Client.connect(
+        dev_env.client.service_client.config.target_host,
+        namespace=dev_env.client.namespace,
+        data_converter=dev_env.client.data_converter,
+        runtime=Runtime(telemetry=TelemetryConfig(metrics=metrics)),
+    )
     small = settings.model_copy(
         update={"workflow_cache_size": cache_size, "workflow_sandbox": sandbox}
     )
@@ -37,6 +46,20 @@ async def test_runs_let_go_by_a_small_cache_resume_on_their_next_event(
     assert [count_effects(small, rid, "charge") for rid in rids] == [1] * 5
     if cache_size == 0:  # the setting reached the worker: no run was kept, none sticky
         assert not any([await went_sticky(client, rid) for rid in rids])
+    else:  # five runs waited on a cache of two: three at least were pushed out, and each
+        # came back through a task the cache missed (a replay of its history)
+        counted = cache_counts(metrics)
+        assert counted["temporal_sticky_cache_total_forced_eviction"] >= len(rids) - cache_size
+        assert counted["temporal_sticky_cache_miss"] >= len(rids) - cache_size
+
+
+def cache_counts(metrics: MetricBuffer) -> dict[str, int]:
+    """The worker's cache counters as its runtime reported them (the Core SDK's names)."""
+    counted = {"temporal_sticky_cache_total_forced_eviction": 0, "temporal_sticky_cache_miss": 0}
+    for update in metrics.retrieve_updates():
+        if update.metric.name in counted:
+            counted[update.metric.name] += int(update.value)
+    return counted
 
 
 async def went_sticky(client, rid: str) -> bool:

@@ -4,7 +4,6 @@ and delete act, and a deleted schedule starts nothing more."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import uuid
 from datetime import UTC, datetime, timedelta
@@ -83,7 +82,16 @@ async def test_schedules_start_runs_and_stop_when_deleted(dev_env, worker, setti
     for name in (cron, every, busy):
         assert (await agentctl(env, "schedule", "delete", name)).exit_code == 0
     counts = [len(await started_runs(client, name)) for name in (cron, every, busy)]
-    await asyncio.sleep(5)  # two and a half intervals of `every`: nothing more may start
+    # A witness with `every`'s interval, made after the deletes. Interval schedules fire at
+    # the same instants (multiples of the interval), so by the witness's second run `every`
+    # would have started another, were it still there: no sleep that hopes for it.
+    witness = f"witness-{tag}"
+    agents = AgentClient(client, settings)
+    await agents.create_schedule(
+        witness, "triage", "Ticket: late parcel", every=timedelta(seconds=2), label="triage"
+    )
+    await eventually(lambda: _at_least(client, witness, 2), within=30)
+    await agents.delete_schedule(witness)
     assert [len(await started_runs(client, name)) for name in (cron, every, busy)] == counts
     gone = await agentctl(env, "schedule", "pause", every)
     assert_one_error_line(gone, ["schedule", "pause"], f"no schedule named {every!r}")

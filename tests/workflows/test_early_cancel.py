@@ -8,7 +8,7 @@ from temporalio.client import Client
 
 from activities import heartbeat
 from activities.model_client import CallMeta, ModelReply, ModelRequest
-from durable_agents import Agent, tool
+from durable_agents import Agent, ToolRisk, tool
 from durable_agents.testing import AgentTestbed, ScriptedModel, call, say
 from starters import runs
 from tests.conftest import eventually, run_id
@@ -87,3 +87,53 @@ async def test_a_cancel_during_an_activity_that_finishes_anyway_still_cancels(
     assert LOOKED_UP == [], "the tool the cancelled model asked for never ran"
     assert state.usage.model_calls == 1
     assert [(e.actor, e.action) for e in state.audit][-1] == ("ops", "run_cancelled")
+
+
+async def test_a_cancel_sent_with_the_start_cancels_before_the_story_begins(time_env):
+    """The cancel takes hold where the story would start (the first of the cancel-holds
+    check's call sites): no step is opened, no goal goes to the model."""
+    async with AgentTestbed(loop_agent, model=ScriptedModel([say("Done.")]), env=time_env) as bed:
+        rid = run_id("early-loop")
+        request = RunRequest(goal="Look up A-1", agent="looks-up", label="loop")
+        handle = await bed.client.temporal.start_workflow(
+            AgentWorkflow.run,
+            request,
+            id=rid,
+            task_queue=bed.settings.task_queue,
+            start_signal="cancel",
+            start_signal_args=[Actor(by="ops", reason="wrong goal")],
+        )
+        result = await handle.result()
+        state = await runs.get_state(bed.client.temporal, rid)
+    assert result.status == RunStatus.CANCELLED
+    assert state.plan == [] and state.current_step is None and not state.outbox
+    assert [e.kind for e in state.events][-2:] == ["started", "cancelled"]
+
+
+@tool(risk=ToolRisk.NEEDS_APPROVAL)
+def wire(account: str) -> str:
+    """Wire money to an account."""
+    WIRED.append(account)
+    return f"wired to {account}"
+
+
+WIRED: list[str] = []
+wire_agent = Agent(name="wires", instructions="Wire money.", tools=[wire], planning=False)
+
+
+async def test_a_cancel_during_a_model_call_asks_no_person_for_what_it_asked(time_env, monkeypatch):
+    """The cancelled model's answer calls a tool that needs approval: the run does not
+    put the request before a person and wait for its deadline (the cancel-holds check in
+    the wait for a person); the request is closed as cancelled."""
+    monkeypatch.setattr(heartbeat, "INTERVAL_SECONDS", 3600.0)
+    WIRED.clear()
+    model = CancelledWhileAnswering(time_env.client)
+    model.scripted = ScriptedModel([call("wire", account="NL-1"), say("Wired.")])
+    async with AgentTestbed(wire_agent, model=model, env=time_env) as bed:
+        run = await bed.start("wires", "Wire NL-1")
+        result = await run.result()
+        state = await run.state()
+    assert result.status == RunStatus.CANCELLED and WIRED == []
+    assert [(a.tool, a.decided_by) for a in state.approvals] == [("wire", "cancelled")]
+    assert state.usage.model_calls == 1
+    assert "deadline passed" not in [e.kind for e in state.events]
