@@ -4,18 +4,28 @@ the run then completes normally."""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 from pydantic import SecretStr
+from temporalio.testing import WorkflowEnvironment
 
 from starters import runs
 from tests.conftest import eventually, run_id, settings_for, wait_for_approval
-from tests.temporal_cli import temporal
+from tests.temporal_cli import own_dev_server, temporal
 from worker.client import connect
 from worker.encryption import new_key
 from worker.main import build_worker
 from workflows.contracts import Actor, Decision, RunRequest
+
+
+@pytest.fixture(scope="module")
+async def dev_env() -> AsyncIterator[WorkflowEnvironment]:
+    """A dev server of this module's own: its CLI calls meet no other file's load."""
+    async with own_dev_server() as env:
+        yield env
+
 
 SIGNALS = ("approve", "reject", "answer", "pause", "resume", "cancel", "child_spent", "budget")
 UPDATES = ("decide", "submit_answer", "edit", "raise_budget")

@@ -6,17 +6,29 @@ the trusted key count (docs/architecture.md, invariant 11)."""
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator
 from typing import Any
+
+import pytest
+from temporalio.testing import WorkflowEnvironment
 
 from starters import runs
 from starters.signer import Signer
 from tests.conftest import eventually, run_id, settings_for, wait_for_approval
-from tests.temporal_cli import temporal
+from tests.temporal_cli import own_dev_server, temporal
 from worker.client import connect
 from worker.main import build_worker
 from workflows.contracts import Actor, DecideRequest, RunBudget, RunPolicy, RunRequest, TrustedKey
 from workflows.signing import new_key
 from workflows.state import BUDGET_REQUEST, ApprovalStatus, RunState
+
+
+@pytest.fixture(scope="module")
+async def dev_env() -> AsyncIterator[WorkflowEnvironment]:
+    """A dev server of this module's own: its CLI calls meet no other file's load."""
+    async with own_dev_server() as env:
+        yield env
+
 
 # Each unsigned change, as an attacker types it in alice's name.
 SIGNALS: dict[str, dict[str, Any]] = {
