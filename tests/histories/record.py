@@ -7,15 +7,20 @@ together with the change. tests/workflows/test_replay_fixtures.py replays every 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 
+from temporalio import workflow
+
+from activities.stores import Stores
 from bench.harness import Bench, bench_stack
 from starters import runs, timeline
 from starters.signer import Signer
 from workflows import timeline as timeline_hook
+from workflows.agent import AgentWorkflow
 from workflows.contracts import (
     Actor,
     Answer,
@@ -26,6 +31,7 @@ from workflows.contracts import (
     RunRequest,
     StatePatch,
     TrustedKey,
+    idempotency_key,
 )
 from workflows.signing import new_key
 
@@ -42,6 +48,11 @@ async def until(bench: Bench, run_id: str, check: Callable[[object], bool]) -> N
 
 def waiting(summary: object) -> bool:
     return bool(getattr(summary, "pending_approvals", None))
+
+
+def waiting_or_closed(summary: object) -> bool:
+    status = getattr(summary, "status", None)
+    return waiting(summary) or (status is not None and status.is_closed)
 
 
 async def happy_path(bench: Bench, rid: str) -> None:
@@ -179,6 +190,83 @@ async def forked_with_parent(bench: Bench, rid: str) -> None:
     await forked(bench, rid)
 
 
+async def cut_short(bench: Bench, rid: str) -> None:
+    """The payment step's reply cut short (finish_reason length): not the step's end."""
+    request = RunRequest(goal="pay", label="pay-invoice?fault=step3:length")
+    await runs.start_run(bench.client, bench.settings, request, rid)
+    await until(bench, rid, waiting_or_closed)
+    if waiting(await runs.get_summary(bench.client, rid)):  # before the patch: unpaid, done
+        await runs.approve(bench.client, rid, Decision(by="alice"))
+
+
+async def tool_failed(bench: Bench, rid: str) -> None:
+    """The payment fails for good: its key is in the ledger for another request (a
+    conflict no retry mends). The model hears it (after `tool-errors-go-to-the-model`)."""
+    await runs.start_run(
+        bench.client, bench.settings, RunRequest(goal="pay", label="pay-invoice"), rid
+    )
+    await until(bench, rid, waiting)
+    state = await runs.get_state(bench.client, rid)
+    [request] = state.pending_approvals
+    key = idempotency_key(state.store_key, request.step, request.request_id)
+    ledger = Stores.open(bench.settings).ledger
+    ledger.record(key, state.store_key, request.tool, "another-request", {"ok": True})
+    await runs.approve(bench.client, rid, Decision(by="alice"))
+
+
+async def cancelled_with_the_start(bench: Bench, rid: str) -> None:
+    """A cancel sent with the start: it holds (`cancel-holds`); before, it was lost and the
+    run went on to its approval."""
+    request = RunRequest(goal="pay", label="pay-invoice")
+    await bench.client.start_workflow(
+        AgentWorkflow.run,
+        request,
+        id=rid,
+        task_queue=bench.settings.task_queue,
+        start_signal="cancel",
+        start_signal_args=[Actor(by="carol", reason="wrong goal")],
+    )
+    await until(bench, rid, waiting_or_closed)
+    if waiting(await runs.get_summary(bench.client, rid)):  # the cancel was lost: finish
+        await runs.approve(bench.client, rid, Decision(by="alice"))
+
+
+async def signed_decisions_v1(bench: Bench, rid: str) -> None:
+    """A signing policy as runs from before `every-change-signed` took it: decisions signed
+    (v1), other changes counted unsigned."""
+    key, public = new_key()
+    alice = Signer(key, "alice-laptop")
+    policy = RunPolicy(
+        require_signed_decisions=True,
+        trusted_keys={"alice-laptop": TrustedKey(public_key=public, signs_for=["alice"])},
+    )
+    request = RunRequest(goal="pay", label="pay-invoice", policy=policy)
+    await runs.start_run(bench.client, bench.settings, request, rid)
+    await until(bench, rid, waiting)
+    await runs.pause(bench.client, rid, Actor(by="alice"))
+    await runs.resume(bench.client, rid, Actor(by="alice"))
+    await runs.decide(bench.client, rid, DecideRequest(approve=True, by="alice"), alice)
+
+
+@contextlib.contextmanager
+def built_before(patches: tuple[str, ...]) -> Iterator[None]:
+    """Run the worker as a build from before these patches: asked, each answers no and
+    records no marker, which is what a build without the `patched` call did."""
+    if not patches:
+        yield
+        return
+    asked = workflow.patched
+
+    def patched(patch_id: str) -> bool:
+        return False if patch_id in patches else asked(patch_id)
+
+    workflow.patched = patched  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        workflow.patched = asked
+
+
 BEHAVIOURS: dict[str, Callable[[Bench, str], Awaitable[None]]] = {
     "happy-path": happy_path,
     "rejected-approval": rejected_approval,
@@ -198,6 +286,22 @@ BEHAVIOURS: dict[str, Callable[[Bench, str], Awaitable[None]]] = {
     # Every change signed under a signing policy; a fork checked with its parent.
     "signed-changes": signed_changes,
     "forked-with-parent": forked_with_parent,
+    # Both sides of the patches no fixture had replayed: with the marker, and as a build
+    # from before the patch ran the same story (BUILT_BEFORE).
+    "cut-short": cut_short,
+    "cut-short-before-patch": cut_short,
+    "tool-failed": tool_failed,
+    "tool-failed-before-patch": tool_failed,
+    "cancelled-with-the-start": cancelled_with_the_start,
+    "cancel-lost-before-patch": cancelled_with_the_start,
+    "signed-decisions-v1": signed_decisions_v1,
+}
+# The behaviours recorded as a build from before these patches.
+BUILT_BEFORE: dict[str, tuple[str, ...]] = {
+    "cut-short-before-patch": ("cut-short-replies-go-on",),
+    "tool-failed-before-patch": ("tool-errors-go-to-the-model",),
+    "cancel-lost-before-patch": ("cancel-holds",),
+    "signed-decisions-v1": ("every-change-signed",),
 }
 
 
@@ -213,8 +317,9 @@ async def record(only: list[str]) -> None:
         for name, behaviour in BEHAVIOURS.items():
             if only and name not in only:
                 continue
-            await behaviour(bench, name)
-            await runs.wait_for_outcome(bench.client, name)
+            with built_before(BUILT_BEFORE.get(name, ())):
+                await behaviour(bench, name)
+                await runs.wait_for_outcome(bench.client, name)
             _, history = (await timeline.fetch_chain(bench.client, name))[0]
             path = HERE / f"{name}.json"
             timeline.export_history(history, path)

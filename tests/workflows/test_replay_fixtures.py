@@ -21,6 +21,9 @@ def test_every_behaviour_has_a_fixture():
     behaviours |= {"paused-and-resumed", "retried-model-errors", "cancelled", "failed", "forked"}
     behaviours |= {"continued-as-new", "identity-happy-path", "malformed-signals"}
     behaviours |= {"plain-loop", "signed-changes", "forked-with-parent"}
+    behaviours |= {"cut-short", "cut-short-before-patch", "tool-failed"}
+    behaviours |= {"tool-failed-before-patch", "cancelled-with-the-start"}
+    behaviours |= {"cancel-lost-before-patch", "signed-decisions-v1"}
     assert set(MANIFEST) == behaviours
     assert {p.stem for p in HISTORIES.glob("*.json")} - {"manifest"} == behaviours
 
