@@ -13,7 +13,7 @@ from typing import Any
 from activities import fingerprints
 from activities.fingerprints import now_text
 from activities.sql import Sealed, SqlDatabase, apply_schema
-from worker.encryption import Keyring
+from runtime.encryption import Keyring
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS effects (

@@ -25,7 +25,7 @@ from activities.ledger import IdempotencyConflict, fingerprint
 from activities.sql import store_call
 from activities.stores import Stores
 from activities.tools import render
-from worker.settings import Settings
+from runtime.settings import Settings
 from workflows.agents import (
     AgentRegistry,
     MCPListing,

@@ -30,7 +30,7 @@ from activities.model_client import (
 from activities.openai_chat import OpenAIChatClient, reply_from_wire
 from activities.sql import store_call
 from activities.stores import Stores
-from worker.settings import Settings
+from runtime.settings import Settings
 from workflows.agents import BEFORE_AGENTS, Agent, AgentRegistry, Model
 from workflows.contracts import ModelCallInput, ModelTurn, TokenUsage, ToolCall, preview
 from workflows.prompts import system_prompt

@@ -9,7 +9,7 @@ from contextlib import contextmanager
 from opentelemetry.trace import Span, Status, StatusCode
 from temporalio import activity
 
-from worker import telemetry
+from runtime import telemetry
 from workflows.contracts import ModelCallInput, ModelTurn, ToolCallInput, ToolOutcome
 
 

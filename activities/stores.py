@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from activities.ledger import EffectLedger
 from activities.sql import PostgresDatabase, SqlDatabase, SqliteDatabase
 from activities.transcript import TranscriptStore
-from worker.encryption import keyring_from
-from worker.settings import Settings
+from runtime.encryption import keyring_from
+from runtime.settings import Settings
 
 
 def open_database(settings: Settings) -> SqlDatabase:

@@ -12,7 +12,7 @@ from temporalio import activity
 
 from activities.fingerprints import now_text
 from activities.sql import Sealed, SqlDatabase, Tx, apply_schema
-from worker.encryption import Keyring
+from runtime.encryption import Keyring
 from workflows.contracts import TranscriptCopy
 
 SCHEMA = """

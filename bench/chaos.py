@@ -36,13 +36,13 @@ from temporalio.client import Client
 from tenacity import AsyncRetrying, stop_after_attempt, wait_fixed
 
 from activities.stores import Stores
+from control import runs
 from examples.providers import Providers
 from infra import stack
 from infra.offline_model.embedded import free_port
 from infra.processes import ProcessSpec, stop, stop_strays
-from starters import runs
-from worker.client import connect
-from worker.settings import Settings
+from runtime.client import connect
+from runtime.settings import Settings
 from workflows.contracts import Decision, RunRequest
 from workflows.state import workflow_id_of
 

@@ -23,7 +23,7 @@ from bench.harness import Bench, bench_stack
 from console import users
 from console.app import create_app
 from console.serving import serving
-from starters import runs
+from control import runs
 from starters.demo import DEMO_GOAL
 from workflows.contracts import RunRequest
 

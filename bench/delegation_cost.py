@@ -22,8 +22,8 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 
 from bench.harness import bench_stack, history_bytes
-from starters import runs, timeline
-from worker.settings import Settings
+from control import runs, timeline
+from runtime.settings import Settings
 from workflows.contracts import RunRequest
 
 REPORT_EVENTS = (

@@ -14,13 +14,13 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
 from bench.cpu import child_pid
+from control.timeline import fetch_chain
 from infra.binaries import temporal_cli
 from infra.offline_model.embedded import free_port
 from infra.processes import stop
 from infra.stack import files_for, part_specs, start_part
-from starters.timeline import fetch_chain
+from runtime.settings import Settings
 from worker.main import build_worker
-from worker.settings import Settings
 from workflows import search_attributes as sa
 
 

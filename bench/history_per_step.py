@@ -12,7 +12,7 @@ import asyncio
 import time
 
 from bench.harness import bench_stack, history_bytes
-from starters import runs
+from control import runs
 from workflows.contracts import RunRequest
 
 TARGET_BYTES_PER_STEP = 4096

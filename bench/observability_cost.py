@@ -20,9 +20,9 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from pydantic import SecretStr
 
 from bench.harness import Services, bench_services, bench_settings, history_bytes
-from starters import runs
-from worker.client import connect
-from worker.encryption import new_key
+from control import runs
+from runtime.client import connect
+from runtime.encryption import new_key
 from worker.main import build_worker
 from workflows.contracts import RunRequest
 

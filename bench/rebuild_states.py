@@ -12,9 +12,9 @@ import json
 import sys
 import time
 
-from starters.timeline import rebuild
-from worker.client import connect
-from worker.settings import load_settings
+from control.timeline import rebuild
+from runtime.client import connect
+from runtime.settings import load_settings
 
 
 async def timed(run_id: str) -> dict[str, float]:

@@ -17,8 +17,8 @@ import uuid
 from temporalio.client import Client
 
 from bench.harness import bench_stack
-from starters import release, runs
-from worker import versioning
+from control import release, runs
+from runtime import versioning
 from workflows.contracts import Decision, RunRequest
 
 PAY = RunRequest(goal="pay the invoice", agent="invoice", label="pay-invoice")

@@ -12,9 +12,9 @@ from console.app import create_app
 from console.identity import SecretTooShort, console_secret
 from console.serving import PROXY_HEADERS
 from console.sessions import SignedOutSessions
-from worker.client import connect
-from worker.connection import ConnectionSettingsError
-from worker.settings import load_settings
+from runtime.client import connect
+from runtime.connection import ConnectionSettingsError
+from runtime.settings import load_settings
 
 
 def main() -> None:

@@ -18,9 +18,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from console.identity import CSRF_FIELD
 from console.web import Console, PageError, console_of, read_form, run_state, signed_in
-from starters import runs, timeline
-from starters.errors import one_line
-from starters.runs import RunError
+from control import runs, timeline
+from control.errors import one_line
+from control.runs import RunError
 from workflows.contracts import Actor, Answer, BudgetRaise, DecideRequest, StatePatch
 from workflows.state import BUDGET_REQUEST, RunState
 

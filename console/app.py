@@ -37,9 +37,9 @@ from console.web import (
     templates,
     wants_json,
 )
-from starters.signer import kept_signer
-from worker.client import connect
-from worker.settings import Settings
+from control.signer import kept_signer
+from runtime.client import connect
+from runtime.settings import Settings
 from workflows.state import RunStatus
 
 # Sent with every response: no inline script or style runs, no other site frames a page,

@@ -5,7 +5,7 @@ Each moment of a run is one event whose offset is the moment's number: it never 
 within a run's chain, so a reader that reconnects with Last-Event-ID N gets exactly the
 events after N. Events come from the run's `events` query, which reads the latest moments
 kept in its state and costs the history nothing; a reader further behind than the state
-keeps gets the missing ones rebuilt from the history (starters/timeline.py).
+keeps gets the missing ones rebuilt from the history (control/timeline.py).
 
 A model or tool moment is sent once it is over (a later moment exists, or the run is
 closed), with a preview of what it wrote to the transcript, so no event is sent twice to
@@ -25,10 +25,10 @@ from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
 from activities.transcript import TranscriptStore
-from starters import timeline
-from starters.runs import RunError, handle
-from starters.stored import transcript_store
-from worker.settings import Settings
+from control import timeline
+from control.runs import RunError, handle
+from control.stored import transcript_store
+from runtime.settings import Settings
 from workflows.contracts import preview
 from workflows.state import EventPage, RunEvent, RunState, RunStatus
 

@@ -24,7 +24,7 @@ from itsdangerous import BadSignature, URLSafeTimedSerializer
 from activities.stores import open_database
 from console import users
 from console.sessions import SignedOutSessions
-from worker.settings import Settings
+from runtime.settings import Settings
 
 SESSION_COOKIE = "da_console"
 CSRF_FIELD = "csrf"

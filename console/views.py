@@ -16,7 +16,7 @@ from datetime import UTC, datetime, timedelta
 from temporalio.client import Client, WorkflowExecution, WorkflowQueryFailedError
 from temporalio.service import RPCError
 
-from starters.runs import WAITING_VALUES, WORKFLOW_TYPE, handle
+from control.runs import WAITING_VALUES, WORKFLOW_TYPE, handle
 from workflows import search_attributes as sa
 from workflows.contracts import DelegatedBy
 from workflows.state import ApprovalRequest, Question, RunStatus, RunSummary

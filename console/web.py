@@ -20,9 +20,9 @@ from console import events
 from console.identity import CSRF_FIELD, Identity
 from console.throttle import OpenStreams, SignInThrottle
 from console.views import Views, countdown
-from starters.runs import WEDGED, handle, one_line_of, wedged
-from starters.signer import Signer
-from worker.settings import Settings
+from control.runs import WEDGED, handle, one_line_of, wedged
+from control.signer import Signer
+from runtime.settings import Settings
 from workflows.contracts import RUN_ID_PATTERN
 from workflows.state import BUDGET_REQUEST, RunState
 

@@ -20,11 +20,11 @@ from typing import TypeVar
 from temporalio.client import Client, WorkflowFailureError
 from temporalio.exceptions import CancelledError
 
-from starters import runs, schedules
-from starters.agents import check_limits, known_agent, local_agents
-from starters.runs import RunError
-from worker.client import connect
-from worker.settings import Settings, load_settings
+from control import runs, schedules
+from control.agents import check_limits, known_agent, local_agents
+from control.runs import RunError
+from runtime.client import connect
+from runtime.settings import Settings, load_settings
 from workflows.agents import Agent, AgentRegistry
 from workflows.contracts import (
     Actor,

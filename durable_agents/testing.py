@@ -40,8 +40,8 @@ from activities.model_client import (
 from durable_agents.client import AgentClient, RunHandle
 from infra.binaries import BinaryMissing, temporal_test_server
 from infra.temporal_setup import register_search_attributes
+from runtime.settings import Settings
 from worker.main import build_worker
-from worker.settings import Settings
 from workflows.agents import Agent, AgentRegistry
 from workflows.contracts import RunBudget, RunLimits, RunPolicy
 from workflows.tools import SUBMIT_PLAN

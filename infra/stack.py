@@ -23,8 +23,8 @@ from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_delay, w
 from infra.binaries import temporal_cli
 from infra.processes import ProcessFiles, ProcessSpec, StackError, port_in_use, spawn, stop
 from infra.temporal_setup import set_up_namespace
-from worker.client import connect
-from worker.settings import Settings
+from runtime.client import connect
+from runtime.settings import Settings
 from workflows import search_attributes as sa
 
 READY_TIMEOUT_SECONDS = 90.0

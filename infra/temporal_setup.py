@@ -22,7 +22,7 @@ from temporalio.client import (
 )
 from temporalio.service import RPCError, RPCStatusCode
 
-from worker.settings import Settings
+from runtime.settings import Settings
 from workflows import search_attributes as sa
 from workflows.contracts import PruneRequest
 

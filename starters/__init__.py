@@ -1,1 +1,2 @@
-"""The client side: functions that wrap the Temporal client, and the agentctl CLI on top."""
+"""agentctl, the command line: typer verbs, one module per group, each calling one client
+function of control/; how runs look on a terminal."""

@@ -9,6 +9,8 @@ import sys
 import typer
 from pydantic import ValidationError
 
+from runtime import telemetry
+from runtime.settings import load_settings
 from starters import (
     cli_console,
     cli_history,
@@ -20,8 +22,6 @@ from starters import (
     cli_stack,
 )
 from starters.demo import demo
-from worker import telemetry
-from worker.settings import load_settings
 
 app = typer.Typer(
     help="Durable AI agents on Temporal: start, watch, approve and inspect runs.",

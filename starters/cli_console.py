@@ -11,10 +11,10 @@ from typing import Annotated
 import typer
 
 from console import users
+from control.signer import kept_signer, write_new_key
+from runtime.settings import load_settings
 from starters.errors import fail
-from starters.signer import kept_signer, write_new_key
 from starters.terminal import SafeConsole
-from worker.settings import load_settings
 
 console = SafeConsole()
 users_app = typer.Typer(

@@ -11,15 +11,15 @@ import typer
 from rich.table import Table
 
 from activities.model_client import called_tools
-from starters import stored, timeline
+from control import stored, timeline
+from control.runs import RunError
+from runtime.client import connect, data_converter
+from runtime.encryption import KeyringError
+from runtime.settings import Settings, load_settings
 from starters.cli_people import own_signer
 from starters.errors import RunIdArgument, fail, run_async
 from starters.render import print_replays, print_state
-from starters.runs import RunError
 from starters.terminal import SafeConsole, shown
-from worker.client import connect, data_converter
-from worker.encryption import KeyringError
-from worker.settings import Settings, load_settings
 from workflows.contracts import StatePatch, preview
 from workflows.timeline import Moment
 
@@ -29,7 +29,7 @@ JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON.")]
 
 def outcomes(settings: Settings, store_key: str, moments: list[Moment]) -> dict[int, str]:
     """What each model or tool moment produced, read from the transcript store: a store
-    this machine can reach (starters/stored.py), else the timeline says why it has none."""
+    this machine can reach (control/stored.py), else the timeline says why it has none."""
     try:
         messages = stored.read_messages(settings, store_key)
     except (RunError, KeyringError) as err:  # the texts are extra: say why, go on

@@ -6,11 +6,11 @@ from typing import Annotated
 
 import typer
 
-from starters.doctor import diagnose
+from control.doctor import diagnose
+from runtime.encryption import new_key
+from runtime.settings import load_settings
 from starters.errors import run_async
 from starters.terminal import SafeConsole
-from worker.encryption import new_key
-from worker.settings import load_settings
 
 console = SafeConsole()
 keys_app = typer.Typer(help="Encryption keys for payloads and stores.", no_args_is_help=True)

@@ -10,13 +10,13 @@ from typing import Annotated, Any
 
 import typer
 
-from starters import runs
+from control import runs
+from control.signer import Signer, read_signer
+from runtime.client import connect
+from runtime.settings import Settings, load_settings
 from starters.errors import RunIdArgument, fail, run_async
 from starters.render import inbox_table
-from starters.signer import Signer, read_signer
 from starters.terminal import SafeConsole, shown
-from worker.client import connect
-from worker.settings import Settings, load_settings
 from workflows.contracts import Actor, Answer, DecideRequest, StatePatch
 
 console = SafeConsole()

@@ -1,5 +1,5 @@
 """agentctl release check|promote|status|move: which build of the workers takes new runs,
-gated by replaying real histories on the code installed here (starters/release.py)."""
+gated by replaying real histories on the code installed here (control/release.py)."""
 
 from __future__ import annotations
 
@@ -14,14 +14,14 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from starters import release
+from control import release
+from control.release import CheckReport, ReleaseRefused, RunCheck
+from runtime import versioning
+from runtime.client import connect, data_converter
+from runtime.settings import load_settings
 from starters.errors import RunIdArgument, fail, run_async
-from starters.release import CheckReport, ReleaseRefused, RunCheck
 from starters.render import print_replays
 from starters.terminal import SafeConsole
-from worker import versioning
-from worker.client import connect, data_converter
-from worker.settings import load_settings
 
 console = SafeConsole(highlight=False, soft_wrap=True)
 release_app = typer.Typer(

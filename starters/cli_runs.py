@@ -13,16 +13,16 @@ from pydantic import BaseModel, ValidationError
 from rich.live import Live
 from rich.table import Table
 
+from control import runs
+from control.agents import check_limits, describe, known_agent, local_agents
+from control.runs import RunError
+from control.stored import run_effects
 from infra.offline_model.scenarios import Fault, ScenarioError, ScenarioSpec, load
-from starters import runs
-from starters.agents import check_limits, describe, known_agent, local_agents
+from runtime.client import connect
+from runtime.settings import load_settings
 from starters.errors import RunIdArgument, fail, run_async
 from starters.render import print_state, runs_table, summary_panel
-from starters.runs import RunError
-from starters.stored import run_effects
 from starters.terminal import SafeConsole, shown
-from worker.client import connect
-from worker.settings import load_settings
 from workflows.agents import BEFORE_AGENTS
 from workflows.contracts import RunBudget, RunLimits, RunPolicy, RunRequest
 from workflows.state import RunStatus

@@ -11,15 +11,15 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from starters import schedules
-from starters.agents import known_agent
+from control import schedules
+from control.agents import known_agent
+from control.pruning import parse_age
+from control.runs import RunError
+from runtime.client import connect
+from runtime.settings import load_settings
 from starters.cli_runs import read_model_file
 from starters.errors import fail, run_async
-from starters.pruning import parse_age
-from starters.runs import RunError
 from starters.terminal import SafeConsole, shown
-from worker.client import connect
-from worker.settings import load_settings
 from workflows.contracts import RunBudget, RunPolicy
 
 console = SafeConsole()

@@ -7,14 +7,14 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
+from control import pruning, release
 from infra import stack
 from infra.temporal_setup import set_up_namespace
-from starters import pruning, release
+from runtime import versioning
+from runtime.client import connect
+from runtime.settings import load_settings
 from starters.errors import run_async
 from starters.terminal import SafeConsole
-from worker import versioning
-from worker.client import connect
-from worker.settings import load_settings
 
 console = SafeConsole()
 

@@ -14,13 +14,13 @@ import time
 import typer
 from temporalio.client import Client
 
+from control import release, runs
 from infra import stack
-from starters import release, runs
+from runtime.client import connect
+from runtime.settings import load_settings
 from starters.errors import run_async
 from starters.render import print_state
 from starters.terminal import SafeConsole
-from worker.client import connect
-from worker.settings import load_settings
 from workflows.contracts import DecideRequest, RunRequest
 from workflows.state import RunSummary
 

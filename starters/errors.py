@@ -13,14 +13,14 @@ import typer
 from pydantic import ValidationError
 from temporalio.service import RPCError
 
+from control.errors import one_line
+from control.runs import RunError, check_run_id
 from infra.binaries import BinaryMissing
 from infra.offline_model.scenarios import ScenarioError
 from infra.processes import StackError
-from starters.runs import RunError, check_run_id
-from worker.client import TemporalUnreachable, connect_failure
-from worker.connection import ConnectionSettingsError
-from worker.encryption import KeyringError
-from worker.settings import SettingsFileMissing
+from runtime.connection import ConnectionSettingsError
+from runtime.encryption import KeyringError
+from runtime.settings import SettingsFileMissing
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -29,28 +29,6 @@ R = TypeVar("R")
 def fail(message: str) -> typer.Exit:
     typer.echo(f"error: {message}", err=True)
     return typer.Exit(1)
-
-
-def one_line(err: BaseException) -> str:
-    if isinstance(err, ValidationError):
-        parts = [
-            f"{'.'.join(str(p) for p in e['loc']) or 'input'}: {e['msg']}"
-            for e in err.errors(include_url=False)
-        ]
-        return "invalid input: " + "; ".join(parts)
-    if isinstance(err, RPCError):
-        return f"Temporal refused: {err.message}"
-    text = str(err)
-    if isinstance(err, TemporalUnreachable):
-        if "refused" in err.reason and "connection refused" in err.reason:
-            return f"{text}; is the stack up? run `agentctl up`"
-        return text
-    if text.startswith("Failed client connect"):
-        return (
-            f"cannot reach Temporal ({connect_failure(text)}); is the stack up? run `agentctl up`"
-        )
-    # StackError messages may carry a log tail after the first line: run_async keeps it.
-    return text if isinstance(err, StackError) else " ".join(text.split())
 
 
 KNOWN = (

@@ -8,9 +8,9 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from starters.runs import InboxItem, RunListing
+from control.runs import InboxItem, RunListing
+from control.timeline import ReplayOutcome
 from starters.terminal import shown
-from starters.timeline import ReplayOutcome
 from workflows.state import RunState, RunStatus, RunSummary, StepStatus
 
 STATUS_STYLE = {

@@ -20,13 +20,13 @@ from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
 from activities.sql import PostgresDatabase, SqlDatabase, SqliteDatabase
+from control import runs
 from examples.providers import Providers
 from infra.binaries import temporal_cli, temporal_test_server
 from infra.offline_model.embedded import EmbeddedModelServer
 from infra.temporal_setup import register_search_attributes
-from starters import runs
+from runtime.settings import DEFAULT_AGENT_MODULES, Settings
 from worker.main import build_worker
-from worker.settings import DEFAULT_AGENT_MODULES, Settings
 from workflows import search_attributes as sa
 from workflows.agents import load_registry, serve_for_replay
 from workflows.contracts import Decision, ToolCallInput
@@ -266,7 +266,7 @@ async def finish_on_a_new_worker(
 
 async def wedged_with(client: Client, task_queue: str, rid: str) -> str:
     """Once the run's workflow task has failed twice in a row: the last failure."""
-    from starters.doctor import wedged_runs
+    from control.doctor import wedged_runs
 
     found: dict[str, str] = {}
 

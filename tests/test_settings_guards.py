@@ -6,7 +6,7 @@ import pytest
 from pydantic import ValidationError
 
 from activities.sql import PostgresDatabase
-from worker.settings import Settings
+from runtime.settings import Settings
 
 
 @pytest.mark.parametrize("schema", ['x"; DROP TABLE effects; --', "1abc", "a b", "a-b", "x" * 64])

@@ -29,11 +29,12 @@ from activities.runs import await_run, fork_origin
 from activities.stores import Stores
 from activities.tools import ToolActivities
 from activities.transcript import TranscriptActivities
-from worker import run_metrics, telemetry, versioning
-from worker.client import TemporalUnreachable, connect
-from worker.connection import ConnectionSettingsError
-from worker.encryption import KeyringError
-from worker.settings import Settings, SettingsFileMissing, load_settings
+from runtime import telemetry, versioning
+from runtime.client import TemporalUnreachable, connect
+from runtime.connection import ConnectionSettingsError
+from runtime.encryption import KeyringError
+from runtime.settings import Settings, SettingsFileMissing, load_settings
+from worker import run_metrics
 from workflows import faults
 from workflows.agent import AgentWorkflow
 from workflows.agents import AgentRegistry, load_registry, serve
@@ -103,7 +104,7 @@ def build_worker(
 
 def sandbox_restrictions(settings: Settings) -> SandboxRestrictions:
     """The fault hooks are shared with the sandbox (one module, seen inside and out); with
-    a shared sandbox the agent workflow's module is too (worker/settings.py says why)."""
+    a shared sandbox the agent workflow's module is too (runtime/settings.py says why)."""
     shared: tuple[str, ...] = ("workflows.faults",)
     if settings.workflow_sandbox == "shared":
         shared += (AgentWorkflow.__module__,)

@@ -10,7 +10,7 @@ import logging
 from temporalio.client import Client
 from temporalio.service import RPCError
 
-from worker.telemetry import RunGauges
+from runtime.telemetry import RunGauges
 from workflows.state import RunStatus
 
 log = logging.getLogger("durable_agents.metrics")

@@ -157,7 +157,7 @@ class RunFailed(Exception):
     """A rule of the run was broken (no plan, a step that never ends): the run fails."""
 
 
-# Pinned on a versioned worker (its default behaviour, worker/versioning.py): a run lives
+# Pinned on a versioned worker (its default behaviour, runtime/versioning.py): a run lives
 # on the build that started it; only `agentctl release move`, after replaying its history
 # on the new build, moves it.
 @workflow.defn(name="AgentWorkflow")

@@ -20,11 +20,11 @@ from temporalio.client import Client
 
 from bench.harness import bench_settings
 from bench.systems.common import Measuring, Options, log, parse_options, report, run_figures
-from starters import runs
-from starters.timeline import chain_runs, rebuild
-from worker.client import connect
+from control import runs
+from control.timeline import chain_runs, rebuild
+from runtime.client import connect
+from runtime.settings import Settings
 from worker.main import build_worker
-from worker.settings import Settings
 from workflows.contracts import RunRequest
 from workflows.state import RunStatus
 

@@ -19,7 +19,7 @@ from fastapi.responses import JSONResponse
 from infra.offline_model import engine
 from infra.offline_model.loop import loop_reply
 from infra.offline_model.scenarios import ScenarioError, ScenarioSpec, load
-from worker.settings import OFFLINE_MODEL_NAME
+from runtime.settings import OFFLINE_MODEL_NAME
 
 OWNER = "durable-agents: scripted scenarios, not a language model"
 

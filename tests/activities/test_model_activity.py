@@ -11,8 +11,8 @@ from temporalio.testing import ActivityEnvironment
 
 from activities.model import ModelActivities
 from activities.stores import Stores
+from runtime.settings import Settings
 from tests.conftest import EXAMPLE_AGENTS
-from worker.settings import Settings
 from workflows.contracts import ChatMessage, ModelCallInput
 
 

@@ -11,7 +11,7 @@ import pytest
 from activities.ledger import EffectLedger
 from activities.sql import Sealed, SqliteDatabase
 from activities.transcript import TranscriptStore
-from worker.encryption import Keyring, KeyringError, new_key
+from runtime.encryption import Keyring, KeyringError, new_key
 
 KEYS = Keyring.parse(f"k1={new_key()}")
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from activities.transcript import TranscriptStore
-from worker.encryption import Keyring, new_key
+from runtime.encryption import Keyring, new_key
 
 
 def test_messages_come_back_in_sequence_and_before_a_point(sql_database):

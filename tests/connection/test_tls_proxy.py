@@ -20,7 +20,7 @@ import pytest
 from temporalio.service import RPCError
 
 from console import users
-from starters import runs
+from control import runs
 from tests.conftest import eventually, run_id, settings_for, spawn_worker
 from tests.connection.proxy import API_KEY, Proxy, free_port, tls_proxy
 from tests.console.live import PASSWORDS, LiveConsole, signed_in

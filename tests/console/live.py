@@ -14,7 +14,7 @@ from temporalio.client import Client
 from console import users
 from console.app import create_app
 from console.serving import serving
-from worker.settings import Settings
+from runtime.settings import Settings
 
 PASSWORDS = {"alice": "alice-password", "bob": "bob-password", "cfo": "cfo-password"}
 CSRF_INPUT = re.compile(r'(?:name="csrf" value|data-csrf)="([^"]+)"')

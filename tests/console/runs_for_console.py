@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from temporalio.client import Client
 
-from starters import runs
+from control import runs
+from runtime.settings import Settings
 from starters.demo import DEMO_GOAL
 from tests.conftest import run_id, wait_for_approval
-from worker.settings import Settings
 from workflows.contracts import RunPolicy, RunRequest
 from workflows.state import RunState
 

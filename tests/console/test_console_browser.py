@@ -13,7 +13,7 @@ from pathlib import Path
 from playwright.async_api import Browser, Page, expect
 from temporalio.testing import WorkflowEnvironment
 
-from starters import runs
+from control import runs
 from tests.conftest import eventually
 from tests.console.browser import WIDTHS, shoot
 from tests.console.live import PASSWORDS, LiveConsole

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from temporalio.testing import WorkflowEnvironment
 
-from starters import runs
+from control import runs
 from tests.conftest import eventually, run_id
 from tests.console.live import LiveConsole, signed_in
 from workflows.contracts import RunBudget, RunPolicy, RunRequest

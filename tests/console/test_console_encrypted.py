@@ -9,7 +9,9 @@ import pytest
 from pydantic import SecretStr
 from temporalio.client import Client
 
-from starters import runs
+from control import runs
+from runtime.client import connect
+from runtime.encryption import new_key
 from starters.demo import DEMO_GOAL
 from tests.conftest import (
     drop_schema,
@@ -20,8 +22,6 @@ from tests.conftest import (
 )
 from tests.console.live import live_console, signed_in
 from tests.console.sse import events
-from worker.client import connect
-from worker.encryption import new_key
 from worker.main import build_worker
 from workflows.contracts import RunPolicy, RunRequest
 

@@ -17,12 +17,12 @@ from temporalio.testing import WorkflowEnvironment
 
 from console import users
 from console.identity import SESSION_COOKIE, Identity, SecretTooShort, console_secret
-from starters import runs
+from control import runs
+from runtime.encryption import KeyringError, new_key
 from tests.conftest import run_id
 from tests.console.live import PASSWORDS, LiveConsole, csrf_of, live_console, signed_in
 from tests.console.runs_for_console import waiting_payment
 from worker.codec_server import app_from
-from worker.encryption import KeyringError, new_key
 from workflows.contracts import RunRequest
 from workflows.state import ApprovalStatus
 

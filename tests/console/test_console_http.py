@@ -8,7 +8,7 @@ import json
 import pytest
 from temporalio.testing import WorkflowEnvironment
 
-from starters import runs
+from control import runs
 from tests.console.live import LiveConsole, csrf_of, signed_in
 from tests.console.runs_for_console import asking, waiting_payment
 from workflows.state import ApprovalStatus, QuestionStatus, RunStatus

@@ -10,7 +10,7 @@ import pytest
 from temporalio.client import WorkflowQueryFailedError
 from temporalio.testing import WorkflowEnvironment
 
-from starters import runs
+from control import runs
 from tests.console.live import LiveConsole, signed_in
 from tests.console.runs_for_console import waiting_payment
 from tests.console.sse import Event, events

@@ -16,11 +16,11 @@ from activities.transcript import TranscriptStore
 from console import events, users
 from console.app import create_app
 from console.serving import serving
-from starters import runs, stored
+from control import runs, stored
+from runtime.encryption import Keyring, new_key
 from tests.conftest import eventually
 from tests.console.live import PASSWORDS, LiveConsole, signed_in
 from tests.console.runs_for_console import waiting_payment
-from worker.encryption import Keyring, new_key
 from workflows.contracts import Decision
 from workflows.state import RunEvent, RunStatus
 

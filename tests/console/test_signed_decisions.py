@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from temporalio.testing import WorkflowEnvironment
 
-from starters import runs
-from starters.runs import RunError
-from starters.signer import Signer, kept_signer
+from control import runs
+from control.runs import RunError
+from control.signer import Signer, kept_signer
 from tests.console.live import LiveConsole, signed_in
 from tests.console.runs_for_console import waiting_payment
 from workflows.contracts import DecideRequest, Decision, RunPolicy, TrustedKey

@@ -7,10 +7,10 @@ import re
 
 import pytest
 
+from control import runs
+from control.runs import RunError
 from durable_agents import RunBudget, RunPolicy
 from durable_agents.testing import AgentTestbed, ScriptedModel, call, say
-from starters import runs
-from starters.runs import RunError
 from tests.conftest import eventually
 from tests.delegation.agents import model_with_a_report, research, triage
 from workflows.contracts import BudgetRaise, DecideRequest

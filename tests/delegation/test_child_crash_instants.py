@@ -10,8 +10,8 @@ from datetime import timedelta
 
 import pytest
 
+from control import runs
 from infra.stack import worker_polling
-from starters import runs
 from tests.conftest import eventually, finish_on_a_new_worker, run_id, spawn_worker
 from worker.main import build_worker
 from workflows.agent import AgentWorkflow

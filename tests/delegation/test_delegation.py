@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from control import timeline
 from durable_agents import Agent, RunLimits, RunPolicy
 from durable_agents.testing import AgentTestbed, ScriptedModel, call, plan, say
-from starters import timeline
 from tests.conftest import eventually
 from tests.delegation.agents import model_with_a_report, research, triage
 from workflows.agents import serve_for_replay

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import pytest
 
+from control import runs
+from control.runs import RunError
+from control.signer import Signer
 from durable_agents import RunBudget, RunPolicy
 from durable_agents.testing import AgentTestbed
-from starters import runs
-from starters.runs import RunError
-from starters.signer import Signer
 from tests.conftest import eventually
 from tests.delegation.agents import model_with_a_report, triage
 from tests.delegation.test_budget import budget_request

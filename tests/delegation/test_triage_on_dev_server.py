@@ -7,8 +7,8 @@ import json
 
 import pytest
 
+from control import runs, timeline
 from infra.stack import settings_env
-from starters import runs, timeline
 from tests.conftest import eventually, run_id
 from tests.starters.test_verb_walk import agentctl
 from worker.main import build_worker

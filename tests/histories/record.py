@@ -17,8 +17,8 @@ from temporalio import workflow
 
 from activities.stores import Stores
 from bench.harness import Bench, bench_stack
-from starters import runs, timeline
-from starters.signer import Signer
+from control import runs, timeline
+from control.signer import Signer
 from workflows import timeline as timeline_hook
 from workflows.agent import AgentWorkflow
 from workflows.contracts import (

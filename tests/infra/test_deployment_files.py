@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 import yaml
 
+from runtime.encryption import new_key
+from runtime.settings import Settings
 from starters.cli import app
-from worker.encryption import new_key
-from worker.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = ROOT / "docker-compose.yml"
@@ -228,7 +228,7 @@ def _sealed(keys: str, text: str) -> dict[str, Any]:
     from google.protobuf import json_format
     from temporalio.api.common.v1 import Payload
 
-    from worker.encryption import EncryptionCodec, Keyring
+    from runtime.encryption import EncryptionCodec, Keyring
 
     plain = Payload(metadata={"encoding": b"json/plain"}, data=json.dumps(text).encode())
     [sealed] = asyncio.run(EncryptionCodec(Keyring.parse(keys)).encode([plain]))

@@ -11,7 +11,7 @@ import pytest
 
 from infra.processes import ProcessFiles, ProcessSpec, environment_for, spawn, stop
 from infra.stack import part_specs
-from worker.settings import Settings
+from runtime.settings import Settings
 
 OURS = {
     "PATH": "/usr/bin",

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from starters import runs
+from control import runs
 from tests.conftest import run_id
 from workflows.contracts import Actor, RunRequest, StatePatch
 

@@ -9,9 +9,9 @@ import signal
 import pytest
 
 from activities.stores import Stores
+from control import runs
 from examples.providers import Providers
 from infra.stack import worker_polling
-from starters import runs
 from tests.conftest import (
     count_effects,
     eventually,

@@ -8,9 +8,9 @@ import signal
 import urllib.request
 from collections import Counter
 
+from control import runs
 from examples.providers import Providers
 from infra.stack import worker_polling
-from starters import runs
 from tests.conftest import eventually, run_id, spawn_worker
 from workflows.contracts import RunRequest
 

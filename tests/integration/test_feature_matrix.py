@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 from pydantic import SecretStr
 
-from starters import doctor, pruning, runs, stored, timeline
+from control import doctor, pruning, runs, stored, timeline
+from runtime.client import connect
+from runtime.encryption import new_key
 from tests.conftest import drop_schema, eventually, postgres_or_skip, run_id, settings_for
-from worker.client import connect
-from worker.encryption import new_key
 from worker.main import build_worker
 from workflows.contracts import Actor, Answer, DecideRequest, RunRequest, StatePatch
 from workflows.state import RunStatus

@@ -11,7 +11,7 @@ import pytest
 from temporalio.client import WorkflowFailureError
 
 from activities.stores import Stores
-from starters import runs
+from control import runs
 from tests.conftest import run_id, wait_for_approval
 from workflows.contracts import (
     DelegatedBy,

@@ -9,9 +9,9 @@ import signal
 import pytest
 from temporalio.api.enums.v1 import EventType, PendingActivityState
 
+from control import runs
+from control.timeline import fetch_chain
 from infra.stack import worker_polling
-from starters import runs
-from starters.timeline import fetch_chain
 from tests.conftest import eventually, run_id, spawn_worker
 from workflows.contracts import RunRequest
 

@@ -15,7 +15,7 @@ from temporalio.client import (
     WorkflowUpdateFailedError,
 )
 
-from starters import runs
+from control import runs
 from tests.conftest import count_effects, eventually, run_id
 from tests.temporal_cli import temporal
 from worker.main import build_worker

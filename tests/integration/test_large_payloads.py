@@ -10,7 +10,7 @@ import pytest
 from activities.model import INLINE_ARGUMENT_CHARS, MODEL_MESSAGE_CHARS, _turn, clip_for_model
 from activities.model_client import ModelReply, RawToolCall
 from activities.stores import Stores
-from starters import runs
+from control import runs
 from tests.conftest import approve_when_asked, key_of, run_id
 from workflows.contracts import ModelCallInput, RunRequest
 

@@ -11,11 +11,11 @@ import pytest
 from pydantic import SecretStr
 from temporalio.testing import WorkflowEnvironment
 
-from starters import runs
+from control import runs
+from runtime.client import connect
+from runtime.encryption import new_key
 from tests.conftest import eventually, run_id, settings_for, wait_for_approval
 from tests.temporal_cli import own_dev_server, temporal
-from worker.client import connect
-from worker.encryption import new_key
 from worker.main import build_worker
 from workflows.contracts import Actor, Decision, RunRequest
 

@@ -9,8 +9,8 @@ import signal
 
 import pytest
 
+from control import runs
 from infra.stack import worker_polling
-from starters import runs
 from tests.agents import support_desk
 from tests.agents.support_desk import look_up_order, refund_order, refunds
 from tests.conftest import (

@@ -7,7 +7,7 @@ import uuid
 import pytest
 
 from activities.stores import Stores
-from starters import runs
+from control import runs
 from tests.conftest import (
     count_effects,
     drop_schema,

@@ -6,8 +6,8 @@ import pytest
 from temporalio.common import VersioningBehavior
 
 from activities.stores import Stores
+from control import pruning, runs
 from infra.temporal_setup import set_up_namespace
-from starters import pruning, runs
 from tests.conftest import approve_when_asked, key_of, run_id, wait_for_approval
 from workflows.contracts import Actor, RunRequest
 

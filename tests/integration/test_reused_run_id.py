@@ -10,7 +10,7 @@ from temporalio.api.workflowservice.v1 import DeleteWorkflowExecutionRequest
 from temporalio.service import RPCError, RPCStatusCode
 
 from activities.stores import Stores
-from starters import pruning, runs
+from control import pruning, runs
 from tests.conftest import (
     approve_when_asked,
     count_effects,

@@ -11,7 +11,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
 from bench.harness import history_bytes
-from starters import runs
+from control import runs
 from tests.conftest import approve_when_asked, count_effects, eventually, run_id
 from workflows import search_attributes as sa
 from workflows.agent import AgentWorkflow

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import httpx
 
+from control import runs
 from infra.offline_model.server import key_digest
 from infra.stack import worker_polling
-from starters import runs
 from tests.conftest import eventually, run_id, spawn_worker
 from workflows.contracts import RunRequest
 

@@ -8,8 +8,8 @@ import asyncio
 import pytest
 from temporalio import workflow
 
+from control import runs, timeline
 from examples.providers import Providers
-from starters import runs, timeline
 from tests.conftest import approve_when_asked, count_effects, run_id, wait_for_approval
 from worker.main import build_worker
 from workflows import timeline as timeline_hook

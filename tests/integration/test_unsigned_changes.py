@@ -12,11 +12,11 @@ from typing import Any
 import pytest
 from temporalio.testing import WorkflowEnvironment
 
-from starters import runs
-from starters.signer import Signer
+from control import runs
+from control.signer import Signer
+from runtime.client import connect
 from tests.conftest import eventually, run_id, settings_for, wait_for_approval
 from tests.temporal_cli import own_dev_server, temporal
-from worker.client import connect
 from worker.main import build_worker
 from workflows.contracts import Actor, DecideRequest, RunBudget, RunPolicy, RunRequest, TrustedKey
 from workflows.signing import new_key

@@ -8,7 +8,7 @@ from temporalio.api.enums.v1 import EventType, TaskQueueKind
 from temporalio.client import Client
 from temporalio.runtime import MetricBuffer, Runtime, TelemetryConfig
 
-from starters import runs
+from control import runs
 from tests.conftest import count_effects, run_id, wait_for_approval
 from worker.main import build_worker, sandbox_restrictions
 from workflows.agent import AgentWorkflow

@@ -14,9 +14,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from control import runs, timeline
 from durable_agents import Agent, MCPServer, ToolRisk
 from durable_agents.testing import AgentTestbed, ScriptedModel, call, say
-from starters import runs, timeline
 from tests.conftest import eventually, run_id
 from worker.main import build_worker
 from workflows.agents import AgentRegistry

@@ -7,12 +7,12 @@ import json
 import uuid
 from pathlib import Path
 
+from control import release, runs
 from infra.stack import settings_env
-from starters import release, runs
+from runtime import versioning
 from tests.conftest import wait_for_approval
 from tests.release.builds import UnpatchedStart
 from tests.starters.test_verb_walk import agentctl, assert_one_error_line
-from worker import versioning
 from workflows.contracts import Actor, RunRequest
 
 HISTORIES = Path(__file__).parent.parent / "histories"

@@ -10,14 +10,14 @@ import pytest
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 
-from starters import release, runs
-from starters.doctor import diagnose
-from starters.release import ReleaseError, ReleaseRefused
+from control import release, runs
+from control.doctor import diagnose
+from control.release import ReleaseError, ReleaseRefused
+from runtime import versioning
+from runtime.settings import Settings
 from tests.conftest import eventually, wait_for_approval
 from tests.release.builds import WAIT, PatchedStart, UnpatchedStart
-from worker import versioning
 from worker.main import build_worker
-from worker.settings import Settings
 from workflows.agent import AgentWorkflow
 from workflows.contracts import Decision, RunRequest
 

@@ -9,8 +9,8 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from console import users
+from control.signer import read_signer
 from starters.cli import app
-from starters.signer import read_signer
 from workflows.contracts import RunPolicy
 
 RUNNER = CliRunner()

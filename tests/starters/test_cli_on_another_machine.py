@@ -12,12 +12,12 @@ import uuid
 from pydantic import SecretStr
 from typer.testing import CliRunner
 
+from control import runs
 from infra.stack import settings_env
-from starters import runs
+from runtime.client import connect
+from runtime.encryption import new_key
 from starters.cli import app
 from tests.conftest import drop_schema, postgres_or_skip, settings_for, wait_for_approval
-from worker.client import connect
-from worker.encryption import new_key
 from worker.main import build_worker
 from workflows.contracts import Decision, RunRequest
 

@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 from pydantic import SecretStr
 
+from control.doctor import diagnose
 from infra.offline_model.embedded import free_port
 from infra.stack import worker_polling
-from starters.doctor import diagnose
+from runtime.encryption import new_key
 from tests.conftest import eventually, start_wedged_run
-from worker.encryption import new_key
 
 AGENTCTL = str(Path(sys.executable).parent / "agentctl")
 
@@ -84,7 +84,7 @@ def test_keys_new_prints_a_usable_entry():
         [AGENTCTL, "keys", "new", "2026-12"], capture_output=True, text=True, timeout=60
     )
     assert done.returncode == 0
-    from worker.encryption import Keyring
+    from runtime.encryption import Keyring
 
     assert Keyring.parse(done.stdout).active == "2026-12"
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+from control.runs import InboxItem
 from starters.render import inbox_table, print_state
-from starters.runs import InboxItem
 from starters.terminal import SafeConsole
 from workflows.state import ApprovalRequest, PlanStep, RunState
 

@@ -10,10 +10,10 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from control import runs, schedules
+from control.runs import RunError
 from durable_agents.client import AgentClient
 from infra.stack import settings_env
-from starters import runs, schedules
-from starters.runs import RunError
 from tests.conftest import eventually
 from tests.starters.test_verb_walk import agentctl, assert_one_error_line
 from workflows.contracts import Actor

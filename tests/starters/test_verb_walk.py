@@ -11,9 +11,9 @@ import uuid
 import pytest
 from typer.testing import CliRunner
 
+from control import runs
 from infra.offline_model.embedded import free_port
 from infra.stack import settings_env
-from starters import runs
 from starters.cli import app
 from tests.conftest import start_wedged_run, wait_for_approval
 from workflows.contracts import Actor, RunRequest

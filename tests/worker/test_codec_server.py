@@ -12,8 +12,8 @@ import httpx
 import pytest
 
 from infra.offline_model.embedded import free_port
+from runtime.encryption import new_key
 from worker.codec_server import MAX_BODY_BYTES, ui_token
-from worker.encryption import new_key
 
 TOKEN = "codec-test-token-of-32-bytes-or-more-0123"
 UI_ORIGIN = "http://127.0.0.1:8233"

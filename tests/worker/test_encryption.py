@@ -10,10 +10,9 @@ from temporalio.api.common.v1 import Payload
 from activities.sql import SqliteDatabase
 from activities.stores import Stores
 from activities.transcript import TranscriptStore
-from starters import runs
-from tests.conftest import key_of, run_id, settings_for
-from worker.client import connect
-from worker.encryption import (
+from control import runs
+from runtime.client import connect
+from runtime.encryption import (
     ENCODING,
     EncryptionCodec,
     Keyring,
@@ -21,6 +20,7 @@ from worker.encryption import (
     keyring_from,
     new_key,
 )
+from tests.conftest import key_of, run_id, settings_for
 from worker.main import build_worker
 from workflows.contracts import RunRequest
 

@@ -13,9 +13,11 @@ from activities.crash_points import CrashPoints
 from activities.model import ModelActivities
 from activities.stores import Stores
 from activities.tools import ToolActivities
+from control import runs
 from examples.providers import Providers
 from infra.offline_model.embedded import free_port
-from starters import runs
+from runtime import telemetry
+from runtime.client import connect
 from tests.conftest import (
     EXAMPLE_AGENTS,
     eventually,
@@ -25,8 +27,7 @@ from tests.conftest import (
     start_dev_server,
     wait_for_approval,
 )
-from worker import run_metrics, telemetry
-from worker.client import connect
+from worker import run_metrics
 from worker.main import build_worker
 from workflows.contracts import ChatMessage, Decision, ModelCallInput, RunRequest
 

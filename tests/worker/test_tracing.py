@@ -15,11 +15,11 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from temporalio.contrib.opentelemetry import TracingInterceptor
 from temporalio.worker import Replayer
 
+from control import runs
 from infra.stack import worker_polling
-from starters import runs
+from runtime import telemetry
+from runtime.client import connect, data_converter
 from tests.conftest import approve_when_asked, eventually, run_id, spawn_worker
-from worker import telemetry
-from worker.client import connect, data_converter
 from worker.main import build_worker
 from workflows.agent import AgentWorkflow
 from workflows.contracts import RunRequest

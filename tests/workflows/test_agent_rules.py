@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from decimal import Decimal
 
+from control.timeline import replay_files
 from durable_agents import Agent, CallToReview, ToolRisk, Verdict, evaluator, tool
 from durable_agents.testing import AgentTestbed, ScriptedModel, call, say
-from starters.timeline import replay_files
 from workflows import timeline
 
 CALLS: list[str] = []

@@ -10,7 +10,7 @@ import pytest
 from temporalio.client import WorkflowFailureError
 
 from activities.stores import Stores
-from starters import runs
+from control import runs
 from tests.conftest import count_effects, eventually, key_of, run_id
 from worker.main import build_worker
 from workflows.contracts import Actor, Decision, RunRequest

@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from activities.stores import Stores
+from control import runs
 from infra.offline_model.engine import CUT_REPLY
-from starters import runs
 from tests.conftest import count_effects, eventually, key_of, run_id
 from workflows import prompts
 from workflows.contracts import Decision, RunRequest

@@ -8,9 +8,9 @@ from temporalio.client import Client
 
 from activities import heartbeat
 from activities.model_client import CallMeta, ModelReply, ModelRequest
+from control import runs
 from durable_agents import Agent, ToolRisk, tool
 from durable_agents.testing import AgentTestbed, ScriptedModel, call, say
-from starters import runs
 from tests.conftest import eventually, run_id
 from workflows.agent import AgentWorkflow
 from workflows.contracts import Actor, RunRequest

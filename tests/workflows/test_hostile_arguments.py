@@ -71,7 +71,7 @@ def test_a_label_that_cannot_travel_as_a_header_is_refused_at_start():
 
 def test_run_headers_go_to_the_offline_model_only_unless_asked():
     from activities.model import openai_clients
-    from worker.settings import Settings
+    from runtime.settings import Settings
     from workflows.agents import Model
 
     offline = Settings()

@@ -10,11 +10,11 @@ from datetime import timedelta
 import pytest
 from temporalio.common import RetryPolicy
 
+from control import runs
+from control.runs import RunError
 from durable_agents import Agent, Model, ToolContext, ToolRisk, tool
 from durable_agents.testing import AgentTestbed, ScriptedModel, call, say
 from infra.offline_model.server import key_digest
-from starters import runs
-from starters.runs import RunError
 from tests.conftest import run_id
 from worker.main import build_worker
 from workflows.agents import AgentRegistry

@@ -13,7 +13,7 @@ import pytest
 from temporalio import workflow
 from temporalio.client import WorkflowHistory
 
-from starters.timeline import replayer
+from control.timeline import replayer
 from workflows import agent
 
 HISTORIES = Path(__file__).parent.parent / "histories"

@@ -13,8 +13,8 @@ from temporalio.client import WorkflowHistory
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
-from starters import runs
-from starters.timeline import replay_files
+from control import runs
+from control.timeline import replay_files
 from tests.conftest import run_id, wait_for_approval
 from worker.main import build_worker
 from workflows.agent import AgentWorkflow

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from temporalio.client import WorkflowHistory
 
-from starters.timeline import replay_files, replayer
+from control.timeline import replay_files, replayer
 from workflows import timeline
 
 HISTORIES = Path(__file__).parent.parent / "histories"

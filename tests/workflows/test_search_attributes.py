@@ -7,7 +7,7 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.api.history.v1 import HistoryEvent
 
 from bench.actions import billable_actions
-from starters import runs
+from control import runs
 from tests.conftest import run_id, wait_for_approval
 from worker.main import build_worker
 from workflows import search_attributes as sa

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from starters.signer import Signer
+from control.signer import Signer
 from workflows import signed_changes
 from workflows.contracts import Answer, Decision, RunPolicy, TrustedKey
 from workflows.signing import new_key

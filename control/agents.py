@@ -6,8 +6,8 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from starters.runs import RunError
-from worker.settings import load_settings
+from control.runs import RunError
+from runtime.settings import load_settings
 from workflows.agents import Agent, AgentRegistry, load_registry, rule_name
 from workflows.contracts import RunLimits
 from workflows.tools import ToolDefinitionError

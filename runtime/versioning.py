@@ -2,7 +2,7 @@
 
 Agent runs are pinned to the build that started them, so a worker of a new build never
 replays an old run's history (a change that alters the workflow's commands cannot wedge
-them); `agentctl release` decides when a new build takes new runs (starters/release.py).
+them); `agentctl release` decides when a new build takes new runs (control/release.py).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from temporalio.common import VersioningBehavior, WorkerDeploymentVersion
 from temporalio.service import RPCError, RPCStatusCode
 from temporalio.worker import WorkerDeploymentConfig
 
-from worker.settings import Settings
+from runtime.settings import Settings
 
 log = logging.getLogger("durable_agents.versioning")
 

@@ -13,18 +13,18 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.converter import DataConverter, DefaultFailureConverterWithEncodedAttributes
 from temporalio.runtime import Runtime
 
-from worker import telemetry
-from worker.connection import Connection, connection
-from worker.encryption import EncryptionCodec, Keyring, key_text
-from worker.settings import Settings
+from runtime import telemetry
+from runtime.connection import Connection, connection
+from runtime.encryption import EncryptionCodec, Keyring, key_text
+from runtime.settings import Settings
 
 
 async def connect(
     settings: Settings, *, runtime: Runtime | None = None, for_worker: bool = False
 ) -> Client:
-    """A client, over TLS, mTLS or with an API key as configured (worker/connection.py);
+    """A client, over TLS, mTLS or with an API key as configured (runtime/connection.py);
     `for_worker` makes its codec tolerant of payloads it cannot decrypt
-    (worker/encryption.py), which only a worker wants. ConnectionSettingsError when the
+    (runtime/encryption.py), which only a worker wants. ConnectionSettingsError when the
     settings cannot be used, RuntimeError when Temporal cannot be reached."""
     interceptors: list[Interceptor] = []
     if telemetry.tracing_installed():

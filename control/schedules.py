@@ -23,8 +23,8 @@ from temporalio.client import (
 from temporalio.common import SearchAttributePair, TypedSearchAttributes
 from temporalio.service import RPCError, RPCStatusCode
 
-from starters.runs import RunError
-from worker.settings import Settings
+from control.runs import RunError
+from runtime.settings import Settings
 from workflows import search_attributes as sa
 from workflows.agent import AgentWorkflow
 from workflows.contracts import RunBudget, RunPolicy, RunRequest, preview

@@ -34,11 +34,11 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.converter import DataConverter
 from temporalio.service import RPCError, RPCStatusCode
 
-from starters import timeline
-from starters.runs import RunError, started_request
-from starters.timeline import CODE_HERE, ReplayOutcome, Verdict
-from worker import versioning
-from worker.settings import Settings
+from control import timeline
+from control.runs import RunError, started_request
+from control.timeline import CODE_HERE, ReplayOutcome, Verdict
+from runtime import versioning
+from runtime.settings import Settings
 from workflows.agent import AgentWorkflow
 
 # Temporal's own search attribute: "deployment:build" of the build a run is pinned to.

@@ -19,7 +19,7 @@ from pathlib import Path
 from temporalio.envconfig import ClientConfigProfile
 from temporalio.service import TLSConfig
 
-from worker.settings import Settings
+from runtime.settings import Settings
 
 
 class ConnectionSettingsError(ValueError):

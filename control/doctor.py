@@ -15,13 +15,13 @@ from temporalio.api.workflowservice.v1 import GetWorkflowExecutionHistoryReverse
 from temporalio.client import Client
 
 from activities.stores import open_database
+from control import release
+from control.runs import WORKFLOW_TYPE
 from infra.stack import polling_builds
-from starters import release
-from starters.runs import WORKFLOW_TYPE
-from worker.client import connect, connect_failure
-from worker.connection import Connection, ConnectionSettingsError, connection
-from worker.encryption import KeyringError, keyring_from
-from worker.settings import Settings
+from runtime.client import connect, connect_failure
+from runtime.connection import Connection, ConnectionSettingsError, connection
+from runtime.encryption import KeyringError, keyring_from
+from runtime.settings import Settings
 from workflows import search_attributes as sa
 from workflows.contracts import preview
 

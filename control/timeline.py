@@ -22,8 +22,8 @@ from temporalio.service import RPCError
 from temporalio.worker import Replayer, UnsandboxedWorkflowRunner, WorkflowRunner
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
-from starters.agents import local_agents
-from starters.runs import (
+from control.agents import local_agents
+from control.runs import (
     RunError,
     StartedRun,
     authorize_rewind,
@@ -33,8 +33,8 @@ from starters.runs import (
     start_run,
     started_request,
 )
-from starters.signer import Signer
-from worker.settings import Settings
+from control.signer import Signer
+from runtime.settings import Settings
 from workflows import timeline
 from workflows.agent import AgentWorkflow
 from workflows.agents import AgentRegistry, serve_for_replay

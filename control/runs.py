@@ -28,8 +28,8 @@ from temporalio.common import (
 from temporalio.exceptions import CancelledError, WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
-from starters.signer import Signer
-from worker.settings import Settings
+from control.signer import Signer
+from runtime.settings import Settings
 from workflows import search_attributes as sa
 from workflows.agent import AgentWorkflow
 from workflows.contracts import (

@@ -27,7 +27,7 @@ class Settings(BaseSettings):
     temporal_port: int = Field(default=7233, ge=1, le=65535)
     temporal_ui_port: int = Field(default=8233, ge=1, le=65535)
     namespace: str = "default"
-    # Reaching a real cluster or Temporal Cloud (worker/connection.py): Temporal's own
+    # Reaching a real cluster or Temporal Cloud (runtime/connection.py): Temporal's own
     # TEMPORAL_* variables and profile file are read too; these win where they are set.
     temporal_profile: str | None = Field(default=None, min_length=1, max_length=200)
     temporal_api_key: SecretStr | None = Field(default=None, repr=False)
@@ -116,7 +116,7 @@ class Settings(BaseSettings):
 
     # Worker Versioning: workers are a Temporal worker deployment (default: named after the
     # task queue) and agent runs are pinned to the build that started them (default build
-    # id: derived from the workflow code, `worker.versioning.code_build_id`).
+    # id: derived from the workflow code, `runtime.versioning.code_build_id`).
     worker_versioning: bool = True
     deployment: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_-]{1,200}$")
     build_id: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_.+-]{1,200}$")

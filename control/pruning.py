@@ -7,8 +7,8 @@ import uuid
 
 from temporalio.client import Client
 
-from starters.runs import RunError
-from worker.settings import Settings
+from control.runs import RunError
+from runtime.settings import Settings
 from workflows.contracts import PruneReport, PruneRequest
 from workflows.prune import PruneWorkflow
 

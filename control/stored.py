@@ -17,9 +17,9 @@ from activities.ledger import EffectLedger
 from activities.sql import redacted_url
 from activities.stores import open_database
 from activities.transcript import TranscriptStore
-from starters.runs import RunError
-from worker.encryption import keyring_from
-from worker.settings import Settings
+from control.runs import RunError
+from runtime.encryption import keyring_from
+from runtime.settings import Settings
 from workflows.agent import RUN_IDENTITY_PATCH
 from workflows.state import IDENTITY_SEPARATOR
 

@@ -1,0 +1,63 @@
+"""The packages' layers, read from the imports themselves (every import statement, those
+inside functions too): each package imports only the ones below it, so no import runs back
+up and no two packages need each other (docs/architecture.md, "Layers")."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).parent.parent
+# What each package may import, besides itself and third-party packages.
+MAY_IMPORT: dict[str, set[str]] = {
+    "workflows": set(),
+    "runtime": set(),
+    "activities": {"workflows", "runtime"},
+    "worker": {"workflows", "runtime", "activities"},
+    "infra": {"workflows", "runtime", "worker"},
+    "control": {"workflows", "runtime", "activities", "infra"},
+    "console": {"workflows", "runtime", "activities", "control"},
+    "durable_agents": {"workflows", "runtime", "activities", "worker", "infra", "control"},
+    "starters": {"workflows", "runtime", "activities", "worker", "infra", "control", "console"},
+    "examples": {"durable_agents"},
+}
+OURS = set(MAY_IMPORT) | {"bench", "tests"}
+
+
+def imports_of(path: Path) -> set[str]:
+    """The top-level packages of ours that a module imports."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found |= {alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            found.add(node.module.split(".")[0])
+    return found & OURS
+
+
+def test_every_package_imports_only_the_layers_below_it():
+    wrong = [
+        f"{path.relative_to(ROOT)} imports {target}"
+        for package, allowed in MAY_IMPORT.items()
+        for path in sorted((ROOT / package).rglob("*.py"))
+        for target in sorted(imports_of(path) - allowed - {package})
+    ]
+    assert wrong == []
+
+
+def test_the_layers_have_no_cycle():
+    """Each package's allowed imports are below it: an order exists (a topological sort)."""
+    placed: list[str] = []
+    left = dict(MAY_IMPORT)
+    while left:
+        ready = [p for p, allowed in left.items() if allowed <= set(placed)]
+        assert ready, f"a cycle among {sorted(left)}"
+        placed += sorted(ready)
+        for package in ready:
+            del left[package]
+    assert placed[:2] == ["runtime", "workflows"]
+
+
+def test_every_package_of_ours_has_its_layer():
+    packages = {p.name for p in ROOT.iterdir() if (p / "__init__.py").exists()}
+    assert packages - {"bench", "tests"} == set(MAY_IMPORT)
