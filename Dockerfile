@@ -14,7 +14,9 @@ COPY durable_agents ./durable_agents
 COPY examples ./examples
 COPY activities ./activities
 COPY console ./console
+COPY control ./control
 COPY infra ./infra
+COPY runtime ./runtime
 COPY starters ./starters
 COPY worker ./worker
 COPY workflows ./workflows
