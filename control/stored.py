@@ -20,7 +20,7 @@ from activities.transcript import TranscriptStore
 from control.runs import RunError
 from runtime.encryption import keyring_from
 from runtime.settings import Settings
-from workflows.agent import RUN_IDENTITY_PATCH
+from workflows import patches
 from workflows.state import IDENTITY_SEPARATOR
 
 
@@ -88,7 +88,7 @@ async def store_key(client: Client, run_id: str) -> str:
     async for event in first_execution.fetch_history_events():
         marker = event.marker_recorded_event_attributes
         if event.HasField("marker_recorded_event_attributes") and (
-            RUN_IDENTITY_PATCH.encode() in marker.SerializeToString()
+            patches.RUN_IDENTITY.encode() in marker.SerializeToString()
         ):
             return f"{run_id}{IDENTITY_SEPARATOR}{first}"
         seen += 1

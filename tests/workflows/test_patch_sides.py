@@ -14,10 +14,9 @@ from temporalio import workflow
 from temporalio.client import WorkflowHistory
 
 from control.timeline import replayer
-from workflows import agent
+from workflows import patches
 
 HISTORIES = Path(__file__).parent.parent / "histories"
-PATCHES = sorted(value for name, value in vars(agent).items() if name.endswith("_PATCH"))
 
 
 @pytest.fixture(scope="module")
@@ -43,6 +42,14 @@ async def answers() -> dict[str, set[bool]]:
     return seen
 
 
-@pytest.mark.parametrize("patch_id", PATCHES)
+@pytest.mark.parametrize("patch_id", patches.ALL)
 def test_a_fixture_replays_each_side_of_the_patch(answers, patch_id):
     assert answers[patch_id] == {True, False}, f"sides replayed: {answers[patch_id]}"
+
+
+def test_every_patch_the_workflow_asks_is_listed():
+    """A patch id written inline in workflow code, outside patches.py, has no fixtures."""
+    workflow_code = Path(__file__).parent.parent.parent / "workflows"
+    for path in workflow_code.rglob("*.py"):
+        if path.name != "patches.py":
+            assert 'workflow.patched("' not in path.read_text(), path

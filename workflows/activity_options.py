@@ -1,0 +1,97 @@
+"""Every activity the agent workflow calls, by name, with its timeouts and retry policy:
+one table, so a timeout is changed in one place and read in one place.
+
+The names are the activities' registered names (activities/ defines them; the workflow
+imports none of that code). Where a figure comes from the run itself (its limits, a
+tool's or a rule's declaration), the row is a function of it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+
+with workflow.unsafe.imports_passed_through():
+    from workflows.contracts import RunLimits
+
+CALL_MODEL = "call_model"
+RUN_TOOL = "run_tool"
+CALL_MCP_TOOL = "call_mcp_tool"
+EVALUATE_CALL = "evaluate_call"
+RESOLVE_AGENT = "resolve_agent"  # a local activity
+LIST_MCP_TOOLS = "list_mcp_tools"
+COPY_TRANSCRIPT = "copy_transcript"
+# Waits for a sub-agent's run that a reset of its parent found already started.
+AWAIT_RUN = "await_run"
+# Asks a fork's parent for its identity and policy.
+FORK_ORIGIN = "fork_origin"
+
+# Activities heartbeat every second (activities/heartbeat.py): a dead worker's activity
+# is retried after a few seconds, not after its whole start-to-close timeout.
+HEARTBEAT_TIMEOUT = timedelta(seconds=5)
+# Asking another service (an MCP server, another run) that may be down for a while.
+ASKING_ANOTHER = RetryPolicy(maximum_interval=timedelta(seconds=10), maximum_attempts=10)
+# A tool that declares no retry policy of its own.
+TOOL_RETRY = RetryPolicy(maximum_interval=timedelta(seconds=10), maximum_attempts=20)
+
+
+@dataclass(frozen=True)
+class Options:
+    """How one activity is called. `waits_for_cancellation`: a cancelled run waits for
+    the activity to stop (it heartbeats), so nothing it does lands after the run ended."""
+
+    start_to_close: timedelta
+    retry: RetryPolicy | None = None
+    heartbeat: timedelta | None = None
+    waits_for_cancellation: bool = False
+
+    def kwargs(self) -> dict[str, Any]:
+        """The keyword arguments of `workflow.execute_activity` (and the local kind)."""
+        given: dict[str, Any] = {"start_to_close_timeout": self.start_to_close}
+        if self.retry is not None:
+            given["retry_policy"] = self.retry
+        if self.heartbeat is not None:
+            given["heartbeat_timeout"] = self.heartbeat
+        if self.waits_for_cancellation:
+            wait = workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED
+            given["cancellation_type"] = wait
+        return given
+
+
+# The activities whose options do not depend on the run.
+FIXED: dict[str, Options] = {
+    RESOLVE_AGENT: Options(timedelta(seconds=10)),
+    LIST_MCP_TOOLS: Options(timedelta(minutes=2), ASKING_ANOTHER),
+    FORK_ORIGIN: Options(timedelta(minutes=1), ASKING_ANOTHER),
+    COPY_TRANSCRIPT: Options(timedelta(minutes=5)),
+    AWAIT_RUN: Options(timedelta(days=365), heartbeat=HEARTBEAT_TIMEOUT),
+}
+
+
+def model_call(limits: RunLimits) -> Options:
+    """CALL_MODEL: the run's model timeout and attempts."""
+    retry = RetryPolicy(
+        initial_interval=timedelta(seconds=1),
+        maximum_interval=timedelta(seconds=30),
+        maximum_attempts=limits.model_max_attempts,
+    )
+    timeout = timedelta(seconds=limits.model_timeout_seconds)
+    return Options(timeout, retry, HEARTBEAT_TIMEOUT, waits_for_cancellation=True)
+
+
+def tool_call(limits: RunLimits, timeout: timedelta | None, retry: RetryPolicy | None) -> Options:
+    """RUN_TOOL and CALL_MCP_TOOL: the tool's own timeout and retry policy, else the run's
+    tool timeout and TOOL_RETRY."""
+    start_to_close = timeout or timedelta(seconds=limits.tool_timeout_seconds)
+    return Options(
+        start_to_close, retry or TOOL_RETRY, HEARTBEAT_TIMEOUT, waits_for_cancellation=True
+    )
+
+
+def evaluation(timeout: timedelta) -> Options:
+    """EVALUATE_CALL: the evaluator's declared timeout, five attempts."""
+    return Options(timeout, RetryPolicy(maximum_attempts=5))

@@ -1,0 +1,47 @@
+"""Every `workflow.patched` id the agent workflow asks, and the old path each keeps alive.
+
+A patch lets runs recorded before a change replay the way they ran (docs/changing-
+workflows.md). Each id here has two replay fixtures in tests/histories: one recorded with
+the marker and one without it that reaches the same question
+(tests/workflows/test_patch_sides.py). An old path may go once no run, open or kept for
+time travel, was recorded without its marker.
+"""
+
+from __future__ import annotations
+
+# Runs keep their stored data under the chain's identity (workflow id + first execution's
+# run id). Old path: the workflow id is the store key (runs from before the identity).
+RUN_IDENTITY = "run-identity"
+# A reply cut short does not end a step or the final answer (asked only where one came).
+# Old path: the cut reply was the step's end.
+CUT_SHORT = "cut-short-replies-go-on"
+# A tool that fails after its retries goes to the model as the tool's result.
+# Old path: the run failed.
+TOOL_ERRORS = "tool-errors-go-to-the-model"
+# Runs record their agent at start (a local activity). Old path: runs from before agents
+# resolve the `before-agents` agent when they first need it.
+AGENT_RECORD = "agent-recorded-at-start"
+# A cancel always takes hold: one that came with the start, or while an activity that
+# finished anyway was in flight. Old path: recorded, then lost; the run went on.
+CANCEL_HOLDS = "cancel-holds"
+# Search attributes are upserted only when the status or what the run waits for changes,
+# with that moment's step (an upsert is a billable action). Old path: the step too.
+STEP_WITH_STATUS = "step-published-with-status"
+# Under `require_signed_decisions`, every change a person makes counts only when signed,
+# and a decision's signature covers its tool, step and comment (workflows/signing.py, v2).
+# Old path: v1, decisions and answers signed, other changes counted unsigned.
+EVERY_CHANGE_SIGNED = "every-change-signed"
+# A fork takes its parent's identity and policy from the parent itself (`fork_origin`).
+# Old path: from the state the fork request carried.
+FORK_CHECKED = "fork-checked-with-its-parent"
+
+ALL = (
+    RUN_IDENTITY,
+    CUT_SHORT,
+    TOOL_ERRORS,
+    AGENT_RECORD,
+    CANCEL_HOLDS,
+    STEP_WITH_STATUS,
+    EVERY_CHANGE_SIGNED,
+    FORK_CHECKED,
+)

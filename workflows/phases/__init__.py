@@ -1,0 +1,1 @@
+"""The phases of a run, one job per module; base.py draws how they stack."""

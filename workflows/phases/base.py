@@ -1,0 +1,256 @@
+"""What every phase of a run stands on: the run's state and recorded agent, the Web UI's
+view of it (publishing), its timeline (moments), waiting for a person, and how it fails.
+
+The agent workflow is a stack of phases, each a class in a module of its own that builds
+on the one below and may use all of it:
+
+    RunBase  <  Budgeting  <  ModelTurns  <  Gate  <  Delegating  <  ToolCalls
+             <  Story  <  Beginnings  <  PeopleActions  <  AgentWorkflow (workflows/agent.py)
+
+so a phase reads top to bottom with what it needs already defined, and no phase reaches
+up. Deterministic code only, like all of workflows/.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any, NoReturn
+
+from temporalio import workflow
+from temporalio.common import SearchAttributeUpdate
+from temporalio.exceptions import (
+    ActivityError,
+    ApplicationError,
+    CancelledError,
+)
+
+with workflow.unsafe.imports_passed_through():
+    from pydantic import BaseModel
+
+    from workflows import search_attributes as sa
+    from workflows import timeline
+    from workflows.agents import (
+        BEFORE_AGENTS,
+        Agent,
+        AgentRecord,
+        AgentRegistry,
+        ToolRecord,
+        served,
+    )
+    from workflows.contracts import (
+        ChildSpend,
+        preview,
+    )
+    from workflows.state import RunState
+    from workflows.tools import (
+        ASK_HUMAN,
+        COMPLETE_STEP,
+        INTERNAL_TOOLS,
+        Tool,
+    )
+
+
+with workflow.unsafe.imports_passed_through():
+    from workflows import patches
+
+
+# Who decided when no person did before a deadline.
+DEADLINE_ACTOR = "deadline"
+# The signal a sub-agent's run reports its spend with (AgentWorkflow.child_spent).
+CHILD_SPENT = "child_spent"
+
+
+class RunFailed(Exception):
+    """A rule of the run was broken (no plan, a step that never ends): the run fails."""
+
+
+class RunBase:
+    """The run's state and the workflow's own bookkeeping (set in AgentWorkflow.__init__)."""
+
+    state: RunState
+    # What was last upserted as search attributes (before `step-published-with-status`).
+    _published: tuple[str, int, str] | None
+    _signatures_settled: bool  # patches.EVERY_CHANGE_SIGNED, asked once
+    _step_with_status: bool | None  # patches.STEP_WITH_STATUS, asked once
+    _story: asyncio.Task[str] | None
+    # The sub-agent's run this run waits on now (pause, resume, cancel, budget reach it).
+    _active_child: str | None
+    _sending: set[asyncio.Task[None]]
+    # A fork's start: why its starting state was refused, and its parent's store key.
+    _fork_error: str | None
+    _parent_store_key: str | None
+
+    def _registry(self) -> AgentRegistry:
+        return served(workflow.info().task_queue)
+
+    @property
+    def _agent(self) -> AgentRecord:
+        """The run's recorded agent; runs from before agents existed record theirs now."""
+        if self.state.agent is None:
+            self.state.agent = self._registry().agent(BEFORE_AGENTS).record()
+        return self.state.agent
+
+    def _agent_code(self) -> Agent:
+        return self._registry().agent(self._agent.name)
+
+    def _tool(self, name: str) -> tuple[Tool, ToolRecord | None] | None:
+        """The worker's tool for a name the run may call, checked against the record."""
+        if name in INTERNAL_TOOLS:
+            return INTERNAL_TOOLS[name], None
+        record = self._agent.tool(name)
+        if record is None:
+            return None
+        return self._registry().tool_for(record, self._agent.name), record
+
+    def _step_tools(self) -> tuple[str, ...]:
+        own = tuple(t.name for t in self._agent.tools)
+        if self._agent.planning:
+            return (COMPLETE_STEP, ASK_HUMAN, *own)
+        return (ASK_HUMAN, *own)
+
+    def _fail(self, err: BaseException) -> NoReturn:
+        reason = failure_reason(err)
+        self.state.fail(reason, workflow.now())
+        self._publish()
+        self._moment("failed", reason)
+        raise ApplicationError(reason, type="AgentRunFailed", non_retryable=True) from err
+
+    def _publish(self) -> None:
+        """Keep the Web UI's current details and our search attributes in step with the state."""
+        workflow.set_current_details(self.state.progress_line())
+        wanted = (self.state.status.value, self.state.current_step or 0, self.state.waiting_for)
+        if self._step_with_status is None:
+            self._step_with_status = workflow.patched(patches.STEP_WITH_STATUS)
+        if self._step_with_status:
+            self._publish_with_status(*wanted)
+            return
+        before = self._published
+        if wanted == before:
+            return
+        self._published = wanted
+        # Only what changed: most steps move the step number alone, one payload, not three.
+        status, step, waiting_for = before or (None, None, None)
+        updates: list[SearchAttributeUpdate[Any]] = []
+        if wanted[0] != status:
+            updates.append(sa.STATUS.value_set(wanted[0]))
+        if wanted[1] != step:
+            updates.append(sa.STEP.value_set(wanted[1]))
+        if wanted[2] != waiting_for:
+            updates.append(sa.WAITING_FOR.value_set(wanted[2]))
+        workflow.upsert_search_attributes(updates)
+
+    def _publish_with_status(self, status: str, step: int, waiting_for: str) -> None:
+        """Upsert only when the status or what the run waits for changed (what `list`, the
+        inbox and the Web UI filter on), with the step of that moment in the same upsert:
+        one action per change, none per step. Compared with the attributes the run has
+        (its start's included), so a run started as planning upserts nothing at first."""
+        now = workflow.info().typed_search_attributes
+        if status == now.get(sa.STATUS) and waiting_for == (now.get(sa.WAITING_FOR) or ""):
+            return
+        updates: list[SearchAttributeUpdate[Any]] = []
+        if status != now.get(sa.STATUS):
+            updates.append(sa.STATUS.value_set(status))
+        if waiting_for != (now.get(sa.WAITING_FOR) or ""):
+            updates.append(sa.WAITING_FOR.value_set(waiting_for))
+        if step != now.get(sa.STEP):
+            updates.append(sa.STEP.value_set(step))
+        workflow.upsert_search_attributes(updates)
+
+    def _moment(self, kind: str, detail: str = "", seq: int | None = None) -> None:
+        """A point of the run's timeline: numbered in the state, kept for the event protocol,
+        offered for time travel."""
+        self.state.moment += 1
+        self.state.note_moment(kind, detail, workflow.now(), seq)
+        timeline.offer(self.state, kind, detail)
+
+    def _refuse(self, by: str, error: str) -> None:
+        """A change that did not count: in the audit log and on the timeline."""
+        self.state.refuse(by, error, workflow.now())
+        self._moment("decision refused", preview(f"{by}: {error}", 120))
+
+    def _settle_signatures(self) -> None:
+        """Which signatures this run takes (workflows/signing.py), asked once its policy
+        requires them: v2 from the `every-change-signed` patch on, v1 before it."""
+        if self._signatures_settled or not self.state.policy.require_signed_decisions:
+            return
+        self._signatures_settled = True
+        self.state.signature_version = 2 if workflow.patched(patches.EVERY_CHANGE_SIGNED) else 1
+
+    def _cancel_holds(self) -> bool:
+        """Whether a cancel was asked for and must take hold now (asked where it matters)."""
+        return self.state.cancel_requested_by is not None and workflow.patched(patches.CANCEL_HOLDS)
+
+    async def _pause_point(self) -> None:
+        """Between activities: where a requested pause takes hold, and a cancel whose
+        activity finished before it heard of it."""
+        if self._cancel_holds():
+            raise asyncio.CancelledError()
+        if not self.state.pause_requested:
+            return
+        self.state.enter_pause()
+        self._publish()
+        self._moment("paused")
+        await workflow.wait_condition(lambda: not self.state.pause_requested)
+        self._publish()
+
+    @property
+    def _decision_timeout(self) -> timedelta:
+        return timedelta(seconds=self.state.policy.decision_timeout_seconds)
+
+    async def _wait(self, done: Callable[[], bool]) -> bool:
+        """Wait for a person, durably, up to the run's decision timeout."""
+        if self._cancel_holds():
+            raise asyncio.CancelledError()
+        try:
+            await workflow.wait_condition(done, timeout=self._decision_timeout)
+        except TimeoutError:
+            return False
+        return True
+
+    def _signal_later(self, run_id: str, name: str, payload: BaseModel) -> None:
+        """Signal another run without waiting for it (from a handler, or mid-story)."""
+        task = asyncio.create_task(self._signal_quietly(run_id, name, payload))
+        self._sending.add(task)
+        task.add_done_callback(self._sending.discard)
+
+    async def _signal_quietly(self, run_id: str, name: str, payload: BaseModel) -> None:
+        try:
+            await workflow.get_external_workflow_handle(run_id).signal(name, payload)
+        except Exception as err:  # the other run closed: nothing left to tell it
+            workflow.logger.info("signal %s to %s not delivered: %s", name, run_id, err)
+
+    async def _signals_sent(self) -> None:
+        if self._sending:
+            await workflow.wait(list(self._sending))
+
+    def _forward(self, name: str, payload: BaseModel) -> None:
+        """Pass a person's pause, resume or budget on to the sub-agent this run waits on."""
+        if self._active_child is not None:
+            self._signal_later(self._active_child, name, payload)
+
+    def _report_spend(self) -> None:
+        """A sub-agent's run tells its parent what it has spent, after each call: the
+        parent's budget and views roll it up while the child still runs."""
+        parent = self.state.delegated_by
+        if parent is None:
+            return
+        report = ChildSpend(
+            child_id=self.state.run_id, spent=self.state.spent, token=parent.report_token
+        )
+        self._signal_later(parent.run_id, CHILD_SPENT, report)
+
+
+def is_cancellation(err: BaseException) -> bool:
+    if isinstance(err, asyncio.CancelledError):
+        return True
+    return isinstance(err, ActivityError) and isinstance(err.cause, CancelledError)
+
+
+def failure_reason(err: BaseException) -> str:
+    """The activity's own failure message: the one our activities word for a person."""
+    if isinstance(err, ActivityError) and err.cause is not None:
+        cause = err.cause
+        return preview(getattr(cause, "message", None) or str(cause), 500)
+    return preview(str(err), 500)

@@ -1,0 +1,184 @@
+"""How a run begins: it records its agent (and its MCP servers' tools) at start, or, as a
+fork, takes its parent's state, identity and policy from the parent itself; and a start
+request that names another run's identity is refused before anything is written."""
+
+from __future__ import annotations
+
+from temporalio import workflow
+
+from workflows.activity_options import (
+    COPY_TRANSCRIPT,
+    FIXED,
+    FORK_ORIGIN,
+    LIST_MCP_TOOLS,
+    RESOLVE_AGENT,
+)
+
+with workflow.unsafe.imports_passed_through():
+    from pydantic import ValidationError
+
+    from workflows import signed_changes
+    from workflows.agents import (
+        BEFORE_AGENTS,
+        AdoptedAgent,
+        MCPListing,
+        MCPListRequest,
+        ToolRecord,
+    )
+    from workflows.contracts import (
+        ForkSpec,
+        ParentFacts,
+        RunRequest,
+        TranscriptCopy,
+        preview,
+    )
+    from workflows.state import (
+        IDENTITY_SEPARATOR,
+        RunState,
+        workflow_id_of,
+    )
+    from workflows.tools import (
+        INTERNAL_TOOLS,
+    )
+
+
+with workflow.unsafe.imports_passed_through():
+    from workflows.activity_options import (
+        COPY_TRANSCRIPT,
+        FORK_ORIGIN,
+        LIST_MCP_TOOLS,
+        RESOLVE_AGENT,
+    )
+
+from workflows.phases.base import RunFailed
+from workflows.phases.inputs import describe
+from workflows.phases.story import Story
+
+
+class Beginnings(Story):
+    async def _adopt_agent(self, request: RunRequest) -> None:
+        """Record the agent this run may use, through a local activity so the record is in
+        the history (a replay on changed code reads it back); its defaults fill what the
+        request left out. A worker without the agent fails the task here, not the run."""
+        name = request.agent or BEFORE_AGENTS
+        self._registry().agent(name)
+        adopted: AdoptedAgent = await workflow.execute_local_activity(
+            RESOLVE_AGENT,
+            name,
+            result_type=AdoptedAgent,
+            summary=f"agent: {name}",
+            **FIXED[RESOLVE_AGENT].kwargs(),
+        )
+        self.state.agent = adopted.record
+        if request.limits is None and adopted.limits is not None:
+            self.state.limits = adopted.limits
+        if request.policy is None and adopted.policy is not None:
+            self.state.policy = adopted.policy
+        if request.budget is None and adopted.budget is not None:
+            self.state.budget = adopted.budget
+        # A tool's default approvers hold unless the policy names approvers for that tool.
+        self.state.policy.approvers = adopted.tool_approvers | self.state.policy.approvers
+        self._settle_signatures()
+        for server in adopted.mcp_servers:
+            await self._list_mcp_tools(server)
+
+    async def _list_mcp_tools(self, server: str) -> None:
+        """Read an MCP server's tool list once, in an activity: the history keeps it, so a
+        replay sees the tools the run started with, whatever the server lists later."""
+        listing: MCPListing = await workflow.execute_activity(
+            LIST_MCP_TOOLS,
+            MCPListRequest(run_id=self.state.store_key, agent=self._agent.name, server=server),
+            result_type=MCPListing,
+            summary=f"mcp: list {server}",
+            **FIXED[LIST_MCP_TOOLS].kwargs(),
+        )
+        taken = {t.name for t in self._agent.tools}
+        for spec in listing.tools:
+            if spec.name in taken or spec.name in INTERNAL_TOOLS:
+                listing.skipped.append(f"{spec.name}: another tool has that name")
+                continue
+            taken.add(spec.name)
+            self._agent.tools.append(
+                ToolRecord(
+                    name=spec.name,
+                    risk=spec.risk,
+                    schema_digest=spec.schema_digest,
+                    mcp=server,
+                    mcp_name=spec.mcp_name,
+                )
+            )
+        names = ", ".join(f"{t.name} ({t.risk.value})" for t in listing.tools) or "none"
+        self.state.log(workflow.now(), "system", "mcp_tools", preview(f"{server}: {names}", 500))
+        for skipped in listing.skipped:
+            self.state.log(workflow.now(), "system", "mcp_tool_skipped", preview(skipped, 300))
+
+    def _start_as_fork(self, fork: ForkSpec) -> None:
+        try:
+            parent_state = RunState.model_validate(fork.state)
+        except ValidationError as err:
+            self._fork_error = f"the fork's starting state is invalid: {describe(err)}"
+            return
+        now = workflow.now()
+        self._parent_store_key = parent_state.store_key
+        self.state = parent_state.forked(workflow.info().workflow_id, fork.parent_run_id, now)
+        if fork.edit is not None and self.state.patch_error(fork.edit) is None:
+            self.state.apply_patch(fork.edit, now)
+
+    async def _take_parent_facts(self, fork: ForkSpec) -> None:
+        """The parent's identity and policy as Temporal has them, not as the fork request
+        says: the transcript is copied from the real parent, under the parent's policy; a
+        parent requiring signed changes counts only a fork signed for this very fork."""
+        facts: ParentFacts = await workflow.execute_activity(
+            FORK_ORIGIN,
+            fork.parent_run_id,
+            result_type=ParentFacts,
+            summary=f"fork: ask {fork.parent_run_id}",
+            **FIXED[FORK_ORIGIN].kwargs(),
+        )
+        self._parent_store_key, self.state.policy = facts.store_key, facts.policy
+        self._settle_signatures()
+        says = fork.what_it_says(workflow.info().workflow_id)
+        by = fork.by or "anonymous"
+        error = signed_changes.change_error(
+            self.state, "fork", by, fork.signed, says, workflow.now(), runs=(facts.store_key,)
+        )
+        if error is not None:
+            self._refuse(by, error)
+            self._fail(RunFailed(f"refused: {error}"))
+        if fork.by is not None:
+            self.state.log(workflow.now(), fork.by, "forked_by", f"from {fork.parent_run_id}")
+
+    async def _copy_parent_transcript(self, parent_store_key: str) -> None:
+        copy = TranscriptCopy(
+            from_run_id=parent_store_key,
+            to_run_id=self.state.store_key,
+            before_seq=self.state.next_seq,
+        )
+        await workflow.execute_activity(
+            COPY_TRANSCRIPT,
+            copy,
+            summary=f"fork: copy transcript of {workflow_id_of(parent_store_key)}",
+            **FIXED[COPY_TRANSCRIPT].kwargs(),
+        )
+
+
+def forged_start(request: RunRequest, state: RunState, info: workflow.Info) -> str | None:
+    """Why a start request may not be taken: carried state or a parent that Temporal says
+    this run does not have (a caller would then write under another run's identity)."""
+    if request.resumes:
+        if info.continued_run_id is None:
+            return "refused: a start request may not carry a run's state (resume_state)"
+        mine = run_identity(info)
+        if state.run_id != info.workflow_id or state.identity not in (None, mine):
+            return "refused: the carried state belongs to another run"
+    elif request.delegated_by is not None:
+        parent = info.parent
+        if parent is None or parent.workflow_id != request.delegated_by.run_id:
+            return "refused: delegated_by names a run that did not start this one"
+    return None
+
+
+def run_identity(info: workflow.Info) -> str:
+    """Who owns a run's stored data: the workflow id with the first execution's run id,
+    which continue-as-new and reset keep and a reused workflow id does not (invariant 9)."""
+    return f"{info.workflow_id}{IDENTITY_SEPARATOR}{info.first_execution_run_id}"

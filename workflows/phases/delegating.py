@@ -1,0 +1,166 @@
+"""Delegation: a sub-agent's run as a child workflow with an id made of durable parts, so
+a retried task, a crash or a reset never starts it twice; its answer goes to the model."""
+
+from __future__ import annotations
+
+from temporalio import workflow
+from temporalio.common import WorkflowIDReusePolicy
+from temporalio.exceptions import (
+    ActivityError,
+    CancelledError,
+    ChildWorkflowError,
+    WorkflowAlreadyStartedError,
+)
+
+from workflows.activity_options import AWAIT_RUN, FIXED
+
+with workflow.unsafe.imports_passed_through():
+    from workflows import faults, prompts, signed_changes
+    from workflows.agents import (
+        DelegateArgs,
+    )
+    from workflows.contracts import (
+        DelegatedBy,
+        RunRequest,
+        RunResult,
+        ToolCall,
+        preview,
+    )
+    from workflows.delegation import child_run_id
+    from workflows.state import (
+        Delegation,
+        PlanStep,
+        ToolResultRecord,
+    )
+    from workflows.tools import (
+        Tool,
+    )
+
+
+with workflow.unsafe.imports_passed_through():
+    from workflows.activity_options import (
+        AWAIT_RUN,
+    )
+
+from workflows.phases.base import failure_reason, is_cancellation
+from workflows.phases.gate import Gate
+
+
+class Delegating(Gate):
+    async def _delegate(
+        self, step: PlanStep, call: ToolCall, spec: Tool, args: DelegateArgs
+    ) -> None:
+        """Run the sub-agent on the task as a child workflow and hand its answer to the model.
+        A fork made after this delegation reuses its answer for the same task."""
+        agent = spec.delegate_to or ""
+        reused = self.state.reusable_delegation(agent, step.index, args.task)
+        if reused is not None:
+            self._moment("delegate answer reused", f"{agent}: {reused.child_id}")
+            self._delegate_answered(step, call, spec, reused.child_id, "completed", reused.answer)
+            return
+        now = workflow.now()
+        child_id = child_run_id(self.state.run_id, self.state.store_key, step.index, call.id)
+        delegation = Delegation(
+            child_id=child_id,
+            agent=agent,
+            tool=spec.name,
+            step=step.index,
+            tool_call_id=call.id,
+            task=preview(args.task, 500),
+            started_at=now,
+            report_token=str(workflow.uuid4()),
+        )
+        self.state.start_delegation(delegation, now)
+        self._moment("delegated", f"{agent}: {child_id}")
+        request = RunRequest(
+            goal=args.task,
+            agent=agent,
+            label=self.state.label,
+            policy=self.state.policy,
+            budget=self.state.remaining_budget(now, delegation),
+            delegated_by=DelegatedBy(
+                run_id=self.state.run_id,
+                step=step.index,
+                tool_call_id=call.id,
+                agent=self._agent.name,
+                identities=[*signed_changes.runs_above(self.state), self.state.store_key][-20:],
+                report_token=delegation.report_token,
+            ),
+        )
+        self._active_child = child_id
+        try:
+            result = await self._child_result(child_id, request)
+        except ChildWorkflowError as err:
+            if isinstance(err.cause, CancelledError):
+                result = RunResult(run_id=child_id, status="cancelled")
+            else:
+                result = RunResult(run_id=child_id, status="failed", error=failure_reason(err))
+        finally:
+            self._active_child = None
+        faults.reached("after_child_answer", child_id)
+        answer = result.final_answer if result.status == "completed" else result.error
+        self.state.finish_delegation(child_id, result.status, answer, result.spent, workflow.now())
+        self._moment("delegate answered", f"{agent}: {result.status}")
+        self._delegate_answered(step, call, spec, child_id, result.status, answer)
+        self._report_spend()
+
+    async def _child_result(self, child_id: str, request: RunRequest) -> RunResult:
+        faults.reached("before_child_start", child_id)
+        try:
+            handle = await workflow.start_child_workflow(
+                "AgentWorkflow",
+                request,
+                id=child_id,
+                task_queue=workflow.info().task_queue,
+                result_type=RunResult,
+                # A closed child of this id is this delegation's (a reset replays the start):
+                # never a second run of it.
+                id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
+                # A reset ends the parent's run: its children must live on to be found.
+                parent_close_policy=workflow.ParentClosePolicy.ABANDON,
+                static_summary=f"sub-agent {request.agent} for {self.state.run_id}",
+            )
+        except WorkflowAlreadyStartedError:
+            return await self._await_started_child(child_id)
+        faults.reached("after_child_start", child_id)
+        result: RunResult = await handle
+        return result
+
+    async def _await_started_child(self, child_id: str) -> RunResult:
+        """The child's run already exists (the parent was reset to before its start): wait
+        for its answer in an activity; cancelling the parent cancels it too."""
+        try:
+            result: RunResult = await workflow.execute_activity(
+                AWAIT_RUN,
+                child_id,
+                result_type=RunResult,
+                summary=f"wait for sub-agent {child_id}",
+                **FIXED[AWAIT_RUN].kwargs(),
+            )
+            return result
+        except ActivityError as err:
+            if is_cancellation(err):
+                await workflow.get_external_workflow_handle(child_id).cancel()
+                raise
+            return RunResult(run_id=child_id, status="failed", error=failure_reason(err))
+
+    def _delegate_answered(
+        self,
+        step: PlanStep,
+        call: ToolCall,
+        spec: Tool,
+        child_id: str,
+        status: str,
+        answer: str | None,
+    ) -> None:
+        text = prompts.delegate_result(spec.delegate_to or "", status, answer)
+        self.state.queue_message("tool", text, call.id)
+        result = ToolResultRecord(
+            step=step.index,
+            tool_call_id=call.id,
+            tool=spec.name,
+            ok=status == "completed",
+            summary=preview(text),
+            seq=self.state.outbox[-1].seq,
+        )
+        self.state.record_tool_result(result, workflow.now())

@@ -1,0 +1,175 @@
+"""The approval gate: the agent's own rules (pure functions, or evaluators run as
+activities) and the person a risky call waits for, up to the policy's deadline; a
+question to a person waits the same way."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from temporalio import workflow
+from temporalio.exceptions import (
+    ActivityError,
+)
+
+from workflows.activity_options import EVALUATE_CALL, evaluation
+
+with workflow.unsafe.imports_passed_through():
+    from pydantic import BaseModel
+
+    from workflows.agents import (
+        AgentUnavailable,
+        CallToReview,
+        Evaluator,
+        ToolRecord,
+        rule_name,
+        verdict_of,
+    )
+    from workflows.contracts import (
+        CallVerdict,
+        Decision,
+        EvaluationInput,
+        ToolCall,
+        preview,
+    )
+    from workflows.state import (
+        ApprovalRequest,
+        ApprovalStatus,
+        PlanStep,
+        Question,
+        QuestionStatus,
+    )
+    from workflows.tools import (
+        AskHumanArgs,
+        Tool,
+    )
+
+
+with workflow.unsafe.imports_passed_through():
+    from workflows.activity_options import (
+        EVALUATE_CALL,
+    )
+
+from workflows.phases.base import DEADLINE_ACTOR, failure_reason, is_cancellation
+from workflows.phases.model_turn import ModelTurns
+
+
+class Gate(ModelTurns):
+    async def _rules_verdict(
+        self, step: PlanStep, record: ToolRecord, args: BaseModel
+    ) -> CallVerdict | None:
+        """The agent's own approval rules, in order: the first deny wins; else the first
+        ask; approvals change nothing (declared risks and the policy still apply). Each
+        verdict goes into the audit log; an evaluator's is in the history too."""
+        if not self._agent.rules:
+            return None
+        code = {rule_name(rule): rule for rule in self._agent_code().rules}
+        review = CallToReview(
+            tool=record.name,
+            arguments=args.model_dump(mode="json"),
+            risk=record.risk,
+            goal=self.state.goal,
+            step=step.index,
+            spent_usd=self.state.usage.cost_usd,
+            effects_so_far=self.state.effects.total,
+        )
+        asked: CallVerdict | None = None
+        for name in self._agent.rules:
+            rule = code.get(name)
+            if rule is None:
+                raise AgentUnavailable(
+                    f"this worker's agent {self._agent.name!r} has no approval rule {name!r}, "
+                    "which the run recorded; the run waits for a worker that has it"
+                )
+            verdict = await self._apply_rule(name, rule, review)
+            if verdict is None:
+                continue
+            detail = f"{record.name}: {verdict.decision}: {preview(verdict.reason, 300)}"
+            self.state.log(workflow.now(), f"rule {name}", "verdict", detail)
+            if verdict.decision == "deny":
+                return verdict
+            if verdict.decision == "ask" and asked is None:
+                asked = verdict
+        return asked
+
+    async def _apply_rule(self, name: str, rule: Any, review: CallToReview) -> CallVerdict | None:
+        if isinstance(rule, Evaluator):
+            try:
+                verdict: CallVerdict = await workflow.execute_activity(
+                    EVALUATE_CALL,
+                    EvaluationInput(agent=self._agent.name, rule=name, call=review.model_dump()),
+                    result_type=CallVerdict,
+                    summary=f"rule: {name} on {review.tool}",
+                    **evaluation(rule.timeout).kwargs(),
+                )
+                return verdict
+            except ActivityError as err:
+                if is_cancellation(err):
+                    raise
+                reason = f"the evaluator failed ({failure_reason(err)}); a person decides"
+                return CallVerdict(rule=name, decision="ask", reason=preview(reason, 2000))
+        try:  # a pure function of the call: deterministic, so replay gets the same answer
+            found = rule(review)
+            if found is None:
+                return None
+            verdict_found = verdict_of(found, name)
+        except Exception as err:
+            reason = f"the rule raised {type(err).__name__}: {err}; a person decides"
+            return CallVerdict(rule=name, decision="ask", reason=preview(reason, 2000))
+        reason = preview(verdict_found.reason, 2000)
+        return CallVerdict(rule=name, decision=verdict_found.decision, reason=reason)
+
+    async def _await_approval(
+        self, step: PlanStep, call: ToolCall, spec: Tool, args: BaseModel, reason: str, rule: str
+    ) -> ApprovalRequest:
+        request = ApprovalRequest(
+            request_id=call.id,
+            tool=spec.name,
+            arguments=args.model_dump(mode="json"),
+            reason=reason,
+            rule=rule,
+            step=step.index,
+            requested_at=workflow.now(),
+            deadline=workflow.now() + self._decision_timeout,
+        )
+        self.state.request_approval(request)
+        self._publish()
+        self._moment("approval requested", f"{spec.name} ({rule})")
+
+        def decided() -> bool:
+            return request.status is not ApprovalStatus.PENDING
+
+        if not await self._wait(decided) and self.state.policy.on_timeout == "escalate":
+            self.state.escalate(request, workflow.now() + self._decision_timeout, workflow.now())
+            self._publish()
+            self._moment("approval escalated", spec.name)
+            await self._wait(decided)
+        if not decided():
+            late = Decision(
+                request_id=request.request_id, by=DEADLINE_ACTOR, comment="no decision in time"
+            )
+            self.state.decide(late, False, workflow.now())
+            self._moment("deadline passed", f"{spec.name} rejected")
+        self._publish()
+        return request
+
+    async def _ask_human(self, step: PlanStep, call: ToolCall, args: AskHumanArgs) -> None:
+        question = Question(
+            question_id=call.id,
+            question=args.question,
+            options=args.options,
+            step=step.index,
+            asked_at=workflow.now(),
+            deadline=workflow.now() + self._decision_timeout,
+        )
+        self.state.ask(question)
+        self._publish()
+        self._moment("question asked", preview(args.question, 80))
+        if not await self._wait(lambda: question.status is not QuestionStatus.PENDING):
+            self.state.expire(question, workflow.now())
+            self._moment("deadline passed", "question expired")
+        self._publish()
+        if question.status is QuestionStatus.ANSWERED:
+            text = f"answer from {question.answered_by}: {question.answer}"
+        else:
+            text = "no answer came before the deadline; decide without it"
+        self.state.queue_message("tool", text, call.id)

@@ -1,0 +1,85 @@
+"""One model turn: within the budget, with references only (the transcript lives in our
+store), memoized by the activity; a reply cut short is not an answer."""
+
+from __future__ import annotations
+
+from temporalio import workflow
+
+from workflows.activity_options import CALL_MODEL, model_call
+
+with workflow.unsafe.imports_passed_through():
+    from workflows.agents import (
+        BEFORE_AGENTS,
+    )
+    from workflows.contracts import (
+        CUT_SHORT_REASONS,
+        PREVIEW_CHARS,
+        ModelCallInput,
+        ModelTurn,
+    )
+
+
+with workflow.unsafe.imports_passed_through():
+    from workflows import patches
+    from workflows.activity_options import (
+        CALL_MODEL,
+    )
+
+from workflows.phases.budget import Budgeting
+
+
+class ModelTurns(Budgeting):
+    async def _model_turn(
+        self,
+        label: str,
+        tools: tuple[str, ...],
+        *,
+        force_tool: str | None = None,
+        preview_chars: int = PREVIEW_CHARS,
+        answer_chars: int | None = None,
+    ) -> ModelTurn:
+        await self._pause_point()
+        await self._within_budget("model")
+        call = ModelCallInput(
+            run_id=self.state.store_key,
+            append=self.state.drain_outbox(),
+            reply_seq=self.state.take_seq(),
+            tools=list(tools),
+            force_tool=force_tool,
+            # Named unless it is the default: a few bytes less in every step's history.
+            agent=None if self._agent.name == BEFORE_AGENTS else self._agent.name,
+            run_label=self.state.label,
+            label=label,
+            preview_chars=preview_chars,
+            answer_chars=answer_chars,
+            context_from_seq=(
+                self.state.phase_start_seq if self.state.limits.context == "step" else None
+            ),
+            **self.state.call_budget(),
+        )
+        self._moment("model", f"{label} (seq {call.reply_seq})", call.reply_seq)
+        while True:
+            turn = await self._call_model(call)
+            if turn.over_budget is None:
+                break
+            # Not made: it would have passed the budget. Made once someone raises it.
+            await self._ask_for_budget("model", turn.over_budget)
+            call = call.model_copy(update=self.state.call_budget())
+        self.state.record_usage(turn.usage, memoized=turn.memoized)
+        self._report_spend()
+        return turn
+
+    async def _call_model(self, call: ModelCallInput) -> ModelTurn:
+        turn: ModelTurn = await workflow.execute_activity(
+            CALL_MODEL,
+            call,
+            result_type=ModelTurn,
+            summary=f"model: {call.label}",
+            **model_call(self.state.limits).kwargs(),
+        )
+        return turn
+
+    @staticmethod
+    def _cut_short(turn: ModelTurn) -> bool:
+        """A reply the endpoint cut before the model was done: not an answer."""
+        return turn.finish_reason in CUT_SHORT_REASONS and workflow.patched(patches.CUT_SHORT)

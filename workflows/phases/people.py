@@ -1,0 +1,102 @@
+"""A person's action on the run: decide, answer, or change the run (a budget, an edit,
+pause, resume, cancel, rewind). One path each, shared by the signal (fire and forget: a
+refusal is a warning in the worker's log) and the update (a refusal is the caller's error):
+check the state, check the signature when the policy requires one, apply, publish, note
+the moment. A refusal of a signed-changes rule is recorded in the audit either way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from temporalio import workflow
+
+with workflow.unsafe.imports_passed_through():
+    from workflows import signed_changes
+    from workflows.contracts import Answer, Decision, SignedDecision
+    from workflows.signing import Action
+    from workflows.state import ApprovalRequest, Question
+
+from workflows.phases.beginnings import Beginnings
+from workflows.phases.inputs import refuse_if
+
+Done = TypeVar("Done")
+
+
+class Refused(Exception):
+    """A person's action that does not count. `recorded`: the audit holds the refusal (a
+    signature rule broken), as opposed to an action the state had no place for."""
+
+    def __init__(self, error: str, *, recorded: bool) -> None:
+        super().__init__(error)
+        self.error, self.recorded = error, recorded
+
+
+class PeopleActions(Beginnings):
+    def _decide(self, decision: Decision, approved: bool) -> ApprovalRequest:
+        if (error := self.state.decision_error(decision, approved)) is not None:
+            raise Refused(error, recorded=False)
+        self._settle_signatures()
+        now = workflow.now()
+        if error := signed_changes.decision_error(self.state, decision, approved, now):
+            self._refuse(decision.by, error)
+            raise Refused(error, recorded=True)
+        decided = self.state.decide(decision, approved, now)
+        self._publish()
+        self._moment(decided.status.value, f"{decided.tool} by {decision.by}")
+        return decided
+
+    def _answer(self, answer: Answer) -> Question:
+        if (error := self.state.answer_error(answer)) is not None:
+            raise Refused(error, recorded=False)
+        self._settle_signatures()
+        if (error := signed_changes.answer_error(self.state, answer, workflow.now())) is not None:
+            self._refuse(answer.by, error)
+            raise Refused(error, recorded=True)
+        question = self.state.answer(answer, workflow.now())
+        self._publish()
+        self._moment("answered", answer.by)
+        return question
+
+    @staticmethod
+    def _as_signal(what: str, act: Callable[[], object]) -> None:
+        """A signal's way with a refusal: a warning, nothing else."""
+        try:
+            act()
+        except Refused as refused:
+            verdict = "refused" if refused.recorded else "ignored"
+            workflow.logger.warning("%s %s: %s", what, verdict, refused.error)
+
+    @staticmethod
+    def _as_update(act: Callable[[], Done]) -> Done:
+        """An update's way with a refusal: the caller's error (InputRefused)."""
+        try:
+            return act()
+        except Refused as refused:
+            refuse_if(refused.error)
+            raise
+
+    def _counts(self, action: Action, by: str, signed: SignedDecision | None, says: Any) -> bool:
+        """Whether a person's change counts (always, unless the policy requires signed
+        changes); one that does not is refused in the audit, and nothing else changes."""
+        return self._change_refused(action, by, signed, says) is None
+
+    def _must_count(
+        self, action: Action, by: str, signed: SignedDecision | None, says: Any
+    ) -> None:
+        """`_counts` for an update: a refusal is recorded, then raised to the caller."""
+        refuse_if(self._change_refused(action, by, signed, says))
+
+    def _change_refused(
+        self, action: Action, by: str, signed: SignedDecision | None, says: Any
+    ) -> str | None:
+        self._settle_signatures()
+        now = workflow.now()
+        error = signed_changes.change_error(self.state, action, by, signed, says, now)
+        if error is not None:
+            self._refuse(by, error)
+            workflow.logger.warning("%s refused: %s", action, error)
+            return error
+        signed_changes.note_used(self.state, signed, now)
+        return None

@@ -1,0 +1,172 @@
+"""The run's story: plan, then each step's model turns until the step is done, then the
+final answer; or a plain tool loop. Between steps, a long run continues as new."""
+
+from __future__ import annotations
+
+from temporalio import workflow
+
+with workflow.unsafe.imports_passed_through():
+    from workflows import prompts
+    from workflows.contracts import (
+        RunRequest,
+        preview,
+    )
+    from workflows.state import (
+        FINAL_ANSWER_CHARS,
+        PlanStep,
+        pack_state,
+    )
+    from workflows.tools import (
+        SUBMIT_PLAN,
+        SubmitPlanArgs,
+    )
+
+
+with workflow.unsafe.imports_passed_through():
+    pass
+
+from workflows.phases.base import RunFailed
+from workflows.phases.tool_calls import ToolCalls
+
+PLAN_TOOLS: tuple[str, ...] = (SUBMIT_PLAN,)
+
+
+class Story(ToolCalls):
+    async def _tell(self) -> str:
+        if not self._agent.planning:
+            return await self._loop()
+        if not self.state.plan:  # a fork made after planning keeps its plan
+            await self._plan()
+        while (step := self.state.next_step()) is not None:
+            await self._continue_as_new_if_due()
+            await self._run_step(step)
+        return await self._final_answer()
+
+    async def _continue_as_new_if_due(self) -> None:
+        """Between steps, when the history has grown long, go on in a fresh run with the same
+        id, carrying the state: a run of any length stays under Temporal's history limits."""
+        info = workflow.info()
+        limit = self.state.limits.continue_as_new_after_events
+        length = info.get_current_history_length()
+        if not (info.is_continue_as_new_suggested() or (limit and length >= limit)):
+            return
+        await workflow.wait_condition(workflow.all_handlers_finished)
+        await self._signals_sent()
+        self.state.log(workflow.now(), "system", "continued_as_new", f"after {length} events")
+        self._moment("continued as new", f"run {self.state.chain} ended after {length} events")
+        workflow.continue_as_new(
+            RunRequest(
+                goal=self.state.goal,
+                agent=self._agent.name,
+                label=self.state.label,
+                policy=self.state.policy,
+                limits=self.state.limits,
+                budget=self.state.budget,
+                resume_state_packed=pack_state(self.state),
+            )
+        )
+
+    async def _plan(self) -> None:
+        self.state.phase_start_seq = self.state.next_seq
+        self.state.queue_message("user", prompts.goal_message(self.state.goal))
+        for _ in range(self.state.limits.max_plan_attempts):
+            turn = await self._model_turn("plan", PLAN_TOOLS, force_tool=SUBMIT_PLAN)
+            plan: SubmitPlanArgs | None = None
+            for call in turn.tool_calls:
+                valid = self._validated_call(call, allowed=PLAN_TOOLS)
+                args = valid[2] if valid is not None else None
+                if isinstance(args, SubmitPlanArgs) and plan is None:
+                    plan = args
+                    self.state.queue_message("tool", prompts.PLAN_ACCEPTED, call.id)
+                elif args is not None:
+                    self.state.queue_message("tool", "error: one plan only", call.id)
+            if plan is not None:
+                self.state.set_plan(plan.steps, workflow.now())
+                return
+            if not turn.tool_calls:
+                self.state.queue_message("user", f"Call {SUBMIT_PLAN} with your plan.")
+        raise RunFailed(
+            f"the model gave no valid plan in {self.state.limits.max_plan_attempts} attempts"
+        )
+
+    def _open_step(self, step: PlanStep, instruction: str) -> None:
+        """A step begins: its phase of the transcript starts with the instruction."""
+        self.state.start_step(step, workflow.now())
+        self._publish()
+        self.state.phase_start_seq = self.state.next_seq
+        self.state.flush_notes()
+        self.state.queue_message("user", instruction)
+
+    async def _run_step(self, step: PlanStep) -> None:
+        self._open_step(step, prompts.step_message(step.index, len(self.state.plan), step.title))
+        for _ in range(self.state.limits.max_turns_per_step):
+            step.turns += 1
+            turn = await self._model_turn(f"step {step.index}", self._step_tools())
+            if not turn.tool_calls:
+                if self._cut_short(turn):
+                    reason = turn.finish_reason or "?"
+                    self.state.queue_message("user", prompts.CUT_SHORT.format(reason=reason))
+                    continue
+                if self.state.limits.steps_end == "complete_step":
+                    self.state.queue_message("user", prompts.END_WITH_COMPLETE_STEP)
+                    continue
+                self.state.complete_step(step, turn.content_preview, workflow.now())
+                return
+            done_summary: str | None = None
+            for call in turn.tool_calls:
+                summary = await self._handle_tool_call(step, call, turn.content_preview)
+                done_summary = summary if summary is not None else done_summary
+            if done_summary is not None:
+                self.state.complete_step(step, done_summary, workflow.now())
+                return
+        raise RunFailed(
+            f"step {step.index} did not finish within {self.state.limits.max_turns_per_step} "
+            "model turns"
+        )
+
+    async def _loop(self) -> str:
+        """A plain tool loop: the goal, then model turns until a reply calls no tool. It is
+        one step of the run's plan, so state, forks and the console read it like any."""
+        if not self.state.plan:
+            self.state.set_plan([prompts.LOOP_STEP_TITLE], workflow.now())
+        step = self.state.next_step()
+        if step is None:  # a fork of a finished loop
+            return self.state.final_answer or ""
+        self._open_step(step, prompts.task_message(self.state.goal))
+        parts: list[str] = []
+        for _ in range(self.state.limits.max_turns_per_step):
+            step.turns += 1
+            turn = await self._model_turn(
+                f"turn {step.turns}", self._step_tools(), answer_chars=FINAL_ANSWER_CHARS
+            )
+            if turn.tool_calls:
+                parts = []
+                for call in turn.tool_calls:
+                    await self._handle_tool_call(step, call, turn.content_preview)
+                continue
+            parts.append(turn.content_preview)
+            if self._cut_short(turn):
+                reason = turn.finish_reason or "?"
+                self.state.queue_message("user", prompts.FINAL_CUT_SHORT.format(reason=reason))
+                continue
+            answer = " ".join(part for part in parts if part)
+            self.state.complete_step(step, preview(answer), workflow.now())
+            return answer
+        raise RunFailed(
+            f"the agent gave no answer within {self.state.limits.max_turns_per_step} model turns"
+        )
+
+    async def _final_answer(self) -> str:
+        self.state.phase_start_seq = self.state.next_seq
+        self.state.flush_notes()
+        recap = self.state.context if self.state.limits.context == "step" else []
+        self.state.queue_message("user", prompts.final_message(recap))
+        parts: list[str] = []
+        for _ in range(self.state.limits.max_turns_per_step):
+            turn = await self._model_turn("final answer", (), preview_chars=FINAL_ANSWER_CHARS)
+            parts.append(turn.content_preview)
+            if not self._cut_short(turn):
+                break
+            reason = turn.finish_reason or "?"
+            self.state.queue_message("user", prompts.FINAL_CUT_SHORT.format(reason=reason))
+        return " ".join(part for part in parts if part)

@@ -1,0 +1,216 @@
+"""One tool call the model asked for: its arguments validated (finite numbers, the tool's
+model), gated (rules, risk, policy), within the budget, then run as an activity with an
+idempotency key made in the workflow; a tool that fails for good is the model's to hear."""
+
+from __future__ import annotations
+
+import json
+import math
+from decimal import Decimal
+from typing import Any
+
+from temporalio import workflow
+from temporalio.exceptions import (
+    ActivityError,
+)
+
+from workflows.activity_options import CALL_MCP_TOOL, RUN_TOOL, tool_call
+
+with workflow.unsafe.imports_passed_through():
+    from pydantic import BaseModel, ValidationError
+
+    from workflows import prompts
+    from workflows.agents import (
+        DelegateArgs,
+        ToolRecord,
+    )
+    from workflows.contracts import (
+        EffectSummary,
+        ToolCall,
+        ToolCallInput,
+        ToolOutcome,
+        preview,
+    )
+    from workflows.policy import approval_rule, idempotency_key
+    from workflows.state import (
+        ApprovalStatus,
+        PlanStep,
+        ToolResultRecord,
+    )
+    from workflows.tools import (
+        AskHumanArgs,
+        CompleteStepArgs,
+        Tool,
+        ToolRisk,
+    )
+
+
+with workflow.unsafe.imports_passed_through():
+    from workflows import patches
+    from workflows.activity_options import (
+        CALL_MCP_TOOL,
+        RUN_TOOL,
+    )
+
+from workflows.phases.base import failure_reason, is_cancellation
+from workflows.phases.delegating import Delegating
+from workflows.phases.inputs import describe
+
+# A tool call the workflow may run: the worker's tool, the run's record of it (None for a
+# built-in tool) and the validated arguments.
+ValidCall = tuple[Tool, ToolRecord | None, BaseModel]
+
+
+class ToolCalls(Delegating):
+    def _validated_call(self, call: ToolCall, *, allowed: tuple[str, ...]) -> ValidCall | None:
+        """The tool called, its record and the model's arguments, validated; on error, tell
+        the model and return None."""
+        found = self._tool(call.name) if call.name in allowed else None
+        if found is None:
+            text = prompts.unknown_tool(call.name, list(allowed))
+            self.state.queue_message("tool", text, call.id)
+            return None
+        spec, record = found
+        if call.oversized is not None:
+            text = prompts.argument_error(spec.name, f"{call.oversized:,} characters is too long")
+            self.state.queue_message("tool", text, call.id)
+            return None
+        try:
+            raw = json.loads(
+                call.arguments or "{}", parse_constant=_no_constant, parse_float=_finite_float
+            )
+            if not isinstance(raw, dict):
+                raise ValueError("arguments must be a JSON object")
+            args = spec.args_model.model_validate(raw)
+            if (where := _non_finite(args.model_dump())) is not None:
+                raise ValueError(f"{where}: a number must be finite (not NaN or infinite)")
+            return spec, record, args
+        except (ValueError, ValidationError) as err:
+            text = prompts.argument_error(spec.name, describe(err))
+            self.state.queue_message("tool", text, call.id)
+            return None
+
+    async def _handle_tool_call(self, step: PlanStep, call: ToolCall, reason: str) -> str | None:
+        """Gate and run one tool call. Returns the summary when the call ends the step."""
+        valid = self._validated_call(call, allowed=self._step_tools())
+        if valid is None:
+            return None
+        spec, record, args = valid
+        if isinstance(args, CompleteStepArgs):
+            self.state.queue_message("tool", prompts.STEP_MARKED_DONE, call.id)
+            return args.summary
+        if isinstance(args, AskHumanArgs):
+            await self._ask_human(step, call, args)
+            return None
+        if record is None:  # a built-in tool the workflow handles, none left here
+            return None
+        rule = approval_rule(record, args, self.state.policy, self.state.usage.cost_usd)
+        verdict = await self._rules_verdict(step, record, args)
+        if verdict is not None and verdict.decision == "deny":
+            text = prompts.denied(spec.name, verdict.rule, verdict.reason)
+            self.state.queue_message("tool", text, call.id)
+            self._moment("denied by rule", f"{spec.name} ({verdict.rule})")
+            return None
+        if rule is None and verdict is not None and verdict.decision == "ask":
+            rule = f"rule {verdict.rule}: {verdict.reason}"
+        if rule is not None:
+            request = await self._await_approval(step, call, spec, args, reason, rule)
+            if request.status is not ApprovalStatus.APPROVED:
+                text = prompts.rejected(spec.name, request.decided_by or "?", request.comment)
+                self.state.queue_message("tool", text, call.id)
+                return None
+        await self._pause_point()
+        await self._within_budget("delegate" if spec.delegate_to else "tool")
+        if spec.delegate_to is not None and isinstance(args, DelegateArgs):
+            await self._delegate(step, call, spec, args)
+        else:
+            await self._run_tool(step, call, spec, args, record)
+        return None
+
+    async def _run_tool(
+        self, step: PlanStep, call: ToolCall, spec: Tool, args: BaseModel, record: ToolRecord
+    ) -> None:
+        key = None
+        if spec.risk is not ToolRisk.READ_ONLY:
+            key = idempotency_key(self.state.store_key, step.index, call.id)
+        tool_input = ToolCallInput(
+            run_id=self.state.store_key,
+            step=step.index,
+            tool_call_id=call.id,
+            name=spec.name,
+            arguments=args.model_dump(mode="json"),
+            result_seq=self.state.take_seq(),
+            side_effect=key is not None or None,
+            agent=self._agent.name if record.mcp else None,
+            mcp=record.mcp,
+            mcp_name=record.mcp_name,
+        )
+        self.state.tool_calls += 1
+        self._moment("tool", f"{spec.name} (seq {tool_input.result_seq})", tool_input.result_seq)
+        try:
+            outcome: ToolOutcome = await workflow.execute_activity(
+                CALL_MCP_TOOL if record.mcp else RUN_TOOL,
+                tool_input,
+                result_type=ToolOutcome,
+                summary=f"tool: {spec.name}",
+                **tool_call(self.state.limits, spec.timeout, spec.retry).kwargs(),
+            )
+        except ActivityError as err:
+            if is_cancellation(err) or not workflow.patched(patches.TOOL_ERRORS):
+                raise
+            self._report_spend()
+            # The tool failed for good: the model hears why; the run goes on.
+            text = prompts.tool_failed(spec.name, failure_reason(err))
+            self.state.queue_message("tool", text, call.id)
+            failed = ToolResultRecord(
+                step=step.index,
+                tool_call_id=call.id,
+                tool=spec.name,
+                ok=False,
+                summary=preview(text),
+                seq=tool_input.result_seq,
+            )
+            self.state.record_tool_result(failed, workflow.now())
+            self._moment("tool failed", spec.name)
+            return
+        if key is not None:  # the ledger's recorded result for this key: what really happened
+            effect = EffectSummary(tool=spec.name, idempotency_key=key, ok=outcome.ok)
+            self.state.record_effect(effect)
+        result = ToolResultRecord(
+            step=step.index,
+            tool_call_id=call.id,
+            tool=spec.name,
+            ok=outcome.ok,
+            summary=outcome.summary,
+            seq=outcome.result_seq,
+        )
+        self.state.record_tool_result(result, workflow.now())
+        self._report_spend()
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a number a tool takes")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"{text} is too large a number")
+    return value
+
+
+def _non_finite(value: Any, where: str = "arguments") -> str | None:
+    """Where a validated argument holds NaN or an infinity (a string "NaN" makes one):
+    compared with a payment threshold, it would slip past it or fail the run."""
+    if isinstance(value, float | Decimal):
+        return None if math.isfinite(value) else where
+    if isinstance(value, dict):
+        items: list[tuple[str, Any]] = [(f"{where}.{k}", v) for k, v in value.items()]
+    elif isinstance(value, list | tuple):
+        items = [(f"{where}.{i}", v) for i, v in enumerate(value)]
+    else:
+        return None
+    for path, item in items:
+        if (found := _non_finite(item, path)) is not None:
+            return found
+    return None
