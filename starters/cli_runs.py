@@ -30,18 +30,27 @@ from workflows.state import RunStatus
 console = SafeConsole()
 
 
-def scenario_spec(
-    scenario: str | None, steps: int | None, reply_bytes: int | None, faults: list[str]
+def run_label(
+    label: str | None,
+    steps: int | None,
+    reply_bytes: int | None,
+    faults: list[str],
+    offline: bool = True,
 ) -> str | None:
-    """Build and check the X-Scenario spec from CLI flags."""
-    if scenario is None:
+    """The run's label from the CLI flags. For the offline model it names the scenario it
+    plays (with --steps, --reply-bytes and --fault), checked before anything starts; for a
+    real endpoint it is the run's own free label."""
+    if label is None:
         if steps is not None or reply_bytes is not None or faults:
-            raise ScenarioError("--steps, --reply-bytes and --fault need --scenario")
+            raise ScenarioError("--steps, --reply-bytes and --fault need --label (a scenario)")
         return None
+    if not offline and steps is None and reply_bytes is None and not faults:
+        return label
+    scenario = label
     params: dict[str, str] = {}
     if steps is not None or reply_bytes is not None:
         if scenario != "long":
-            raise ScenarioError("--steps and --reply-bytes apply to --scenario long only")
+            raise ScenarioError("--steps and --reply-bytes apply to --label long only")
         if steps is not None:
             params["steps"] = str(steps)
         if reply_bytes is not None:
@@ -81,9 +90,14 @@ async def run(
             "(usd, tokens, tool_calls, seconds; default: the agent's).",
         ),
     ] = None,
-    scenario: Annotated[
+    label: Annotated[
         str | None,
-        typer.Option(help="Offline model scenario, sent as the run's label (pay-invoice, long)."),
+        typer.Option(
+            "--label",
+            "--scenario",
+            help="The run's label; for the offline model, the scenario it plays "
+            "(pay-invoice, long). --scenario is its older name.",
+        ),
     ] = None,
     steps: Annotated[int | None, typer.Option(help="long: number of steps.", min=1)] = None,
     reply_bytes: Annotated[int | None, typer.Option(help="long: bytes per reply.", min=0)] = None,
@@ -100,7 +114,7 @@ async def run(
     if run_id is not None:
         runs.check_run_id(run_id)
     settings = load_settings()
-    spec = scenario_spec(scenario, steps, reply_bytes, fault or [])
+    spec = run_label(label, steps, reply_bytes, fault or [], settings.uses_offline_model)
     policy = read_model_file(policy_file, RunPolicy, "--policy") if policy_file else None
     limits = read_model_file(limits_file, RunLimits, "--limits") if limits_file else None
     budget = read_model_file(budget_file, RunBudget, "--budget") if budget_file else None

@@ -242,7 +242,7 @@ def generic_scenario(goal: str) -> Scenario:
             content=(
                 "This answer comes from the scripted offline model, not a language model. "
                 f"Goal received: {goal[:200]!r}. Configure OPENAI_API_KEY or OPENAI_BASE_URL "
-                "for real answers, or pick a scenario with --scenario."
+                "for real answers, or pick a scenario with --label."
             )
         ),
     )
