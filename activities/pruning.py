@@ -16,7 +16,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from activities.sql import SqlDatabase
 from workflows.contracts import PruneReport, PruneRequest
-from workflows.state import IDENTITY_SEPARATOR
+from workflows.records import IDENTITY_SEPARATOR
 
 TABLES = ("transcript", "model_calls", "tool_lists", "effects")
 

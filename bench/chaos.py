@@ -44,7 +44,7 @@ from infra.processes import ProcessSpec, stop, stop_strays
 from runtime.client import connect
 from runtime.settings import Settings
 from workflows.contracts import Decision, RunRequest
-from workflows.state import workflow_id_of
+from workflows.records import workflow_id_of
 
 T = TypeVar("T")
 EFFECTS_PER_RUN = 3  # draft_email, pay_invoice, send_email

@@ -22,7 +22,8 @@ from control import runs, timeline
 from control.errors import one_line
 from control.runs import RunError
 from workflows.contracts import Actor, Answer, BudgetRaise, DecideRequest, StatePatch
-from workflows.state import BUDGET_REQUEST, RunState
+from workflows.records import BUDGET_REQUEST
+from workflows.state import RunState
 
 COMMENT = Field(default="", max_length=2000)
 

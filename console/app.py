@@ -40,7 +40,7 @@ from console.web import (
 from control.signer import kept_signer
 from runtime.client import connect
 from runtime.settings import Settings
-from workflows.state import RunStatus
+from workflows.records import RunStatus
 
 # Sent with every response: no inline script or style runs, no other site frames a page,
 # no file is sniffed into another type, no URL leaks to another site.

@@ -30,7 +30,8 @@ from control.runs import RunError, handle
 from control.stored import transcript_store
 from runtime.settings import Settings
 from workflows.contracts import preview
-from workflows.state import EventPage, RunEvent, RunState, RunStatus
+from workflows.records import RunEvent, RunStatus
+from workflows.state import EventPage, RunState
 
 PROTOCOL_VERSION = 1
 PREVIEW_CHARS = 400

@@ -19,7 +19,8 @@ from temporalio.service import RPCError
 from control.runs import WAITING_VALUES, WORKFLOW_TYPE, handle
 from workflows import search_attributes as sa
 from workflows.contracts import DelegatedBy
-from workflows.state import ApprovalRequest, Question, RunStatus, RunSummary
+from workflows.records import ApprovalRequest, Question, RunStatus
+from workflows.state import RunSummary
 
 QUERIES_AT_ONCE = 32
 SUMMARIES_CACHED = 5000  # runs whose summaries are kept (the least recently seen go)

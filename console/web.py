@@ -24,7 +24,8 @@ from control.runs import WEDGED, handle, one_line_of, wedged
 from control.signer import Signer
 from runtime.settings import Settings
 from workflows.contracts import RUN_ID_PATTERN
-from workflows.state import BUDGET_REQUEST, RunState
+from workflows.records import BUDGET_REQUEST
+from workflows.state import RunState
 
 HERE = Path(__file__).parent
 templates = Jinja2Templates(directory=HERE / "templates")

@@ -46,14 +46,8 @@ from workflows.contracts import (
     StatePatch,
     preview,
 )
-from workflows.state import (
-    IDENTITY_SEPARATOR,
-    ApprovalRequest,
-    Question,
-    RunState,
-    RunStatus,
-    RunSummary,
-)
+from workflows.records import IDENTITY_SEPARATOR, ApprovalRequest, Question, RunStatus
+from workflows.state import RunState, RunSummary
 
 WORKFLOW_TYPE = "AgentWorkflow"
 T = TypeVar("T")

@@ -28,7 +28,7 @@ from runtime.settings import Settings
 from workflows import search_attributes as sa
 from workflows.agent import AgentWorkflow
 from workflows.contracts import RunBudget, RunPolicy, RunRequest, preview
-from workflows.state import RunStatus
+from workflows.records import RunStatus
 
 # A run id is the name and the scheduled time (`-2026-12-03T09:00:00Z`, 21 characters).
 SCHEDULE_NAME = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$"

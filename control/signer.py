@@ -12,6 +12,7 @@ from typing import Any
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from workflows.contracts import SignedDecision
+from workflows.records import ApprovalRequest, Question
 from workflows.signing import (
     Action,
     answer_digest,
@@ -25,7 +26,6 @@ from workflows.signing import (
     public_key_of,
     sign,
 )
-from workflows.state import ApprovalRequest, Question
 
 
 @dataclass(frozen=True)

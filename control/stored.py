@@ -21,7 +21,7 @@ from control.runs import RunError
 from runtime.encryption import keyring_from
 from runtime.settings import Settings
 from workflows import patches
-from workflows.state import IDENTITY_SEPARATOR
+from workflows.records import IDENTITY_SEPARATOR
 
 
 def _local_note(settings: Settings) -> str:

@@ -37,7 +37,8 @@ from workflows.contracts import (
     RunResult,
     StatePatch,
 )
-from workflows.state import ApprovalRequest, Question, RunState, RunSummary
+from workflows.records import ApprovalRequest, Question
+from workflows.state import RunState, RunSummary
 
 T = TypeVar("T")
 

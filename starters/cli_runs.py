@@ -25,7 +25,7 @@ from starters.render import print_state, runs_table, summary_panel
 from starters.terminal import SafeConsole, shown
 from workflows.agents import BEFORE_AGENTS
 from workflows.contracts import RunBudget, RunLimits, RunPolicy, RunRequest
-from workflows.state import RunStatus
+from workflows.records import RunStatus
 
 console = SafeConsole()
 

@@ -11,7 +11,8 @@ from rich.text import Text
 from control.runs import InboxItem, RunListing
 from control.timeline import ReplayOutcome
 from starters.terminal import shown
-from workflows.state import RunState, RunStatus, RunSummary, StepStatus
+from workflows.records import RunStatus, StepStatus
+from workflows.state import RunState, RunSummary
 
 STATUS_STYLE = {
     RunStatus.COMPLETED: "green",

@@ -11,7 +11,7 @@ from temporalio.client import Client
 from temporalio.service import RPCError
 
 from runtime.telemetry import RunGauges
-from workflows.state import RunStatus
+from workflows.records import RunStatus
 
 log = logging.getLogger("durable_agents.metrics")
 

@@ -37,14 +37,8 @@ with workflow.unsafe.imports_passed_through():
         StatePatch,
         preview,
     )
-    from workflows.state import (
-        ApprovalRequest,
-        EventPage,
-        Question,
-        RunState,
-        RunSummary,
-        unpack_state,
-    )
+    from workflows.records import ApprovalRequest, Question
+    from workflows.state import EventPage, RunState, RunSummary, unpack_state
 
 # The phases are imported as workflow code (the strict sandbox checks them too).
 from workflows.phases.base import CHILD_SPENT, RunFailed, is_cancellation

@@ -12,6 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from workflows.contracts import Answer, BudgetRaise, Decision, SignedDecision
+from workflows.records import SignedUse
 from workflows.signing import (
     FRESH_FOR,
     Action,
@@ -23,7 +24,7 @@ from workflows.signing import (
     digest_of,
     signature_error,
 )
-from workflows.state import RunState, SignedUse
+from workflows.state import RunState
 
 
 def runs_above(state: RunState) -> list[str]:

@@ -1,7 +1,9 @@
 """The run's state: one pydantic model, the source of truth, owning its transitions.
 
-Handlers and the workflow loop stay thin: every change goes through a method here,
-so the lifecycle rules live in one place.
+Handlers and the workflow loop stay thin: every change goes through a method of RunState,
+so the rules live in one place, grouped by concern: its fields (state_fields.py), people's
+decisions and answers (state_decisions.py), the budget and delegations (state_budget.py),
+and the lifecycle here. The records it keeps are in records.py.
 """
 
 from __future__ import annotations
@@ -9,21 +11,14 @@ from __future__ import annotations
 import base64
 import json
 import zlib
-from collections.abc import Callable
 from datetime import datetime
-from enum import StrEnum
-from typing import Any, TypeVar
 
-from pydantic import AliasChoices, BaseModel, Field
+from pydantic import BaseModel, Field
 
-from workflows.agents import AgentRecord
 from workflows.contracts import (
     EFFECTS_LISTED,
     Actor,
-    Answer,
-    BudgetRaise,
     ChatMessage,
-    Decision,
     DelegatedBy,
     EffectsReport,
     EffectSummary,
@@ -36,246 +31,30 @@ from workflows.contracts import (
     TokenUsage,
     preview,
 )
-
-T = TypeVar("T")
-RECENT_RESULTS_KEPT = 20
-# Between the workflow id and the first execution's run id in a run's identity; no run id
-# we accept contains it (contracts.RUN_ID_PATTERN).
-IDENTITY_SEPARATOR = "@"
-
-
-def workflow_id_of(store_key: str) -> str:
-    """The workflow id a run's store key belongs to (the key itself for older runs)."""
-    return store_key.partition(IDENTITY_SEPARATOR)[0]
-
-
-FINAL_ANSWER_CHARS = 4000
-
-
-class RunStatus(StrEnum):
-    PLANNING = "planning"
-    RUNNING = "running"
-    AWAITING_APPROVAL = "awaiting_approval"
-    AWAITING_INPUT = "awaiting_input"
-    PAUSED = "paused"
-    COMPLETED = "completed"
-    FAILED = "failed"
-    CANCELLED = "cancelled"
-
-    @property
-    def is_closed(self) -> bool:
-        return self in (RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED)
+from workflows.records import (
+    EVENTS_KEPT,
+    FINAL_ANSWER_CHARS,
+    RECENT_RESULTS_KEPT,
+    ApprovalRequest,
+    ApprovalStatus,
+    Delegation,
+    ForkOrigin,
+    PlanStep,
+    Question,
+    QuestionStatus,
+    RunEvent,
+    RunStatus,
+    StepStatus,
+    ToolResultRecord,
+    Usage,
+)
+from workflows.state_budget import BudgetRules
 
 
-class StepStatus(StrEnum):
-    PENDING = "pending"
-    RUNNING = "running"
-    DONE = "done"
-
-
-class PlanStep(BaseModel):
-    index: int
-    title: str
-    status: StepStatus = StepStatus.PENDING
-    result: str | None = None
-    turns: int = 0
-    started_at: datetime | None = None
-    finished_at: datetime | None = None
-
-
-class ApprovalStatus(StrEnum):
-    PENDING = "pending"
-    APPROVED = "approved"
-    REJECTED = "rejected"
-
-
-class ApprovalRequest(BaseModel):
-    request_id: str
-    tool: str
-    arguments: dict[str, Any]
-    reason: str  # what the model said when it made the call
-    step: int
-    requested_at: datetime
-    rule: str = ""  # why policy wants a human
-    deadline: datetime | None = None
-    escalated: bool = False
-    status: ApprovalStatus = ApprovalStatus.PENDING
-    decided_by: str | None = None
-    decided_at: datetime | None = None
-    comment: str = ""
-
-
-class QuestionStatus(StrEnum):
-    PENDING = "pending"
-    ANSWERED = "answered"
-    EXPIRED = "expired"
-
-
-class Question(BaseModel):
-    question_id: str
-    question: str
-    options: list[str] | None = None
-    step: int
-    asked_at: datetime
-    deadline: datetime | None = None
-    status: QuestionStatus = QuestionStatus.PENDING
-    answer: str | None = None
-    answered_by: str | None = None
-    answered_at: datetime | None = None
-
-
-class AuditEntry(BaseModel):
-    at: datetime
-    actor: str
-    action: str
-    detail: str = ""
-
-
-class ToolResultRecord(BaseModel):
-    step: int
-    tool_call_id: str
-    tool: str
-    ok: bool
-    summary: str
-    seq: int
-
-
-class Usage(BaseModel):
-    model_calls: int = 0
-    memoized_calls: int = 0
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cost_usd: float = 0.0
-
-    def add(self, usage: TokenUsage, *, memoized: bool) -> None:
-        self.model_calls += 1
-        if memoized:
-            self.memoized_calls += 1
-        self.input_tokens += usage.input_tokens
-        self.output_tokens += usage.output_tokens
-        self.cost_usd = round(self.cost_usd + usage.cost_usd, 6)
-
-
-# The approval a run asks for when its budget is spent: not a tool (no tool has parentheses
-# in its name), decided by raising the budget or stopping the run.
-BUDGET_REQUEST = "(budget)"
-DELEGATE_ANSWER_CHARS = 2000
-
-
-class Delegation(BaseModel):
-    """A task the run handed to a sub-agent, run as a child workflow."""
-
-    child_id: str
-    agent: str
-    tool: str
-    step: int
-    tool_call_id: str
-    task: str
-    status: str = "running"  # running, completed, failed, cancelled
-    spent: Spend = Field(default_factory=Spend)
-    answer: str | None = None
-    started_at: datetime | None = None
-    # Made by the run this one was forked from: its answer is reused for the same task.
-    inherited: bool = False
-    # The child's spend reports must carry it (None: a delegation from before tokens).
-    report_token: str | None = None
-
-
-class RunEvent(BaseModel):
-    """One moment of the run as the event protocol carries it (docs/events.md): its offset
-    is the moment's number, which never repeats within a run's chain."""
-
-    offset: int
-    at: datetime
-    kind: str
-    detail: str = ""
-    status: RunStatus
-    step: int | None = None
-    # The transcript entry this moment writes (a model reply, a tool result), if any.
-    seq: int | None = None
-
-
-# The most recent events a run keeps in its state; older ones are read from its history.
-EVENTS_KEPT = 100
-
-
-class EventPage(BaseModel):
-    """The answer of the `events` query: the events after an offset, and where the run is."""
-
-    summary: RunSummary
-    store_key: str  # where the run's transcript texts are (the previews' source)
-    first_kept: int | None  # the oldest offset still held in the state (None: none yet)
-    events: list[RunEvent]
-
-
-class SignedUse(BaseModel):
-    """A signed change a run counted: its nonce, and when it was signed."""
-
-    nonce: str
-    at: datetime
-
-
-class ForkOrigin(BaseModel):
-    run_id: str
-    moment: int
-
-
-class RunState(BaseModel):
-    run_id: str  # the workflow id: what people name the run by
-    # The run's identity across its chain (agent.run_identity), under which its transcript,
-    # model memo and ledger rows are stored. None in runs started before it existed: their
-    # data stays under the workflow id.
-    identity: str | None = None
-    goal: str
-    # The run's free label (contracts.RunRequest.label); `scenario` in earlier versions.
-    label: str | None = Field(default=None, validation_alias=AliasChoices("label", "scenario"))
-    # The agent resolved when the run started (None in runs from before agents existed).
-    agent: AgentRecord | None = None
-    policy: RunPolicy = Field(default_factory=RunPolicy)
-    limits: RunLimits = Field(default_factory=RunLimits)
-    status: RunStatus = RunStatus.PLANNING
-    plan: list[PlanStep] = Field(default_factory=list)
-    current_step: int | None = None
-    context: list[str] = Field(default_factory=list)
-    results: list[ToolResultRecord] = Field(default_factory=list)
-    results_total: int = 0
-    approvals: list[ApprovalRequest] = Field(default_factory=list)
-    questions: list[Question] = Field(default_factory=list)
-    pause_requested: bool = False
-    cancel_requested_by: str | None = None
-    audit: list[AuditEntry] = Field(default_factory=list)
-    usage: Usage = Field(default_factory=Usage)
-    errors: list[str] = Field(default_factory=list)
-    final_answer: str | None = None
-    # The side effects this run performed: each tool call's result as the effect ledger
-    # recorded it under its idempotency key (the most recent, and how many in all).
-    effects: EffectsReport = Field(default_factory=EffectsReport)
-    next_seq: int = 0
-    outbox: list[ChatMessage] = Field(default_factory=list)
-    # Things people did (edits) that the model must hear about on its next turn.
-    notes_for_model: list[str] = Field(default_factory=list)
-    # Numbered points of the run's timeline (workflows/timeline.py); the last one reached.
-    moment: int = 0
-    # The latest moments, for the event protocol (at most EVENTS_KEPT).
-    events: list[RunEvent] = Field(default_factory=list)
-    # Where the current phase (plan, a step, the final answer) began in the transcript.
-    phase_start_seq: int = 0
-    parent: ForkOrigin | None = None
-    chain: int = 1  # runs in the continue-as-new chain so far, this one included
-    # What the run (with its sub-agents) may spend; None: no limit.
-    budget: RunBudget | None = None
-    tool_calls: int = 0  # tool calls this run made (its delegations included)
-    # What the latest model call cost (shown to the person raising a budget).
-    last_call: Spend | None = None
-    delegations: list[Delegation] = Field(default_factory=list)
-    delegated_by: DelegatedBy | None = None
-    # The signature version this run takes when its policy requires signed changes
-    # (workflows/signing.py; 1 in runs from before the `every-change-signed` patch), and
-    # the nonces of the signed changes it counted within signing.FRESH_FOR.
-    signature_version: int = 1
-    signed_nonces: list[SignedUse] = Field(default_factory=list)
-    created_at: datetime
-    updated_at: datetime
+class RunState(BudgetRules):
+    """The run's state: its fields (state_fields.py), the decisions' and the budget's rules
+    (state_decisions.py, state_budget.py) and, here, its lifecycle: plan and steps,
+    messages for the model, results, pause, cancel, end, moments, forks."""
 
     @classmethod
     def start(cls, run_id: str, request: RunRequest, now: datetime) -> RunState:
@@ -293,12 +72,6 @@ class RunState(BaseModel):
         state.log(now, "system", "run_started", preview(request.goal))
         return state
 
-    @property
-    def store_key(self) -> str:
-        """The key of this run's rows in our stores, and the root of its idempotency keys."""
-        return self.identity or self.run_id
-
-    # -- transcript bookkeeping ------------------------------------------------
     def queue_message(self, role: str, content: str, tool_call_id: str | None = None) -> None:
         """Queue a small message; the next model call writes it to the transcript."""
         message = ChatMessage.model_validate(
@@ -325,7 +98,6 @@ class RunState(BaseModel):
         messages, self.outbox = self.outbox, []
         return messages
 
-    # -- plan and steps -----------------------------------------------------------
     @property
     def completed_steps(self) -> list[PlanStep]:
         return [s for s in self.plan if s.status is StepStatus.DONE]
@@ -369,303 +141,6 @@ class RunState(BaseModel):
             tokens = usage.input_tokens + usage.output_tokens
             self.last_call = Spend(usd=usage.cost_usd, tokens=tokens)
 
-    # -- budget: the run and its sub-agents together ------------------------------
-    @property
-    def own_spend(self) -> Spend:
-        tokens = self.usage.input_tokens + self.usage.output_tokens
-        return Spend(usd=self.usage.cost_usd, tokens=tokens, tool_calls=self.tool_calls)
-
-    @property
-    def spent(self) -> Spend:
-        """What the run and every sub-agent it delegated to have spent."""
-        total = self.own_spend
-        for delegation in self.delegations:
-            total = total.plus(delegation.spent)
-        return total
-
-    def elapsed(self, now: datetime) -> float:
-        return max(0.0, (now - self.created_at).total_seconds())
-
-    def budget_error(self, call: str, now: datetime) -> str | None:
-        """Why the next call (`model`, `tool` or `delegate`) would pass the budget."""
-        budget = self.budget
-        if budget is None:
-            return None
-        spent = self.spent
-        if budget.seconds is not None and self.elapsed(now) >= budget.seconds:
-            return f"its time ({budget.seconds:g} s) is up"
-        calls = budget.tool_calls
-        if call != "model" and calls is not None and spent.tool_calls + 1 > calls:
-            return f"{spent.tool_calls} of {calls} tool calls are made"
-        if call == "tool":
-            return None
-        # Spent to the limit: no call. Below it, the model activity estimates whether the
-        # call itself would pass it (it knows the request's size).
-        if budget.usd is not None and spent.usd >= budget.usd:
-            return f"${spent.usd:.4f} of ${budget.usd:.4f} is spent"
-        if budget.tokens is not None and spent.tokens >= budget.tokens:
-            return f"{spent.tokens} of {budget.tokens} tokens are spent"
-        return None
-
-    def call_budget(self) -> dict[str, Any]:
-        """What a model call may spend: the rest of the budget (the model activity's check)."""
-        budget = self.budget
-        if budget is None or (budget.usd is None and budget.tokens is None):
-            return {}
-        spent = self.spent
-        return {
-            "budget_usd": None if budget.usd is None else round(budget.usd - spent.usd, 6),
-            "budget_tokens": None if budget.tokens is None else budget.tokens - spent.tokens,
-        }
-
-    def budget_figures(self, now: datetime) -> dict[str, Any]:
-        """What a person deciding on a budget sees."""
-        assert self.budget is not None
-        return {
-            "budget": self.budget.model_dump(exclude_none=True),
-            "spent": self.spent.model_dump(),
-            "seconds": round(self.elapsed(now), 1),
-            "next_call": (self.last_call or Spend()).model_dump(include={"usd", "tokens"}),
-        }
-
-    def remaining_budget(self, now: datetime, child: Delegation) -> RunBudget | None:
-        """What a sub-agent may spend: this run's budget less what the run and its other
-        sub-agents spent (and, for time, the time that had passed when the child began)."""
-        if self.budget is None:
-            return None
-        budget = self.budget
-        spent = Spend.model_validate(
-            {
-                "usd": round(self.spent.usd - child.spent.usd, 6),
-                "tokens": self.spent.tokens - child.spent.tokens,
-                "tool_calls": self.spent.tool_calls - child.spent.tool_calls,
-            }
-        )
-        began = child.started_at or now
-        return RunBudget(
-            usd=None if budget.usd is None else max(0.0, round(budget.usd - spent.usd, 6)),
-            tokens=None if budget.tokens is None else max(0, budget.tokens - spent.tokens),
-            tool_calls=None
-            if budget.tool_calls is None
-            else max(0, budget.tool_calls - spent.tool_calls),
-            seconds=None
-            if budget.seconds is None
-            else max(0.001, budget.seconds - self.elapsed(began)),
-        )
-
-    def budget_raise_error(self, raise_: BudgetRaise, now: datetime) -> str | None:
-        if self.status.is_closed:
-            return f"the run is {self.status.value}"
-        limits = raise_.limits()
-        if not limits:
-            return "give a new limit: usd, tokens, tool_calls or seconds"
-        if not self.policy.may_decide(BUDGET_REQUEST, raise_.by):
-            return f"{raise_.by} may not change this run's budget"
-        spent = self.spent
-        below = {
-            "usd": spent.usd,
-            "tokens": spent.tokens,
-            "tool_calls": spent.tool_calls,
-            "seconds": self.elapsed(now),
-        }
-        for name, value in limits.items():
-            if value < below[name]:
-                return f"{name} {value:g} is below what is spent already ({below[name]:g})"
-        return None
-
-    def raise_budget(self, raise_: BudgetRaise, now: datetime) -> RunBudget:
-        """Apply a raise that budget_raise_error() accepted; a budget request waiting is
-        approved by it (the run checks again, and asks again if still over)."""
-        base = self.budget.model_dump() if self.budget else {}
-        self.budget = RunBudget.model_validate(base | raise_.limits())
-        detail = json.dumps(raise_.limits(), sort_keys=True)
-        for request in self.pending_approvals:
-            if request.tool == BUDGET_REQUEST:
-                request.status = ApprovalStatus.APPROVED
-                request.decided_by, request.decided_at = raise_.by, now
-                request.comment = raise_.comment or f"budget raised: {detail}"
-        self._leave_wait()
-        self.log(now, raise_.by, "budget_raised", detail)
-        return self.budget
-
-    # -- delegation -----------------------------------------------------------------
-    def delegation(self, child_id: str) -> Delegation | None:
-        return next((d for d in self.delegations if d.child_id == child_id), None)
-
-    def reusable_delegation(self, agent: str, step: int, task: str) -> Delegation | None:
-        """A finished delegation of the run this one was forked from, for the same task."""
-        return next(
-            (
-                d
-                for d in self.delegations
-                if d.inherited
-                and d.status == "completed"
-                and (d.agent, d.step, d.task) == (agent, step, preview(task, 500))
-            ),
-            None,
-        )
-
-    def start_delegation(self, delegation: Delegation, now: datetime) -> None:
-        self.delegations.append(delegation)
-        self.tool_calls += 1
-        self.log(now, "model", "delegated", f"{delegation.agent}: {delegation.child_id}")
-
-    def child_spent(self, child_id: str, spent: Spend, token: str | None = None) -> bool:
-        """A running child's spend so far (it reports after each call); False if unknown,
-        or not carrying the token the child was given (a report anyone else sent)."""
-        delegation = self.delegation(child_id)
-        if delegation is None or delegation.status != "running":
-            return False
-        if delegation.report_token is not None and token != delegation.report_token:
-            return False
-        known = delegation.spent
-        if (
-            spent.usd < known.usd
-            or spent.tokens < known.tokens
-            or spent.tool_calls < known.tool_calls
-        ):
-            return False  # spend only grows: an older (or forged) report changes nothing
-        delegation.spent = spent
-        return True
-
-    def finish_delegation(
-        self, child_id: str, status: str, answer: str | None, spent: Spend | None, now: datetime
-    ) -> None:
-        delegation = self.delegation(child_id)
-        assert delegation is not None
-        delegation.status = status
-        delegation.answer = preview(answer, DELEGATE_ANSWER_CHARS) if answer else None
-        if spent is not None:
-            delegation.spent = spent
-        self.log(now, "system", "delegate_answered", f"{child_id}: {status}")
-
-    # -- approvals ----------------------------------------------------------------
-    @property
-    def pending_approvals(self) -> list[ApprovalRequest]:
-        return [a for a in self.approvals if a.status is ApprovalStatus.PENDING]
-
-    def request_approval(self, request: ApprovalRequest) -> None:
-        self.approvals.append(request)
-        self.status = RunStatus.AWAITING_APPROVAL
-        self.log(request.requested_at, "policy", "approval_requested", request.tool)
-
-    def requests_named(self, request_id: str) -> int:
-        return sum(1 for a in self.approvals if a.request_id == request_id)
-
-    def find_pending_approval(self, request_id: str | None) -> ApprovalRequest | None:
-        """The request a decision names, or the only one waiting when it names none."""
-        return _named_or_only(self.pending_approvals, request_id, lambda a: a.request_id)
-
-    def decision_error(self, decision: Decision, approved: bool = False) -> str | None:
-        """Why this decision cannot apply now; None when it can."""
-        if self.status.is_closed:
-            return f"the run is {self.status.value}"
-        if decision.request_id is not None:
-            named = [a for a in self.approvals if a.request_id == decision.request_id]
-            if not named:
-                return f"no approval request {decision.request_id!r}"
-            if not any(a.status is ApprovalStatus.PENDING for a in named):
-                # The latest of that id: a model may reuse a tool call's id.
-                known = named[-1]
-                return (
-                    f"request {decision.request_id} was already {known.status.value} "
-                    f"by {known.decided_by}"
-                )
-        request = self.find_pending_approval(decision.request_id)
-        if request is None:
-            pending = [a.request_id for a in self.pending_approvals]
-            if not pending:
-                return "no approval is pending"
-            return f"several approvals are pending; name one of {', '.join(pending)}"
-        if decision.request_id is None and self.requests_named(request.request_id) > 1:
-            return f"more than one request had the id {request.request_id}: name it"
-        if not self.policy.may_decide(request.tool, decision.by, request.escalated):
-            return f"{decision.by} may not decide {request.tool} requests in this run"
-        if request.tool == BUDGET_REQUEST and approved:
-            return "a spent budget is not approved but raised (raise_budget), or rejected to stop"
-        return None
-
-    def decide(self, decision: Decision, approved: bool, now: datetime) -> ApprovalRequest:
-        """Apply a decision that decision_error() accepted."""
-        request = self.find_pending_approval(decision.request_id)
-        assert request is not None, "decide() called for a decision that cannot apply"
-        request.status = ApprovalStatus.APPROVED if approved else ApprovalStatus.REJECTED
-        request.decided_by = decision.by
-        request.decided_at = now
-        request.comment = decision.comment
-        self._leave_wait()
-        self.log(now, decision.by, request.status.value, f"{request.tool} {request.request_id}")
-        return request
-
-    def rewind_error(self, moment: int) -> str | None:
-        if moment > self.moment:
-            return f"the run has no moment {moment} yet (it is at {self.moment})"
-        return None
-
-    def refuse(self, by: str, error: str, now: datetime) -> None:
-        """Record a decision that did not count, and why (the audit keeps every attempt)."""
-        self.log(now, "policy", "decision_refused", preview(f"{by}: {error}", 500))
-
-    def escalate(self, request: ApprovalRequest, deadline: datetime, now: datetime) -> None:
-        request.escalated = True
-        request.deadline = deadline
-        self.log(now, "deadline", "escalated", f"{request.tool} {request.request_id}")
-
-    # -- questions ----------------------------------------------------------------
-    @property
-    def pending_questions(self) -> list[Question]:
-        return [q for q in self.questions if q.status is QuestionStatus.PENDING]
-
-    def ask(self, question: Question) -> None:
-        self.questions.append(question)
-        self.status = RunStatus.AWAITING_INPUT
-        self.log(question.asked_at, "model", "question_asked", preview(question.question, 80))
-
-    def answer_error(self, answer: Answer) -> str | None:
-        if self.status.is_closed:
-            return f"the run is {self.status.value}"
-        if answer.question_id is not None:
-            known = next((q for q in self.questions if q.question_id == answer.question_id), None)
-            if known is None:
-                return f"no question {answer.question_id!r}"
-            if known.status is not QuestionStatus.PENDING:
-                return f"question {answer.question_id} is already {known.status.value}"
-        question = self.find_pending_question(answer.question_id)
-        if question is None:
-            return "no question is pending" if not self.pending_questions else "name the question"
-        if question.options is not None and answer.answer not in question.options:
-            return f"answer must be one of {', '.join(question.options)}"
-        return None
-
-    def answer(self, answer: Answer, now: datetime) -> Question:
-        question = self.find_pending_question(answer.question_id)
-        assert question is not None, "answer() called for an answer that cannot apply"
-        question.status = QuestionStatus.ANSWERED
-        question.answer = answer.answer
-        question.answered_by = answer.by
-        question.answered_at = now
-        self._leave_wait()
-        self.log(now, answer.by, "answered", question.question_id)
-        return question
-
-    def expire(self, question: Question, now: datetime) -> None:
-        question.status = QuestionStatus.EXPIRED
-        self._leave_wait()
-        self.log(now, "deadline", "question_expired", question.question_id)
-
-    def find_pending_question(self, question_id: str | None) -> Question | None:
-        """The question an answer names, or the only one waiting when it names none."""
-        return _named_or_only(self.pending_questions, question_id, lambda q: q.question_id)
-
-    def _leave_wait(self) -> None:
-        if self.pending_approvals:
-            self.status = RunStatus.AWAITING_APPROVAL
-        elif self.pending_questions:
-            self.status = RunStatus.AWAITING_INPUT
-        elif not self.status.is_closed:
-            self.status = RunStatus.RUNNING if self.plan else RunStatus.PLANNING
-
-    # -- interruptions and edits --------------------------------------------------
     def request_pause(self, actor: Actor, now: datetime) -> None:
         self.pause_requested = True
         self.log(now, actor.by, "pause_requested", actor.reason)
@@ -725,7 +200,6 @@ class RunState(BaseModel):
         self.notes_for_model.append(f"{patch.by} edited the run: " + "; ".join(changed) + ".")
         return changed
 
-    # -- lifecycle ----------------------------------------------------------------
     def complete(self, answer: str, now: datetime) -> None:
         self.final_answer = answer[:FINAL_ANSWER_CHARS]
         self.status = RunStatus.COMPLETED
@@ -757,11 +231,6 @@ class RunState(BaseModel):
             events=[e for e in self.events if e.offset > after],
         )
 
-    def log(self, now: datetime, actor: str, action: str, detail: str = "") -> None:
-        self.audit.append(AuditEntry(at=now, actor=actor, action=action, detail=detail))
-        self.updated_at = now
-
-    # -- forks ----------------------------------------------------------------------
     def forked(self, run_id: str, parent_run_id: str, now: datetime) -> RunState:
         """This state as the start of a new run: the phase in progress at this moment (the
         plan, a step, or the final answer) starts over; everything before it is kept, so
@@ -804,7 +273,6 @@ class RunState(BaseModel):
         fork.log(now, "system", "forked", f"from {parent_run_id} at moment {self.moment}")
         return fork
 
-    # -- views ----------------------------------------------------------------------
     @property
     def waiting_for(self) -> str:
         """What a human must do for the run to go on ('' when nothing)."""
@@ -833,13 +301,6 @@ class RunState(BaseModel):
         if running is not None and self.status is RunStatus.RUNNING:
             return f"{where} — waiting for sub-agent {running.agent} ({running.child_id})"
         return f"{where} — {self.status.value}"
-
-
-def _named_or_only(pending: list[T], wanted: str | None, key: Callable[[T], str]) -> T | None:
-    """The pending item a person named, or the only one pending when they named none."""
-    if wanted is None:
-        return pending[0] if len(pending) == 1 else None
-    return next((item for item in pending if key(item) == wanted), None)
 
 
 class RunSummary(BaseModel):
@@ -892,6 +353,15 @@ class RunSummary(BaseModel):
         )
 
 
+class EventPage(BaseModel):
+    """The answer of the `events` query: the events after an offset, and where the run is."""
+
+    summary: RunSummary
+    store_key: str  # where the run's transcript texts are (the previews' source)
+    first_kept: int | None  # the oldest offset still held in the state (None: none yet)
+    events: list[RunEvent]
+
+
 def pack_state(state: RunState) -> str:
     """The state a continue-as-new carries, compressed: it is written twice (the
     continue-as-new event and the next run's start), and a long plan of step titles and
@@ -901,6 +371,3 @@ def pack_state(state: RunState) -> str:
 
 def unpack_state(packed: str) -> RunState:
     return RunState.model_validate_json(zlib.decompress(base64.b64decode(packed)))
-
-
-EventPage.model_rebuild()

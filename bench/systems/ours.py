@@ -26,7 +26,7 @@ from runtime.client import connect
 from runtime.settings import Settings
 from worker.main import build_worker
 from workflows.contracts import RunRequest
-from workflows.state import RunStatus
+from workflows.records import RunStatus
 
 
 class Ours:

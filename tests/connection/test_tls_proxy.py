@@ -24,7 +24,7 @@ from control import runs
 from tests.conftest import eventually, run_id, settings_for, spawn_worker
 from tests.connection.proxy import API_KEY, Proxy, free_port, tls_proxy
 from tests.console.live import PASSWORDS, LiveConsole, signed_in
-from workflows.state import RunStatus
+from workflows.records import RunStatus
 
 AGENTCTL = str(Path(sys.executable).parent / "agentctl")
 

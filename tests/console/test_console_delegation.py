@@ -10,7 +10,7 @@ from control import runs
 from tests.conftest import eventually, run_id
 from tests.console.live import LiveConsole, signed_in
 from workflows.contracts import RunBudget, RunPolicy, RunRequest
-from workflows.state import BUDGET_REQUEST, RunStatus
+from workflows.records import BUDGET_REQUEST, RunStatus
 
 
 @pytest.fixture(autouse=True)

@@ -24,7 +24,7 @@ from tests.console.live import PASSWORDS, LiveConsole, csrf_of, live_console, si
 from tests.console.runs_for_console import waiting_payment
 from worker.codec_server import app_from
 from workflows.contracts import RunRequest
-from workflows.state import ApprovalStatus
+from workflows.records import ApprovalStatus
 
 
 def cookie_of(http: httpx.AsyncClient) -> str:

@@ -11,7 +11,7 @@ from temporalio.testing import WorkflowEnvironment
 from control import runs
 from tests.console.live import LiveConsole, csrf_of, signed_in
 from tests.console.runs_for_console import asking, waiting_payment
-from workflows.state import ApprovalStatus, QuestionStatus, RunStatus
+from workflows.records import ApprovalStatus, QuestionStatus, RunStatus
 
 
 async def test_sign_in_logout_and_csrf(console: LiveConsole) -> None:

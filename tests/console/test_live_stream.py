@@ -22,7 +22,7 @@ from tests.conftest import eventually
 from tests.console.live import PASSWORDS, LiveConsole, signed_in
 from tests.console.runs_for_console import waiting_payment
 from workflows.contracts import Decision
-from workflows.state import RunEvent, RunStatus
+from workflows.records import RunEvent, RunStatus
 
 
 async def test_the_page_shows_its_moments_and_streams_only_what_comes_after(

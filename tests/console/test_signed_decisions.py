@@ -12,8 +12,9 @@ from control.signer import Signer, kept_signer
 from tests.console.live import LiveConsole, signed_in
 from tests.console.runs_for_console import waiting_payment
 from workflows.contracts import DecideRequest, Decision, RunPolicy, TrustedKey
+from workflows.records import ApprovalStatus, RunStatus
 from workflows.signing import arguments_digest, new_key, sign
-from workflows.state import ApprovalStatus, RunState, RunStatus
+from workflows.state import RunState
 
 
 def _refusals(state: RunState) -> list[str]:

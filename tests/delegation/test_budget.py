@@ -14,7 +14,7 @@ from durable_agents.testing import AgentTestbed, ScriptedModel, call, say
 from tests.conftest import eventually
 from tests.delegation.agents import model_with_a_report, research, triage
 from workflows.contracts import BudgetRaise, DecideRequest
-from workflows.state import BUDGET_REQUEST
+from workflows.records import BUDGET_REQUEST
 
 
 def three_lookups() -> ScriptedModel:

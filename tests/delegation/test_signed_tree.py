@@ -15,8 +15,9 @@ from tests.conftest import eventually
 from tests.delegation.agents import model_with_a_report, triage
 from tests.delegation.test_budget import budget_request
 from workflows.contracts import Actor, BudgetRaise, TrustedKey
+from workflows.records import BUDGET_REQUEST
 from workflows.signing import new_key
-from workflows.state import BUDGET_REQUEST, RunState
+from workflows.state import RunState
 
 
 def signed_policy() -> tuple[RunPolicy, Signer]:

@@ -13,7 +13,7 @@ from tests.conftest import eventually, run_id
 from tests.starters.test_verb_walk import agentctl
 from worker.main import build_worker
 from workflows.contracts import BudgetRaise, RunBudget, RunPolicy, RunRequest
-from workflows.state import BUDGET_REQUEST
+from workflows.records import BUDGET_REQUEST
 
 
 async def test_triage_delegates_to_research_which_uses_mcp(dev_env, worker, settings, monkeypatch):

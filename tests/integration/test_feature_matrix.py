@@ -12,7 +12,7 @@ from runtime.encryption import new_key
 from tests.conftest import drop_schema, eventually, postgres_or_skip, run_id, settings_for
 from worker.main import build_worker
 from workflows.contracts import Actor, Answer, DecideRequest, RunRequest, StatePatch
-from workflows.state import RunStatus
+from workflows.records import RunStatus
 
 
 def moment_of(found, kind):

@@ -21,7 +21,7 @@ from tests.temporal_cli import temporal
 from worker.main import build_worker
 from workflows import search_attributes as sa
 from workflows.contracts import Actor, Answer, DecideRequest, RunRequest, StatePatch
-from workflows.state import ApprovalStatus, RunStatus
+from workflows.records import ApprovalStatus, RunStatus
 
 
 async def start(client, settings, scenario, prefix, **fields):

@@ -16,7 +16,7 @@ from tests.conftest import approve_when_asked, count_effects, eventually, run_id
 from workflows import search_attributes as sa
 from workflows.agent import AgentWorkflow
 from workflows.contracts import Decision, RunRequest
-from workflows.state import RunStatus
+from workflows.records import RunStatus
 
 pytestmark = pytest.mark.usefixtures("worker")
 

@@ -15,7 +15,8 @@ from worker.main import build_worker
 from workflows import timeline as timeline_hook
 from workflows.agent import AgentWorkflow
 from workflows.contracts import Actor, Decision, RunRequest, RunResult, StatePatch
-from workflows.state import RunState, RunStatus
+from workflows.records import RunStatus
+from workflows.state import RunState
 
 pytestmark = pytest.mark.usefixtures("worker")
 

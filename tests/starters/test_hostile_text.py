@@ -9,7 +9,8 @@ from datetime import UTC, datetime
 from control.runs import InboxItem
 from starters.render import inbox_table, print_state
 from starters.terminal import SafeConsole
-from workflows.state import ApprovalRequest, PlanStep, RunState
+from workflows.records import ApprovalRequest, PlanStep
+from workflows.state import RunState
 
 HOSTILE = "pay [/] 10 EUR [conceal]and 9,000 EUR to mallory[/conceal] \x1b[2J\x1b]0;pwned\x07end"
 

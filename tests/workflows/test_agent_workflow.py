@@ -14,7 +14,7 @@ from control import runs
 from tests.conftest import count_effects, eventually, key_of, run_id
 from worker.main import build_worker
 from workflows.contracts import Actor, Decision, RunRequest
-from workflows.state import ApprovalStatus, QuestionStatus, RunStatus, StepStatus
+from workflows.records import ApprovalStatus, QuestionStatus, RunStatus, StepStatus
 
 pytestmark = pytest.mark.usefixtures("ts_worker")
 

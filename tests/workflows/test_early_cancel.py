@@ -14,7 +14,7 @@ from durable_agents.testing import AgentTestbed, ScriptedModel, call, say
 from tests.conftest import eventually, run_id
 from workflows.agent import AgentWorkflow
 from workflows.contracts import Actor, RunRequest
-from workflows.state import RunStatus, workflow_id_of
+from workflows.records import RunStatus, workflow_id_of
 
 
 @pytest.mark.usefixtures("ts_worker")

@@ -11,8 +11,9 @@ from datetime import UTC, datetime, timedelta
 from control.signer import Signer
 from workflows import signed_changes
 from workflows.contracts import Answer, Decision, RunPolicy, TrustedKey
+from workflows.records import ApprovalRequest, ApprovalStatus, Question
 from workflows.signing import new_key
-from workflows.state import ApprovalRequest, ApprovalStatus, Question, RunState
+from workflows.state import RunState
 
 
 def times() -> tuple[datetime, datetime]:

@@ -14,16 +14,8 @@ from tests.conftest import EXAMPLE_AGENTS
 from workflows.agents import ToolRecord
 from workflows.contracts import Decision, DelegatedBy, RunPolicy, RunRequest, StatePatch
 from workflows.policy import approval_rule, idempotency_key
-from workflows.state import (
-    ApprovalRequest,
-    ApprovalStatus,
-    Delegation,
-    RunState,
-    RunStatus,
-    StepStatus,
-    pack_state,
-    unpack_state,
-)
+from workflows.records import ApprovalRequest, ApprovalStatus, Delegation, RunStatus, StepStatus
+from workflows.state import RunState, pack_state, unpack_state
 from workflows.timeline import state_json
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)

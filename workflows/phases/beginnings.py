@@ -32,11 +32,8 @@ with workflow.unsafe.imports_passed_through():
         TranscriptCopy,
         preview,
     )
-    from workflows.state import (
-        IDENTITY_SEPARATOR,
-        RunState,
-        workflow_id_of,
-    )
+    from workflows.records import IDENTITY_SEPARATOR, workflow_id_of
+    from workflows.state import RunState
     from workflows.tools import (
         INTERNAL_TOOLS,
     )

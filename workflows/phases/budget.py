@@ -15,11 +15,7 @@ with workflow.unsafe.imports_passed_through():
         Decision,
         RunBudget,
     )
-    from workflows.state import (
-        BUDGET_REQUEST,
-        ApprovalRequest,
-        ApprovalStatus,
-    )
+    from workflows.records import BUDGET_REQUEST, ApprovalRequest, ApprovalStatus
 
 
 with workflow.unsafe.imports_passed_through():

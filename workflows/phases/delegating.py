@@ -27,11 +27,7 @@ with workflow.unsafe.imports_passed_through():
         preview,
     )
     from workflows.delegation import child_run_id
-    from workflows.state import (
-        Delegation,
-        PlanStep,
-        ToolResultRecord,
-    )
+    from workflows.records import Delegation, PlanStep, ToolResultRecord
     from workflows.tools import (
         Tool,
     )

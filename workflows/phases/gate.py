@@ -31,7 +31,7 @@ with workflow.unsafe.imports_passed_through():
         ToolCall,
         preview,
     )
-    from workflows.state import (
+    from workflows.records import (
         ApprovalRequest,
         ApprovalStatus,
         PlanStep,

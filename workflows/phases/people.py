@@ -15,8 +15,8 @@ from temporalio import workflow
 with workflow.unsafe.imports_passed_through():
     from workflows import signed_changes
     from workflows.contracts import Answer, Decision, SignedDecision
+    from workflows.records import ApprovalRequest, Question
     from workflows.signing import Action
-    from workflows.state import ApprovalRequest, Question
 
 from workflows.phases.beginnings import Beginnings
 from workflows.phases.inputs import refuse_if

@@ -11,11 +11,8 @@ with workflow.unsafe.imports_passed_through():
         RunRequest,
         preview,
     )
-    from workflows.state import (
-        FINAL_ANSWER_CHARS,
-        PlanStep,
-        pack_state,
-    )
+    from workflows.records import FINAL_ANSWER_CHARS, PlanStep
+    from workflows.state import pack_state
     from workflows.tools import (
         SUBMIT_PLAN,
         SubmitPlanArgs,

@@ -32,11 +32,7 @@ with workflow.unsafe.imports_passed_through():
         preview,
     )
     from workflows.policy import approval_rule, idempotency_key
-    from workflows.state import (
-        ApprovalStatus,
-        PlanStep,
-        ToolResultRecord,
-    )
+    from workflows.records import ApprovalStatus, PlanStep, ToolResultRecord
     from workflows.tools import (
         AskHumanArgs,
         CompleteStepArgs,

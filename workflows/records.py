@@ -1,0 +1,188 @@
+"""The records a run keeps: its steps, approvals, questions, results, audit, usage,
+delegations and timeline events, each a small pydantic model with its status."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, Field
+
+from workflows.contracts import (
+    Spend,
+    TokenUsage,
+)
+
+T = TypeVar("T")
+RECENT_RESULTS_KEPT = 20
+# Between the workflow id and the first execution's run id in a run's identity; no run id
+# we accept contains it (contracts.RUN_ID_PATTERN).
+IDENTITY_SEPARATOR = "@"
+
+
+def workflow_id_of(store_key: str) -> str:
+    """The workflow id a run's store key belongs to (the key itself for older runs)."""
+    return store_key.partition(IDENTITY_SEPARATOR)[0]
+
+
+FINAL_ANSWER_CHARS = 4000
+
+
+class RunStatus(StrEnum):
+    PLANNING = "planning"
+    RUNNING = "running"
+    AWAITING_APPROVAL = "awaiting_approval"
+    AWAITING_INPUT = "awaiting_input"
+    PAUSED = "paused"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+    @property
+    def is_closed(self) -> bool:
+        return self in (RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED)
+
+
+class StepStatus(StrEnum):
+    PENDING = "pending"
+    RUNNING = "running"
+    DONE = "done"
+
+
+class PlanStep(BaseModel):
+    index: int
+    title: str
+    status: StepStatus = StepStatus.PENDING
+    result: str | None = None
+    turns: int = 0
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+
+
+class ApprovalStatus(StrEnum):
+    PENDING = "pending"
+    APPROVED = "approved"
+    REJECTED = "rejected"
+
+
+class ApprovalRequest(BaseModel):
+    request_id: str
+    tool: str
+    arguments: dict[str, Any]
+    reason: str  # what the model said when it made the call
+    step: int
+    requested_at: datetime
+    rule: str = ""  # why policy wants a human
+    deadline: datetime | None = None
+    escalated: bool = False
+    status: ApprovalStatus = ApprovalStatus.PENDING
+    decided_by: str | None = None
+    decided_at: datetime | None = None
+    comment: str = ""
+
+
+class QuestionStatus(StrEnum):
+    PENDING = "pending"
+    ANSWERED = "answered"
+    EXPIRED = "expired"
+
+
+class Question(BaseModel):
+    question_id: str
+    question: str
+    options: list[str] | None = None
+    step: int
+    asked_at: datetime
+    deadline: datetime | None = None
+    status: QuestionStatus = QuestionStatus.PENDING
+    answer: str | None = None
+    answered_by: str | None = None
+    answered_at: datetime | None = None
+
+
+class AuditEntry(BaseModel):
+    at: datetime
+    actor: str
+    action: str
+    detail: str = ""
+
+
+class ToolResultRecord(BaseModel):
+    step: int
+    tool_call_id: str
+    tool: str
+    ok: bool
+    summary: str
+    seq: int
+
+
+class Usage(BaseModel):
+    model_calls: int = 0
+    memoized_calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float = 0.0
+
+    def add(self, usage: TokenUsage, *, memoized: bool) -> None:
+        self.model_calls += 1
+        if memoized:
+            self.memoized_calls += 1
+        self.input_tokens += usage.input_tokens
+        self.output_tokens += usage.output_tokens
+        self.cost_usd = round(self.cost_usd + usage.cost_usd, 6)
+
+
+# The approval a run asks for when its budget is spent: not a tool (no tool has parentheses
+# in its name), decided by raising the budget or stopping the run.
+BUDGET_REQUEST = "(budget)"
+DELEGATE_ANSWER_CHARS = 2000
+
+
+class Delegation(BaseModel):
+    """A task the run handed to a sub-agent, run as a child workflow."""
+
+    child_id: str
+    agent: str
+    tool: str
+    step: int
+    tool_call_id: str
+    task: str
+    status: str = "running"  # running, completed, failed, cancelled
+    spent: Spend = Field(default_factory=Spend)
+    answer: str | None = None
+    started_at: datetime | None = None
+    # Made by the run this one was forked from: its answer is reused for the same task.
+    inherited: bool = False
+    # The child's spend reports must carry it (None: a delegation from before tokens).
+    report_token: str | None = None
+
+
+class RunEvent(BaseModel):
+    """One moment of the run as the event protocol carries it (docs/events.md): its offset
+    is the moment's number, which never repeats within a run's chain."""
+
+    offset: int
+    at: datetime
+    kind: str
+    detail: str = ""
+    status: RunStatus
+    step: int | None = None
+    # The transcript entry this moment writes (a model reply, a tool result), if any.
+    seq: int | None = None
+
+
+# The most recent events a run keeps in its state; older ones are read from its history.
+EVENTS_KEPT = 100
+
+
+class SignedUse(BaseModel):
+    """A signed change a run counted: its nonce, and when it was signed."""
+
+    nonce: str
+    at: datetime
+
+
+class ForkOrigin(BaseModel):
+    run_id: str
+    moment: int

@@ -1,0 +1,193 @@
+"""The rules of a run's budget and its sub-agents: what is spent (the tree's), what a
+next call may cost, a raise (which approves the budget request waiting, a decision), and
+each delegation from start to answer."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Any
+
+from workflows.contracts import (
+    BudgetRaise,
+    RunBudget,
+    Spend,
+    preview,
+)
+from workflows.records import (
+    BUDGET_REQUEST,
+    DELEGATE_ANSWER_CHARS,
+    ApprovalStatus,
+    Delegation,
+)
+from workflows.state_decisions import DecisionRules
+
+
+class BudgetRules(DecisionRules):
+    @property
+    def own_spend(self) -> Spend:
+        tokens = self.usage.input_tokens + self.usage.output_tokens
+        return Spend(usd=self.usage.cost_usd, tokens=tokens, tool_calls=self.tool_calls)
+
+    @property
+    def spent(self) -> Spend:
+        """What the run and every sub-agent it delegated to have spent."""
+        total = self.own_spend
+        for delegation in self.delegations:
+            total = total.plus(delegation.spent)
+        return total
+
+    def elapsed(self, now: datetime) -> float:
+        return max(0.0, (now - self.created_at).total_seconds())
+
+    def budget_error(self, call: str, now: datetime) -> str | None:
+        """Why the next call (`model`, `tool` or `delegate`) would pass the budget."""
+        budget = self.budget
+        if budget is None:
+            return None
+        spent = self.spent
+        if budget.seconds is not None and self.elapsed(now) >= budget.seconds:
+            return f"its time ({budget.seconds:g} s) is up"
+        calls = budget.tool_calls
+        if call != "model" and calls is not None and spent.tool_calls + 1 > calls:
+            return f"{spent.tool_calls} of {calls} tool calls are made"
+        if call == "tool":
+            return None
+        # Spent to the limit: no call. Below it, the model activity estimates whether the
+        # call itself would pass it (it knows the request's size).
+        if budget.usd is not None and spent.usd >= budget.usd:
+            return f"${spent.usd:.4f} of ${budget.usd:.4f} is spent"
+        if budget.tokens is not None and spent.tokens >= budget.tokens:
+            return f"{spent.tokens} of {budget.tokens} tokens are spent"
+        return None
+
+    def call_budget(self) -> dict[str, Any]:
+        """What a model call may spend: the rest of the budget (the model activity's check)."""
+        budget = self.budget
+        if budget is None or (budget.usd is None and budget.tokens is None):
+            return {}
+        spent = self.spent
+        return {
+            "budget_usd": None if budget.usd is None else round(budget.usd - spent.usd, 6),
+            "budget_tokens": None if budget.tokens is None else budget.tokens - spent.tokens,
+        }
+
+    def budget_figures(self, now: datetime) -> dict[str, Any]:
+        """What a person deciding on a budget sees."""
+        assert self.budget is not None
+        return {
+            "budget": self.budget.model_dump(exclude_none=True),
+            "spent": self.spent.model_dump(),
+            "seconds": round(self.elapsed(now), 1),
+            "next_call": (self.last_call or Spend()).model_dump(include={"usd", "tokens"}),
+        }
+
+    def remaining_budget(self, now: datetime, child: Delegation) -> RunBudget | None:
+        """What a sub-agent may spend: this run's budget less what the run and its other
+        sub-agents spent (and, for time, the time that had passed when the child began)."""
+        if self.budget is None:
+            return None
+        budget = self.budget
+        spent = Spend.model_validate(
+            {
+                "usd": round(self.spent.usd - child.spent.usd, 6),
+                "tokens": self.spent.tokens - child.spent.tokens,
+                "tool_calls": self.spent.tool_calls - child.spent.tool_calls,
+            }
+        )
+        began = child.started_at or now
+        return RunBudget(
+            usd=None if budget.usd is None else max(0.0, round(budget.usd - spent.usd, 6)),
+            tokens=None if budget.tokens is None else max(0, budget.tokens - spent.tokens),
+            tool_calls=None
+            if budget.tool_calls is None
+            else max(0, budget.tool_calls - spent.tool_calls),
+            seconds=None
+            if budget.seconds is None
+            else max(0.001, budget.seconds - self.elapsed(began)),
+        )
+
+    def budget_raise_error(self, raise_: BudgetRaise, now: datetime) -> str | None:
+        if self.status.is_closed:
+            return f"the run is {self.status.value}"
+        limits = raise_.limits()
+        if not limits:
+            return "give a new limit: usd, tokens, tool_calls or seconds"
+        if not self.policy.may_decide(BUDGET_REQUEST, raise_.by):
+            return f"{raise_.by} may not change this run's budget"
+        spent = self.spent
+        below = {
+            "usd": spent.usd,
+            "tokens": spent.tokens,
+            "tool_calls": spent.tool_calls,
+            "seconds": self.elapsed(now),
+        }
+        for name, value in limits.items():
+            if value < below[name]:
+                return f"{name} {value:g} is below what is spent already ({below[name]:g})"
+        return None
+
+    def raise_budget(self, raise_: BudgetRaise, now: datetime) -> RunBudget:
+        """Apply a raise that budget_raise_error() accepted; a budget request waiting is
+        approved by it (the run checks again, and asks again if still over)."""
+        base = self.budget.model_dump() if self.budget else {}
+        self.budget = RunBudget.model_validate(base | raise_.limits())
+        detail = json.dumps(raise_.limits(), sort_keys=True)
+        for request in self.pending_approvals:
+            if request.tool == BUDGET_REQUEST:
+                request.status = ApprovalStatus.APPROVED
+                request.decided_by, request.decided_at = raise_.by, now
+                request.comment = raise_.comment or f"budget raised: {detail}"
+        self._leave_wait()
+        self.log(now, raise_.by, "budget_raised", detail)
+        return self.budget
+
+    def delegation(self, child_id: str) -> Delegation | None:
+        return next((d for d in self.delegations if d.child_id == child_id), None)
+
+    def reusable_delegation(self, agent: str, step: int, task: str) -> Delegation | None:
+        """A finished delegation of the run this one was forked from, for the same task."""
+        return next(
+            (
+                d
+                for d in self.delegations
+                if d.inherited
+                and d.status == "completed"
+                and (d.agent, d.step, d.task) == (agent, step, preview(task, 500))
+            ),
+            None,
+        )
+
+    def start_delegation(self, delegation: Delegation, now: datetime) -> None:
+        self.delegations.append(delegation)
+        self.tool_calls += 1
+        self.log(now, "model", "delegated", f"{delegation.agent}: {delegation.child_id}")
+
+    def child_spent(self, child_id: str, spent: Spend, token: str | None = None) -> bool:
+        """A running child's spend so far (it reports after each call); False if unknown,
+        or not carrying the token the child was given (a report anyone else sent)."""
+        delegation = self.delegation(child_id)
+        if delegation is None or delegation.status != "running":
+            return False
+        if delegation.report_token is not None and token != delegation.report_token:
+            return False
+        known = delegation.spent
+        if (
+            spent.usd < known.usd
+            or spent.tokens < known.tokens
+            or spent.tool_calls < known.tool_calls
+        ):
+            return False  # spend only grows: an older (or forged) report changes nothing
+        delegation.spent = spent
+        return True
+
+    def finish_delegation(
+        self, child_id: str, status: str, answer: str | None, spent: Spend | None, now: datetime
+    ) -> None:
+        delegation = self.delegation(child_id)
+        assert delegation is not None
+        delegation.status = status
+        delegation.answer = preview(answer, DELEGATE_ANSWER_CHARS) if answer else None
+        if spent is not None:
+            delegation.spent = spent
+        self.log(now, "system", "delegate_answered", f"{child_id}: {status}")

@@ -1,0 +1,158 @@
+"""The rules of a person's decisions and answers: what waits for whom, which decision or
+answer counts, and what it changes (workflows/signed_changes.py checks signatures)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+from typing import TypeVar
+
+from workflows.contracts import (
+    Answer,
+    Decision,
+    preview,
+)
+from workflows.records import (
+    BUDGET_REQUEST,
+    ApprovalRequest,
+    ApprovalStatus,
+    Question,
+    QuestionStatus,
+    RunStatus,
+)
+from workflows.state_fields import RunFields
+
+T = TypeVar("T")
+
+
+class DecisionRules(RunFields):
+    @property
+    def pending_approvals(self) -> list[ApprovalRequest]:
+        return [a for a in self.approvals if a.status is ApprovalStatus.PENDING]
+
+    def request_approval(self, request: ApprovalRequest) -> None:
+        self.approvals.append(request)
+        self.status = RunStatus.AWAITING_APPROVAL
+        self.log(request.requested_at, "policy", "approval_requested", request.tool)
+
+    def requests_named(self, request_id: str) -> int:
+        return sum(1 for a in self.approvals if a.request_id == request_id)
+
+    def find_pending_approval(self, request_id: str | None) -> ApprovalRequest | None:
+        """The request a decision names, or the only one waiting when it names none."""
+        return _named_or_only(self.pending_approvals, request_id, lambda a: a.request_id)
+
+    def decision_error(self, decision: Decision, approved: bool = False) -> str | None:
+        """Why this decision cannot apply now; None when it can."""
+        if self.status.is_closed:
+            return f"the run is {self.status.value}"
+        if decision.request_id is not None:
+            named = [a for a in self.approvals if a.request_id == decision.request_id]
+            if not named:
+                return f"no approval request {decision.request_id!r}"
+            if not any(a.status is ApprovalStatus.PENDING for a in named):
+                # The latest of that id: a model may reuse a tool call's id.
+                known = named[-1]
+                return (
+                    f"request {decision.request_id} was already {known.status.value} "
+                    f"by {known.decided_by}"
+                )
+        request = self.find_pending_approval(decision.request_id)
+        if request is None:
+            pending = [a.request_id for a in self.pending_approvals]
+            if not pending:
+                return "no approval is pending"
+            return f"several approvals are pending; name one of {', '.join(pending)}"
+        if decision.request_id is None and self.requests_named(request.request_id) > 1:
+            return f"more than one request had the id {request.request_id}: name it"
+        if not self.policy.may_decide(request.tool, decision.by, request.escalated):
+            return f"{decision.by} may not decide {request.tool} requests in this run"
+        if request.tool == BUDGET_REQUEST and approved:
+            return "a spent budget is not approved but raised (raise_budget), or rejected to stop"
+        return None
+
+    def decide(self, decision: Decision, approved: bool, now: datetime) -> ApprovalRequest:
+        """Apply a decision that decision_error() accepted."""
+        request = self.find_pending_approval(decision.request_id)
+        assert request is not None, "decide() called for a decision that cannot apply"
+        request.status = ApprovalStatus.APPROVED if approved else ApprovalStatus.REJECTED
+        request.decided_by = decision.by
+        request.decided_at = now
+        request.comment = decision.comment
+        self._leave_wait()
+        self.log(now, decision.by, request.status.value, f"{request.tool} {request.request_id}")
+        return request
+
+    def rewind_error(self, moment: int) -> str | None:
+        if moment > self.moment:
+            return f"the run has no moment {moment} yet (it is at {self.moment})"
+        return None
+
+    def refuse(self, by: str, error: str, now: datetime) -> None:
+        """Record a decision that did not count, and why (the audit keeps every attempt)."""
+        self.log(now, "policy", "decision_refused", preview(f"{by}: {error}", 500))
+
+    def escalate(self, request: ApprovalRequest, deadline: datetime, now: datetime) -> None:
+        request.escalated = True
+        request.deadline = deadline
+        self.log(now, "deadline", "escalated", f"{request.tool} {request.request_id}")
+
+    @property
+    def pending_questions(self) -> list[Question]:
+        return [q for q in self.questions if q.status is QuestionStatus.PENDING]
+
+    def ask(self, question: Question) -> None:
+        self.questions.append(question)
+        self.status = RunStatus.AWAITING_INPUT
+        self.log(question.asked_at, "model", "question_asked", preview(question.question, 80))
+
+    def answer_error(self, answer: Answer) -> str | None:
+        if self.status.is_closed:
+            return f"the run is {self.status.value}"
+        if answer.question_id is not None:
+            known = next((q for q in self.questions if q.question_id == answer.question_id), None)
+            if known is None:
+                return f"no question {answer.question_id!r}"
+            if known.status is not QuestionStatus.PENDING:
+                return f"question {answer.question_id} is already {known.status.value}"
+        question = self.find_pending_question(answer.question_id)
+        if question is None:
+            return "no question is pending" if not self.pending_questions else "name the question"
+        if question.options is not None and answer.answer not in question.options:
+            return f"answer must be one of {', '.join(question.options)}"
+        return None
+
+    def answer(self, answer: Answer, now: datetime) -> Question:
+        question = self.find_pending_question(answer.question_id)
+        assert question is not None, "answer() called for an answer that cannot apply"
+        question.status = QuestionStatus.ANSWERED
+        question.answer = answer.answer
+        question.answered_by = answer.by
+        question.answered_at = now
+        self._leave_wait()
+        self.log(now, answer.by, "answered", question.question_id)
+        return question
+
+    def expire(self, question: Question, now: datetime) -> None:
+        question.status = QuestionStatus.EXPIRED
+        self._leave_wait()
+        self.log(now, "deadline", "question_expired", question.question_id)
+
+    def find_pending_question(self, question_id: str | None) -> Question | None:
+        """The question an answer names, or the only one waiting when it names none."""
+        return _named_or_only(self.pending_questions, question_id, lambda q: q.question_id)
+
+    def _leave_wait(self) -> None:
+        if self.pending_approvals:
+            self.status = RunStatus.AWAITING_APPROVAL
+        elif self.pending_questions:
+            self.status = RunStatus.AWAITING_INPUT
+        elif not self.status.is_closed:
+            self.status = RunStatus.RUNNING if self.plan else RunStatus.PLANNING
+
+
+def _named_or_only(pending: list[T], wanted: str | None, key: Callable[[T], str]) -> T | None:
+    """The pending item a person named, or the only one pending when they named none."""
+    if wanted is None:
+        return pending[0] if len(pending) == 1 else None
+    return next((item for item in pending if key(item) == wanted), None)

@@ -1,0 +1,100 @@
+"""What a run's state holds: every field of RunState, the one JSON shape that queries
+answer, continue-as-new carries and forks copy (runs of older versions read into it).
+The rules that change it live in the classes built on this one (workflows/state.py)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from pydantic import AliasChoices, BaseModel, Field
+
+from workflows.agents import AgentRecord
+from workflows.contracts import (
+    ChatMessage,
+    DelegatedBy,
+    EffectsReport,
+    RunBudget,
+    RunLimits,
+    RunPolicy,
+    Spend,
+)
+from workflows.records import (
+    ApprovalRequest,
+    AuditEntry,
+    Delegation,
+    ForkOrigin,
+    PlanStep,
+    Question,
+    RunEvent,
+    RunStatus,
+    SignedUse,
+    ToolResultRecord,
+    Usage,
+)
+
+
+class RunFields(BaseModel):
+    run_id: str  # the workflow id: what people name the run by
+    # The run's identity across its chain (agent.run_identity), under which its transcript,
+    # model memo and ledger rows are stored. None in runs started before it existed: their
+    # data stays under the workflow id.
+    identity: str | None = None
+    goal: str
+    # The run's free label (contracts.RunRequest.label); `scenario` in earlier versions.
+    label: str | None = Field(default=None, validation_alias=AliasChoices("label", "scenario"))
+    # The agent resolved when the run started (None in runs from before agents existed).
+    agent: AgentRecord | None = None
+    policy: RunPolicy = Field(default_factory=RunPolicy)
+    limits: RunLimits = Field(default_factory=RunLimits)
+    status: RunStatus = RunStatus.PLANNING
+    plan: list[PlanStep] = Field(default_factory=list)
+    current_step: int | None = None
+    context: list[str] = Field(default_factory=list)
+    results: list[ToolResultRecord] = Field(default_factory=list)
+    results_total: int = 0
+    approvals: list[ApprovalRequest] = Field(default_factory=list)
+    questions: list[Question] = Field(default_factory=list)
+    pause_requested: bool = False
+    cancel_requested_by: str | None = None
+    audit: list[AuditEntry] = Field(default_factory=list)
+    usage: Usage = Field(default_factory=Usage)
+    errors: list[str] = Field(default_factory=list)
+    final_answer: str | None = None
+    # The side effects this run performed: each tool call's result as the effect ledger
+    # recorded it under its idempotency key (the most recent, and how many in all).
+    effects: EffectsReport = Field(default_factory=EffectsReport)
+    next_seq: int = 0
+    outbox: list[ChatMessage] = Field(default_factory=list)
+    # Things people did (edits) that the model must hear about on its next turn.
+    notes_for_model: list[str] = Field(default_factory=list)
+    # Numbered points of the run's timeline (workflows/timeline.py); the last one reached.
+    moment: int = 0
+    # The latest moments, for the event protocol (at most EVENTS_KEPT).
+    events: list[RunEvent] = Field(default_factory=list)
+    # Where the current phase (plan, a step, the final answer) began in the transcript.
+    phase_start_seq: int = 0
+    parent: ForkOrigin | None = None
+    chain: int = 1  # runs in the continue-as-new chain so far, this one included
+    # What the run (with its sub-agents) may spend; None: no limit.
+    budget: RunBudget | None = None
+    tool_calls: int = 0  # tool calls this run made (its delegations included)
+    # What the latest model call cost (shown to the person raising a budget).
+    last_call: Spend | None = None
+    delegations: list[Delegation] = Field(default_factory=list)
+    delegated_by: DelegatedBy | None = None
+    # The signature version this run takes when its policy requires signed changes
+    # (workflows/signing.py; 1 in runs from before the `every-change-signed` patch), and
+    # the nonces of the signed changes it counted within signing.FRESH_FOR.
+    signature_version: int = 1
+    signed_nonces: list[SignedUse] = Field(default_factory=list)
+    created_at: datetime
+    updated_at: datetime
+
+    @property
+    def store_key(self) -> str:
+        """The key of this run's rows in our stores, and the root of its idempotency keys."""
+        return self.identity or self.run_id
+
+    def log(self, now: datetime, actor: str, action: str, detail: str = "") -> None:
+        self.audit.append(AuditEntry(at=now, actor=actor, action=action, detail=detail))
+        self.updated_at = now
