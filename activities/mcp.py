@@ -26,14 +26,11 @@ from activities.sql import store_call
 from activities.stores import Stores
 from activities.tools import render
 from runtime.settings import Settings
-from workflows.agents import (
-    AgentRegistry,
-    MCPListing,
-    MCPListRequest,
-    MCPServer,
-    MCPToolSpec,
-)
-from workflows.contracts import ToolCallInput, ToolOutcome, preview
+from workflows.activity_io import ToolCallInput, ToolOutcome
+from workflows.agent_records import MCPListing, MCPListRequest, MCPToolSpec
+from workflows.agents import MCPServer
+from workflows.contract_base import preview
+from workflows.registry import AgentRegistry
 from workflows.tools import TOOL_NAME_PATTERN, digest_of
 
 if TYPE_CHECKING:

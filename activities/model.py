@@ -31,9 +31,11 @@ from activities.openai_chat import OpenAIChatClient, reply_from_wire
 from activities.sql import store_call
 from activities.stores import Stores
 from runtime.settings import Settings
-from workflows.agents import BEFORE_AGENTS, Agent, AgentRegistry, Model
-from workflows.contracts import ModelCallInput, ModelTurn, TokenUsage, ToolCall, preview
+from workflows.activity_io import ModelCallInput, ModelTurn, TokenUsage, ToolCall
+from workflows.agents import BEFORE_AGENTS, Agent, Model
+from workflows.contract_base import preview
 from workflows.prompts import system_prompt
+from workflows.registry import AgentRegistry
 from workflows.tools import INTERNAL_TOOLS
 
 # Makes the client for an agent's model: (settings, the agent's model or None) -> client.

@@ -10,7 +10,7 @@ from opentelemetry.trace import Span, Status, StatusCode
 from temporalio import activity
 
 from runtime import telemetry
-from workflows.contracts import ModelCallInput, ModelTurn, ToolCallInput, ToolOutcome
+from workflows.activity_io import ModelCallInput, ModelTurn, ToolCallInput, ToolOutcome
 
 
 @contextmanager

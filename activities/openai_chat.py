@@ -15,7 +15,7 @@ from activities.model_client import (
     ModelUnavailable,
     RawToolCall,
 )
-from workflows.contracts import preview
+from workflows.contract_base import preview
 
 # Every other 4xx is the endpoint refusing the request: retrying would not change it.
 RETRYABLE_STATUS = {408, 409, 429}

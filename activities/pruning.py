@@ -15,7 +15,7 @@ from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
 from activities.sql import SqlDatabase
-from workflows.contracts import PruneReport, PruneRequest
+from workflows.activity_io import PruneReport, PruneRequest
 from workflows.records import IDENTITY_SEPARATOR
 
 TABLES = ("transcript", "model_calls", "tool_lists", "effects")

@@ -11,7 +11,9 @@ from temporalio.exceptions import ApplicationError, CancelledError
 from temporalio.service import RPCError, RPCStatusCode
 
 from activities.heartbeat import heartbeating
-from workflows.contracts import ParentFacts, RunResult, preview
+from workflows.activity_io import ParentFacts
+from workflows.contract_base import preview
+from workflows.contracts import RunResult
 from workflows.state import RunState
 
 

@@ -25,8 +25,11 @@ from activities.heartbeat import finish_even_if_cancelled, heartbeating
 from activities.ledger import IdempotencyConflict, fingerprint
 from activities.sql import store_call
 from activities.stores import Stores
-from workflows.agents import AdoptedAgent, AgentRegistry, CallToReview, verdict_of
-from workflows.contracts import CallVerdict, EvaluationInput, ToolCallInput, ToolOutcome, preview
+from workflows.activity_io import CallVerdict, EvaluationInput, ToolCallInput, ToolOutcome
+from workflows.agent_records import AdoptedAgent
+from workflows.contract_base import preview
+from workflows.registry import AgentRegistry
+from workflows.rules import CallToReview, verdict_of
 from workflows.tools import Tool, ToolContext, ToolRisk
 
 

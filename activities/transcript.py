@@ -13,7 +13,7 @@ from temporalio import activity
 from activities.fingerprints import now_text
 from activities.sql import Sealed, SqlDatabase, Tx, apply_schema
 from runtime.encryption import Keyring
-from workflows.contracts import TranscriptCopy
+from workflows.activity_io import TranscriptCopy
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS transcript (

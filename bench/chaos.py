@@ -43,7 +43,8 @@ from infra.offline_model.embedded import free_port
 from infra.processes import ProcessSpec, stop, stop_strays
 from runtime.client import connect
 from runtime.settings import Settings
-from workflows.contracts import Decision, RunRequest
+from workflows.contracts import RunRequest
+from workflows.people_inputs import Decision
 from workflows.records import workflow_id_of
 
 T = TypeVar("T")

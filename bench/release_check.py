@@ -19,7 +19,8 @@ from temporalio.client import Client
 from bench.harness import bench_stack
 from control import release, runs
 from runtime import versioning
-from workflows.contracts import Decision, RunRequest
+from workflows.contracts import RunRequest
+from workflows.people_inputs import Decision
 
 PAY = RunRequest(goal="pay the invoice", agent="invoice", label="pay-invoice")
 

@@ -27,7 +27,8 @@ from console.app import create_app
 from console.serving import serving
 from control import runs
 from starters.demo import DEMO_GOAL
-from workflows.contracts import Actor, RunRequest
+from workflows.contracts import RunRequest
+from workflows.people_inputs import Actor
 
 
 async def flood(url: str, attempts: int) -> list[int]:

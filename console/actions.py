@@ -21,7 +21,7 @@ from console.web import Console, PageError, console_of, read_form, run_state, si
 from control import runs, timeline
 from control.errors import one_line
 from control.runs import RunError
-from workflows.contracts import Actor, Answer, BudgetRaise, DecideRequest, StatePatch
+from workflows.people_inputs import Actor, Answer, BudgetRaise, DecideRequest, StatePatch
 from workflows.records import BUDGET_REQUEST
 from workflows.state import RunState
 

@@ -29,7 +29,7 @@ from control import timeline
 from control.runs import RunError, handle
 from control.stored import transcript_store
 from runtime.settings import Settings
-from workflows.contracts import preview
+from workflows.contract_base import preview
 from workflows.records import RunEvent, RunStatus
 from workflows.state import EventPage, RunState
 

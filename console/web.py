@@ -23,7 +23,7 @@ from console.views import Views, countdown
 from control.runs import WEDGED, handle, one_line_of, wedged
 from control.signer import Signer
 from runtime.settings import Settings
-from workflows.contracts import RUN_ID_PATTERN
+from workflows.contract_base import RUN_ID_PATTERN
 from workflows.records import BUDGET_REQUEST
 from workflows.state import RunState
 

@@ -8,8 +8,10 @@ from typing import Any
 
 from control.runs import RunError
 from runtime.settings import load_settings
-from workflows.agents import Agent, AgentRegistry, load_registry, rule_name
+from workflows.agents import Agent
 from workflows.contracts import RunLimits
+from workflows.registry import AgentRegistry, load_registry
+from workflows.rules import rule_name
 from workflows.tools import ToolDefinitionError
 
 

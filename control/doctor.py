@@ -23,7 +23,7 @@ from runtime.connection import Connection, ConnectionSettingsError, connection
 from runtime.encryption import KeyringError, keyring_from
 from runtime.settings import Settings
 from workflows import search_attributes as sa
-from workflows.contracts import preview
+from workflows.contract_base import preview
 
 TIMEOUT_SECONDS = 5.0
 

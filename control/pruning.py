@@ -9,7 +9,7 @@ from temporalio.client import Client
 
 from control.runs import RunError
 from runtime.settings import Settings
-from workflows.contracts import PruneReport, PruneRequest
+from workflows.activity_io import PruneReport, PruneRequest
 from workflows.prune import PruneWorkflow
 
 UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}

@@ -32,19 +32,16 @@ from control.signer import Signer
 from runtime.settings import Settings
 from workflows import search_attributes as sa
 from workflows.agent import AgentWorkflow
-from workflows.contracts import (
-    RUN_ID_PATTERN,
+from workflows.contract_base import RUN_ID_PATTERN, preview
+from workflows.contracts import RunBudget, RunRequest, RunResult
+from workflows.people_inputs import (
     Actor,
     Answer,
     BudgetRaise,
     DecideRequest,
     Decision,
     RewindRequest,
-    RunBudget,
-    RunRequest,
-    RunResult,
     StatePatch,
-    preview,
 )
 from workflows.records import IDENTITY_SEPARATOR, ApprovalRequest, Question, RunStatus
 from workflows.state import RunState, RunSummary

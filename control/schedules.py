@@ -27,7 +27,8 @@ from control.runs import RunError
 from runtime.settings import Settings
 from workflows import search_attributes as sa
 from workflows.agent import AgentWorkflow
-from workflows.contracts import RunBudget, RunPolicy, RunRequest, preview
+from workflows.contract_base import preview
+from workflows.contracts import RunBudget, RunPolicy, RunRequest
 from workflows.records import RunStatus
 
 # A run id is the name and the scheduled time (`-2026-12-03T09:00:00Z`, 21 characters).

@@ -11,7 +11,7 @@ from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from workflows.contracts import SignedDecision
+from workflows.people_inputs import SignedDecision
 from workflows.records import ApprovalRequest, Question
 from workflows.signing import (
     Action,

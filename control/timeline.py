@@ -37,8 +37,9 @@ from control.signer import Signer
 from runtime.settings import Settings
 from workflows import timeline
 from workflows.agent import AgentWorkflow
-from workflows.agents import AgentRegistry, serve_for_replay
-from workflows.contracts import ForkSpec, RewindRequest, RunRequest, StatePatch
+from workflows.contracts import ForkSpec, RunRequest
+from workflows.people_inputs import RewindRequest, StatePatch
+from workflows.registry import AgentRegistry, serve_for_replay
 from workflows.state import unpack_state
 from workflows.timeline import Moment
 

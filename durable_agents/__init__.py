@@ -9,17 +9,9 @@ policy says, and the history replays step for step (docs/your-own-agent.md).
 runs an agent against a scripted model on Temporal's time-skipping test server.
 """
 
-from workflows.agents import (
-    Agent,
-    CallToReview,
-    Evaluator,
-    MCPServer,
-    Model,
-    Verdict,
-    delegate,
-    evaluator,
-)
+from workflows.agents import Agent, MCPServer, Model, delegate
 from workflows.contracts import RunBudget, RunLimits, RunPolicy
+from workflows.rules import CallToReview, Evaluator, Verdict, evaluator
 from workflows.tools import Tool, ToolContext, ToolRisk, tool
 
 __all__ = [

@@ -25,19 +25,11 @@ from control.agents import check_limits, known_agent, local_agents
 from control.runs import RunError
 from runtime.client import connect
 from runtime.settings import Settings, load_settings
-from workflows.agents import Agent, AgentRegistry
-from workflows.contracts import (
-    Actor,
-    Answer,
-    DecideRequest,
-    RunBudget,
-    RunLimits,
-    RunPolicy,
-    RunRequest,
-    RunResult,
-    StatePatch,
-)
+from workflows.agents import Agent
+from workflows.contracts import RunBudget, RunLimits, RunPolicy, RunRequest, RunResult
+from workflows.people_inputs import Actor, Answer, DecideRequest, StatePatch
 from workflows.records import ApprovalRequest, Question
+from workflows.registry import AgentRegistry
 from workflows.state import RunState, RunSummary
 
 T = TypeVar("T")

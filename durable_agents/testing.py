@@ -42,8 +42,9 @@ from infra.binaries import BinaryMissing, temporal_test_server
 from infra.temporal_setup import register_search_attributes
 from runtime.settings import Settings
 from worker.main import build_worker
-from workflows.agents import Agent, AgentRegistry
+from workflows.agents import Agent
 from workflows.contracts import RunBudget, RunLimits, RunPolicy
+from workflows.registry import AgentRegistry
 from workflows.tools import SUBMIT_PLAN
 
 __all__ = ["AgentTestbed", "ScriptedModel", "Turn", "call", "plan", "say"]

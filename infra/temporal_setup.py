@@ -24,7 +24,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from runtime.settings import Settings
 from workflows import search_attributes as sa
-from workflows.contracts import PruneRequest
+from workflows.activity_io import PruneRequest
 
 _TYPES = {
     "Keyword": IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD,

@@ -20,7 +20,8 @@ from starters.cli_people import own_signer
 from starters.errors import RunIdArgument, fail, run_async
 from starters.render import print_replays, print_state
 from starters.terminal import SafeConsole, shown
-from workflows.contracts import StatePatch, preview
+from workflows.contract_base import preview
+from workflows.people_inputs import StatePatch
 from workflows.timeline import Moment
 
 console = SafeConsole()

@@ -17,7 +17,7 @@ from runtime.settings import Settings, load_settings
 from starters.errors import RunIdArgument, fail, run_async
 from starters.render import inbox_table
 from starters.terminal import SafeConsole, shown
-from workflows.contracts import Actor, Answer, DecideRequest, StatePatch
+from workflows.people_inputs import Actor, Answer, DecideRequest, StatePatch
 
 console = SafeConsole()
 AsOption = Annotated[str | None, typer.Option("--as", help="Who is acting (default: you).")]

@@ -21,7 +21,8 @@ from runtime.settings import load_settings
 from starters.errors import run_async
 from starters.render import print_state
 from starters.terminal import SafeConsole
-from workflows.contracts import DecideRequest, RunRequest
+from workflows.contracts import RunRequest
+from workflows.people_inputs import DecideRequest
 from workflows.state import RunSummary
 
 console = SafeConsole()

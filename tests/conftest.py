@@ -28,8 +28,9 @@ from infra.temporal_setup import register_search_attributes
 from runtime.settings import DEFAULT_AGENT_MODULES, Settings
 from worker.main import build_worker
 from workflows import search_attributes as sa
-from workflows.agents import load_registry, serve_for_replay
-from workflows.contracts import Decision, ToolCallInput
+from workflows.activity_io import ToolCallInput
+from workflows.people_inputs import Decision
+from workflows.registry import load_registry, serve_for_replay
 from workflows.state import RunSummary
 
 # The bundled examples' agents and tools, as a default worker serves them; replayers in

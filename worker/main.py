@@ -37,8 +37,8 @@ from runtime.settings import Settings, SettingsFileMissing, load_settings
 from worker import run_metrics
 from workflows import faults
 from workflows.agent import AgentWorkflow
-from workflows.agents import AgentRegistry, load_registry, serve
 from workflows.prune import AutoUpgradingPruneWorkflow, PruneWorkflow
+from workflows.registry import AgentRegistry, load_registry, serve
 from workflows.tools import ToolDefinitionError
 
 log = logging.getLogger("durable_agents.worker")

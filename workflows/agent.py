@@ -23,19 +23,16 @@ with workflow.unsafe.imports_passed_through():
     from workflows.agents import (
         BEFORE_AGENTS,
     )
-    from workflows.contracts import (
+    from workflows.contract_base import preview
+    from workflows.contracts import ChildSpend, RunBudget, RunRequest, RunResult
+    from workflows.people_inputs import (
         Actor,
         Answer,
         BudgetRaise,
-        ChildSpend,
         DecideRequest,
         Decision,
         RewindRequest,
-        RunBudget,
-        RunRequest,
-        RunResult,
         StatePatch,
-        preview,
     )
     from workflows.records import ApprovalRequest, Question
     from workflows.state import EventPage, RunState, RunSummary, unpack_state

@@ -1,8 +1,9 @@
-"""Payloads that cross the workflow boundary: start request, signals, activity I/O.
+"""What starts a run and what it answers: the request (goal, agent, label, policy, limits,
+budget, where it was delegated from or forked from) and the result; the policy, limits and
+budget models, the spend, and the effects a run reports.
 
-Activity payloads carry references (run id, sequence number) and short previews,
-never the conversation: the conversation lives in the transcript store. That is
-what keeps history per step constant (docs/architecture.md, invariant 3).
+The other payloads have a module each: what people send (people_inputs.py), what crosses
+the activity boundary (activity_io.py); what they share is in contract_base.py.
 """
 
 from __future__ import annotations
@@ -14,46 +15,15 @@ from typing import Annotated, Any, Literal
 
 from pydantic import (
     AliasChoices,
-    BaseModel,
-    ConfigDict,
     Field,
-    SerializerFunctionWrapHandler,
     field_validator,
-    model_serializer,
     model_validator,
 )
 
-PREVIEW_CHARS = 200
-# finish_reason values of a reply that stopped before the model was done.
-CUT_SHORT_REASONS = ("length", "content_filter")
-RUN_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,199}$"
-
-
-def preview(text: str | None, limit: int = PREVIEW_CHARS, *, single_line: bool = True) -> str:
-    """A bounded preview that is safe to put in history (one line unless asked)."""
-    if not text:
-        return ""
-    chunk = text[: limit * 4]  # a preview never needs more; a 10 MB text stays cheap
-    flat = " ".join(chunk.split()) if single_line else chunk.strip()
-    if len(flat) <= limit and len(chunk) == len(text):
-        return flat
-    return flat[: limit - 1] + "…"
-
-
-class StrictModel(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class CompactModel(StrictModel):
-    """An activity's input or result, written into every step's history: fields left at
-    None are not written at all (reading them back gives None again)."""
-
-    @model_serializer(mode="wrap")
-    def _without_nones(self, handler: SerializerFunctionWrapHandler) -> Any:
-        data = handler(self)
-        if isinstance(data, dict):
-            return {key: value for key, value in data.items() if value is not None}
-        return data
+from workflows.contract_base import (
+    StrictModel,
+)
+from workflows.people_inputs import SignedDecision, StatePatch
 
 
 class RunLimits(StrictModel):
@@ -72,9 +42,6 @@ class RunLimits(StrictModel):
     # How a step may end: with any answer that calls no tool, or only through complete_step
     # (an answer without it is sent back; the turn limit still applies).
     steps_end: Literal["answer", "complete_step"] = "answer"
-
-
-NAME = Field(min_length=1, max_length=100)
 
 
 class RunBudget(StrictModel):
@@ -130,33 +97,7 @@ class ChildSpend(StrictModel):
     token: str | None = Field(default=None, max_length=100)
 
 
-class BudgetRaise(StrictModel):
-    """Update payload for `raise_budget` (and the signal a parent sends its child): the new
-    budget, each limit given at least what is spent; limits left out stay as they were."""
-
-    by: str = NAME
-    usd: float | None = Field(default=None, ge=0, le=1_000_000, allow_inf_nan=False)
-    tokens: int | None = Field(default=None, ge=0, le=10**12)
-    tool_calls: int | None = Field(default=None, ge=0, le=10**9)
-    seconds: float | None = Field(default=None, gt=0, le=365 * 24 * 3600.0, allow_inf_nan=False)
-    comment: str = Field(default="", max_length=2000)
-    signed: SignedDecision | None = None
-    # Set by a parent passing a person's raise on to its sub-agent: the raise as signed,
-    # which the sub-agent verifies (its own limits may not pass the signed ones).
-    forwarded: BudgetRaise | None = None
-
-    def limits(self) -> dict[str, Any]:
-        return self.model_dump(
-            include={"usd", "tokens", "tool_calls", "seconds"}, exclude_none=True
-        )
-
-    def what_it_says(self) -> dict[str, Any]:
-        """What a signature over this raise covers."""
-        return {"limits": self.limits(), "comment": self.comment}
-
-
 DAY_SECONDS = 24 * 3600.0
-StepTitle = Annotated[str, Field(min_length=1, max_length=300)]
 
 
 class TrustedKey(StrictModel):
@@ -276,210 +217,6 @@ class ForkSpec(StrictModel):
         return {"parent": self.parent_run_id, "moment": moment, "edit": edit, "fork": fork_id}
 
 
-class ParentFacts(StrictModel):
-    """What Temporal says of a fork's parent (the `fork_origin` activity asks the parent
-    itself): the identity its data is under and its policy. A fork's carried state must
-    say the same, or the fork is refused."""
-
-    store_key: str
-    policy: RunPolicy
-
-
-class ChatMessage(CompactModel):
-    """A small message the workflow itself writes into the transcript."""
-
-    seq: int = Field(ge=0)
-    role: Literal["system", "user", "assistant", "tool"]
-    content: str
-    tool_call_id: str | None = None
-
-
-class ModelCallInput(CompactModel):
-    run_id: str
-    # Messages the workflow appends first (instructions, errors, in-workflow tool
-    # results); the reply is stored at reply_seq.
-    append: list[ChatMessage] = Field(default_factory=list)
-    reply_seq: int = Field(ge=0)
-    tools: list[str] = Field(default_factory=list)
-    force_tool: str | None = None
-    agent: str | None = None
-    run_label: str | None = Field(
-        default=None, validation_alias=AliasChoices("run_label", "scenario")
-    )
-    label: str = "model"
-    preview_chars: int = Field(default=PREVIEW_CHARS, ge=1, le=8000)
-    # When the reply calls no tool (a plain loop's answer), its preview may be this long.
-    answer_chars: int | None = Field(default=None, ge=1, le=8000)
-    # With a "step" context: the model sees the goal (seq 0) and messages from here on.
-    context_from_seq: int | None = None
-    # What is left of the run's budget: a call whose input alone would pass it is not made
-    # (the turn comes back `over_budget`); otherwise its reply is capped to what is left.
-    budget_usd: float | None = None
-    budget_tokens: int | None = None
-
-
-class ToolCall(CompactModel):
-    id: str
-    name: str
-    arguments: str  # raw JSON text as the model wrote it; the workflow validates it
-    oversized: int | None = None  # set (to their length) when arguments were too large to carry
-
-
-class TokenUsage(StrictModel):
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cost_usd: float = 0.0
-
-
-class ModelTurn(CompactModel):
-    seq: int
-    content_preview: str = ""
-    tool_calls: list[ToolCall] = Field(default_factory=list)
-    finish_reason: str | None = None
-    model: str = ""
-    usage: TokenUsage = Field(default_factory=TokenUsage)
-    memoized: bool = False
-    # Set when the call was not made: it would have passed the budget (why, with figures).
-    over_budget: str | None = None
-
-
-def idempotency_key(run_id: str, step: int, tool_call_id: str) -> str:
-    """Stable across retries, crashes and replays: made only of durable identifiers."""
-    return f"{run_id}/step-{step}/{tool_call_id}"
-
-
-class ToolCallInput(CompactModel):
-    run_id: str
-    step: int
-    tool_call_id: str
-    name: str
-    arguments: dict[str, Any]
-    result_seq: int
-    # A side effect's key: sent whole by earlier versions; now `side_effect` says the
-    # activity derives it (the same formula), which keeps the key out of every step's
-    # history a second time.
-    idempotency_key: str | None = None
-    side_effect: bool | None = None
-    # An MCP tool: the run's agent, the server and the tool's name there.
-    agent: str | None = None
-    mcp: str | None = None
-    mcp_name: str | None = None
-
-    @property
-    def key(self) -> str | None:
-        if self.idempotency_key is not None:
-            return self.idempotency_key
-        if self.side_effect:
-            return idempotency_key(self.run_id, self.step, self.tool_call_id)
-        return None
-
-
-class TranscriptCopy(StrictModel):
-    """A fork starts with its parent's conversation up to where it restarts."""
-
-    from_run_id: str
-    to_run_id: str
-    before_seq: int = Field(ge=0)
-
-
-class ToolOutcome(CompactModel):
-    ok: bool
-    summary: str
-    result_seq: int
-    replayed_from_ledger: bool = False
-
-
-class SignedDecision(StrictModel):
-    """Who changed what, on which request (or under which nonce), when: signed with a key
-    the run's policy trusts (workflows/signing.py). Verified in workflow code."""
-
-    # 1: decisions and answers over their arguments; 2: every change (workflows/signing.py).
-    v: int = Field(default=1, ge=1, le=2)
-    key_id: str = Field(min_length=1, max_length=100)
-    # The run's identity (workflow id @ first execution): a signature for one run, or for
-    # an earlier run under a reused id, never counts in another.
-    run: str = Field(min_length=1, max_length=300)
-    by: str = NAME
-    action: Literal[
-        "approve", "reject", "answer", "raise_budget", "edit", "pause", "resume", "cancel",
-        "fork", "rewind",
-    ]  # fmt: skip
-    # The request or question decided; for a change to the run itself, a fresh nonce.
-    request_id: str = Field(min_length=1, max_length=200)
-    # sha256 of what the change says (workflows/signing.py: the digests).
-    digest: str = Field(pattern=r"^[0-9a-f]{64}$")
-    at: str = Field(min_length=1, max_length=40)
-    signature: str = Field(min_length=1, max_length=200)
-
-
-class Decision(StrictModel):
-    """Signal payload for `approve` / `reject`. Every field is optional so a bare `{}`
-    works when exactly one request waits."""
-
-    request_id: str | None = Field(default=None, max_length=200)
-    by: str = Field(default="anonymous", min_length=1, max_length=100)
-    comment: str = Field(default="", max_length=2000)
-    signed: SignedDecision | None = None
-
-
-class DecideRequest(StrictModel):
-    """Update payload for `decide`: the same decision, with an answer back."""
-
-    request_id: str | None = Field(default=None, max_length=200)
-    approve: bool
-    by: str = NAME
-    comment: str = Field(default="", max_length=2000)
-    signed: SignedDecision | None = None
-
-    def as_decision(self) -> Decision:
-        return Decision(
-            request_id=self.request_id, by=self.by, comment=self.comment, signed=self.signed
-        )
-
-
-class Answer(StrictModel):
-    """Signal and update payload for `answer`: the reply to a question the model asked."""
-
-    question_id: str | None = Field(default=None, max_length=200)
-    answer: str = Field(min_length=1, max_length=4000)
-    by: str = Field(default="anonymous", min_length=1, max_length=100)
-    signed: SignedDecision | None = None
-
-
-class Actor(StrictModel):
-    """Signal payload for `pause`, `resume` and `cancel`: who acts, and why."""
-
-    by: str = Field(default="anonymous", min_length=1, max_length=100)
-    reason: str = Field(default="", max_length=2000)
-    signed: SignedDecision | None = None
-
-
-class RewindRequest(StrictModel):
-    """Update payload for `authorize_rewind`: who rewinds the run to which moment. The run
-    checks it (and its signature, when its policy asks) before `agentctl rewind` resets."""
-
-    by: str = NAME
-    moment: int = Field(ge=1)
-    signed: SignedDecision | None = None
-
-
-class StatePatch(StrictModel):
-    """Update payload for `edit`. Only the fields given change; at least one must be."""
-
-    by: str = NAME
-    goal: str | None = Field(default=None, min_length=1, max_length=4000)
-    # Replaces the steps not started yet; done and running steps stay as they are.
-    pending_steps: list[StepTitle] | None = Field(default=None, max_length=5000)
-    # Replaces the gathered context.
-    context: list[Annotated[str, Field(max_length=2000)]] | None = Field(
-        default=None, max_length=200
-    )
-    signed: SignedDecision | None = None
-
-    def changes(self) -> dict[str, Any]:
-        return self.model_dump(exclude={"by", "signed"}, exclude_none=True)
-
-
 class EffectSummary(StrictModel):
     """One side effect as the effect ledger recorded it."""
 
@@ -500,22 +237,6 @@ class EffectsReport(StrictModel):
     recent: list[EffectSummary] = Field(default_factory=list)
 
 
-class CallVerdict(StrictModel):
-    """An approval rule's verdict on one tool call, as the workflow records it."""
-
-    rule: str
-    decision: Literal["approve", "deny", "ask"]
-    reason: str = Field(max_length=2000)
-
-
-class EvaluationInput(StrictModel):
-    """The `evaluate_call` activity's input: which agent's rule, on which call."""
-
-    agent: str
-    rule: str
-    call: dict[str, Any]
-
-
 class RunResult(StrictModel):
     run_id: str
     status: str
@@ -526,26 +247,9 @@ class RunResult(StrictModel):
     spent: Spend | None = None
 
 
-class PruneRequest(StrictModel):
-    """Remove our stored data (transcripts, model memo, ledger rows) of runs closed longer
-    ago than `older_than_seconds`. Open runs are never touched."""
-
-    older_than_seconds: float = Field(ge=0)
-    dry_run: bool = False
-
-
-class PruneReport(StrictModel):
-    pruned: list[str] = Field(default_factory=list)
-    kept_open: int = 0
-    kept_recent: int = 0
-    rows_deleted: int = 0
-    dry_run: bool = False
-
-
 # Finish the models that name types defined after them now, while this module is whole:
 # left to their first use, a worker sharing the agent workflow's module with its sandbox
 # (AGENT_WORKFLOW_SANDBOX=shared) would finish them inside the sandbox, where this module's
 # names are not the ones they were defined with, and fail to decode a run's input.
 RunRequest.model_rebuild()
 ForkSpec.model_rebuild()
-BudgetRaise.model_rebuild()

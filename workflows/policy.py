@@ -8,9 +8,9 @@ from decimal import Decimal
 
 from pydantic import BaseModel
 
-from workflows.agents import ToolRecord
+from workflows.activity_io import idempotency_key as idempotency_key
+from workflows.agent_records import ToolRecord
 from workflows.contracts import RunPolicy
-from workflows.contracts import idempotency_key as idempotency_key
 from workflows.tools import ToolRisk
 
 

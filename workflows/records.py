@@ -9,10 +9,8 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, Field
 
-from workflows.contracts import (
-    Spend,
-    TokenUsage,
-)
+from workflows.activity_io import TokenUsage
+from workflows.contracts import Spend
 
 T = TypeVar("T")
 RECENT_RESULTS_KEPT = 20

@@ -11,7 +11,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from workflows.contracts import Answer, BudgetRaise, Decision, SignedDecision
+from workflows.people_inputs import Answer, BudgetRaise, Decision, SignedDecision
 from workflows.records import SignedUse
 from workflows.signing import (
     FRESH_FOR,

@@ -15,10 +15,10 @@ from datetime import datetime
 
 from pydantic import BaseModel, Field
 
+from workflows.activity_io import ChatMessage, TokenUsage
+from workflows.contract_base import preview
 from workflows.contracts import (
     EFFECTS_LISTED,
-    Actor,
-    ChatMessage,
     DelegatedBy,
     EffectsReport,
     EffectSummary,
@@ -27,10 +27,8 @@ from workflows.contracts import (
     RunPolicy,
     RunRequest,
     Spend,
-    StatePatch,
-    TokenUsage,
-    preview,
 )
+from workflows.people_inputs import Actor, StatePatch
 from workflows.records import (
     EVENTS_KEPT,
     FINAL_ANSWER_CHARS,

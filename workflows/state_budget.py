@@ -8,12 +8,9 @@ import json
 from datetime import datetime
 from typing import Any
 
-from workflows.contracts import (
-    BudgetRaise,
-    RunBudget,
-    Spend,
-    preview,
-)
+from workflows.contract_base import preview
+from workflows.contracts import RunBudget, Spend
+from workflows.people_inputs import BudgetRaise
 from workflows.records import (
     BUDGET_REQUEST,
     DELEGATE_ANSWER_CHARS,

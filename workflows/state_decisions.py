@@ -7,11 +7,8 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import TypeVar
 
-from workflows.contracts import (
-    Answer,
-    Decision,
-    preview,
-)
+from workflows.contract_base import preview
+from workflows.people_inputs import Answer, Decision
 from workflows.records import (
     BUDGET_REQUEST,
     ApprovalRequest,

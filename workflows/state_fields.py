@@ -8,16 +8,9 @@ from datetime import datetime
 
 from pydantic import AliasChoices, BaseModel, Field
 
-from workflows.agents import AgentRecord
-from workflows.contracts import (
-    ChatMessage,
-    DelegatedBy,
-    EffectsReport,
-    RunBudget,
-    RunLimits,
-    RunPolicy,
-    Spend,
-)
+from workflows.activity_io import ChatMessage
+from workflows.agent_records import AgentRecord
+from workflows.contracts import DelegatedBy, EffectsReport, RunBudget, RunLimits, RunPolicy, Spend
 from workflows.records import (
     ApprovalRequest,
     AuditEntry,

@@ -13,7 +13,7 @@ from activities.model import ModelActivities
 from activities.stores import Stores
 from runtime.settings import Settings
 from tests.conftest import EXAMPLE_AGENTS
-from workflows.contracts import ChatMessage, ModelCallInput
+from workflows.activity_io import ChatMessage, ModelCallInput
 
 
 @pytest.fixture

@@ -18,7 +18,7 @@ from tests.conftest import eventually
 from tests.console.browser import WIDTHS, shoot
 from tests.console.live import PASSWORDS, LiveConsole
 from tests.console.runs_for_console import asking, waiting_payment
-from workflows.contracts import Actor
+from workflows.people_inputs import Actor
 from workflows.records import ApprovalStatus, QuestionStatus, RunStatus
 
 LIVE = 30_000  # ms: a run's next moments, live on the page

@@ -15,7 +15,7 @@ from tests.console.live import LiveConsole, signed_in
 from tests.console.runs_for_console import waiting_payment
 from tests.console.sse import Event, events
 from workflows import state as state_module
-from workflows.contracts import DecideRequest
+from workflows.people_inputs import DecideRequest
 
 
 async def _until(http, path: str, stop, last_event_id: str | None = None) -> list[Event]:

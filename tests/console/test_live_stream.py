@@ -21,7 +21,7 @@ from runtime.encryption import Keyring, new_key
 from tests.conftest import eventually
 from tests.console.live import PASSWORDS, LiveConsole, signed_in
 from tests.console.runs_for_console import waiting_payment
-from workflows.contracts import Decision
+from workflows.people_inputs import Decision
 from workflows.records import RunEvent, RunStatus
 
 

@@ -11,7 +11,8 @@ from control.runs import RunError
 from control.signer import Signer, kept_signer
 from tests.console.live import LiveConsole, signed_in
 from tests.console.runs_for_console import waiting_payment
-from workflows.contracts import DecideRequest, Decision, RunPolicy, TrustedKey
+from workflows.contracts import RunPolicy, TrustedKey
+from workflows.people_inputs import DecideRequest, Decision
 from workflows.records import ApprovalStatus, RunStatus
 from workflows.signing import arguments_digest, new_key, sign
 from workflows.state import RunState

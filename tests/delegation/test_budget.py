@@ -13,7 +13,7 @@ from durable_agents import RunBudget, RunPolicy
 from durable_agents.testing import AgentTestbed, ScriptedModel, call, say
 from tests.conftest import eventually
 from tests.delegation.agents import model_with_a_report, research, triage
-from workflows.contracts import BudgetRaise, DecideRequest
+from workflows.people_inputs import BudgetRaise, DecideRequest
 from workflows.records import BUDGET_REQUEST
 
 

@@ -7,8 +7,8 @@ from durable_agents import Agent, RunLimits, RunPolicy
 from durable_agents.testing import AgentTestbed, ScriptedModel, call, plan, say
 from tests.conftest import eventually
 from tests.delegation.agents import model_with_a_report, research, triage
-from workflows.agents import serve_for_replay
 from workflows.contracts import ChildSpend, Spend
+from workflows.registry import serve_for_replay
 
 
 def model_for_triage() -> ScriptedModel:

@@ -14,7 +14,8 @@ from durable_agents.testing import AgentTestbed
 from tests.conftest import eventually
 from tests.delegation.agents import model_with_a_report, triage
 from tests.delegation.test_budget import budget_request
-from workflows.contracts import Actor, BudgetRaise, TrustedKey
+from workflows.contracts import TrustedKey
+from workflows.people_inputs import Actor, BudgetRaise
 from workflows.records import BUDGET_REQUEST
 from workflows.signing import new_key
 from workflows.state import RunState

@@ -12,7 +12,8 @@ from infra.stack import settings_env
 from tests.conftest import eventually, run_id
 from tests.starters.test_verb_walk import agentctl
 from worker.main import build_worker
-from workflows.contracts import BudgetRaise, RunBudget, RunPolicy, RunRequest
+from workflows.contracts import RunBudget, RunPolicy, RunRequest
+from workflows.people_inputs import BudgetRaise
 from workflows.records import BUDGET_REQUEST
 
 

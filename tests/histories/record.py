@@ -20,19 +20,10 @@ from bench.harness import Bench, bench_stack
 from control import runs, timeline
 from control.signer import Signer
 from workflows import timeline as timeline_hook
+from workflows.activity_io import idempotency_key
 from workflows.agent import AgentWorkflow
-from workflows.contracts import (
-    Actor,
-    Answer,
-    DecideRequest,
-    Decision,
-    RunBudget,
-    RunPolicy,
-    RunRequest,
-    StatePatch,
-    TrustedKey,
-    idempotency_key,
-)
+from workflows.contracts import RunBudget, RunPolicy, RunRequest, TrustedKey
+from workflows.people_inputs import Actor, Answer, DecideRequest, Decision, StatePatch
 from workflows.signing import new_key
 
 HERE = Path(__file__).parent

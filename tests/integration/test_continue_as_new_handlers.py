@@ -7,7 +7,8 @@ import pytest
 
 from control import runs
 from tests.conftest import run_id
-from workflows.contracts import Actor, RunRequest, StatePatch
+from workflows.contracts import RunRequest
+from workflows.people_inputs import Actor, StatePatch
 
 pytestmark = pytest.mark.usefixtures("worker")
 

@@ -20,7 +20,8 @@ from tests.conftest import (
     spawn_worker,
     wait_for_approval,
 )
-from workflows.contracts import Decision, RunRequest
+from workflows.contracts import RunRequest
+from workflows.people_inputs import Decision
 
 
 @pytest.mark.parametrize(

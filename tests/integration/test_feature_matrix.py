@@ -11,7 +11,8 @@ from runtime.client import connect
 from runtime.encryption import new_key
 from tests.conftest import drop_schema, eventually, postgres_or_skip, run_id, settings_for
 from worker.main import build_worker
-from workflows.contracts import Actor, Answer, DecideRequest, RunRequest, StatePatch
+from workflows.contracts import RunRequest
+from workflows.people_inputs import Actor, Answer, DecideRequest, StatePatch
 from workflows.records import RunStatus
 
 

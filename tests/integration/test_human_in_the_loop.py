@@ -20,7 +20,8 @@ from tests.conftest import count_effects, eventually, run_id
 from tests.temporal_cli import temporal
 from worker.main import build_worker
 from workflows import search_attributes as sa
-from workflows.contracts import Actor, Answer, DecideRequest, RunRequest, StatePatch
+from workflows.contracts import RunRequest
+from workflows.people_inputs import Actor, Answer, DecideRequest, StatePatch
 from workflows.records import ApprovalStatus, RunStatus
 
 

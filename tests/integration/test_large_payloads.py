@@ -12,7 +12,8 @@ from activities.model_client import ModelReply, RawToolCall
 from activities.stores import Stores
 from control import runs
 from tests.conftest import approve_when_asked, key_of, run_id
-from workflows.contracts import ModelCallInput, RunRequest
+from workflows.activity_io import ModelCallInput
+from workflows.contracts import RunRequest
 
 pytestmark = pytest.mark.usefixtures("worker")
 LARGEST_EVENT_BYTES = 64 * 1024

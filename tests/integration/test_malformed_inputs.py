@@ -17,7 +17,8 @@ from runtime.encryption import new_key
 from tests.conftest import eventually, run_id, settings_for, wait_for_approval
 from tests.temporal_cli import own_dev_server, temporal
 from worker.main import build_worker
-from workflows.contracts import Actor, Decision, RunRequest
+from workflows.contracts import RunRequest
+from workflows.people_inputs import Actor, Decision
 
 
 @pytest.fixture(scope="module")

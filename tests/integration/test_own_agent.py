@@ -22,8 +22,10 @@ from tests.conftest import (
     wedged_with,
 )
 from worker.main import build_worker
-from workflows.agents import Agent, AgentRegistry, load_registry
-from workflows.contracts import Decision, RunRequest
+from workflows.agents import Agent
+from workflows.contracts import RunRequest
+from workflows.people_inputs import Decision
+from workflows.registry import AgentRegistry, load_registry
 from workflows.tools import ToolRisk, tool
 
 SUPPORT = "tests.agents.support_desk"

@@ -17,7 +17,8 @@ from tests.conftest import (
     wait_for_approval,
 )
 from worker.main import build_worker
-from workflows.contracts import Decision, RunRequest
+from workflows.contracts import RunRequest
+from workflows.people_inputs import Decision
 
 
 @pytest.fixture

@@ -9,7 +9,8 @@ from activities.stores import Stores
 from control import pruning, runs
 from infra.temporal_setup import set_up_namespace
 from tests.conftest import approve_when_asked, key_of, run_id, wait_for_approval
-from workflows.contracts import Actor, RunRequest
+from workflows.contracts import RunRequest
+from workflows.people_inputs import Actor
 
 pytestmark = pytest.mark.usefixtures("worker")
 

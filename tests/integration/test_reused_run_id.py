@@ -19,7 +19,8 @@ from tests.conftest import (
     run_id,
     wait_for_approval,
 )
-from workflows.contracts import Decision, RunRequest
+from workflows.contracts import RunRequest
+from workflows.people_inputs import Decision
 
 pytestmark = pytest.mark.usefixtures("worker")
 

@@ -15,7 +15,8 @@ from control import runs
 from tests.conftest import approve_when_asked, count_effects, eventually, run_id
 from workflows import search_attributes as sa
 from workflows.agent import AgentWorkflow
-from workflows.contracts import Decision, RunRequest
+from workflows.contracts import RunRequest
+from workflows.people_inputs import Decision
 from workflows.records import RunStatus
 
 pytestmark = pytest.mark.usefixtures("worker")

@@ -14,7 +14,8 @@ from tests.conftest import approve_when_asked, count_effects, run_id, wait_for_a
 from worker.main import build_worker
 from workflows import timeline as timeline_hook
 from workflows.agent import AgentWorkflow
-from workflows.contracts import Actor, Decision, RunRequest, RunResult, StatePatch
+from workflows.contracts import RunRequest, RunResult
+from workflows.people_inputs import Actor, Decision, StatePatch
 from workflows.records import RunStatus
 from workflows.state import RunState
 

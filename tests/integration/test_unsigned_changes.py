@@ -18,7 +18,8 @@ from runtime.client import connect
 from tests.conftest import eventually, run_id, settings_for, wait_for_approval
 from tests.temporal_cli import own_dev_server, temporal
 from worker.main import build_worker
-from workflows.contracts import Actor, DecideRequest, RunBudget, RunPolicy, RunRequest, TrustedKey
+from workflows.contracts import RunBudget, RunPolicy, RunRequest, TrustedKey
+from workflows.people_inputs import Actor, DecideRequest
 from workflows.records import BUDGET_REQUEST, ApprovalStatus
 from workflows.signing import new_key
 from workflows.state import RunState

@@ -12,7 +12,8 @@ from control import runs
 from tests.conftest import count_effects, run_id, wait_for_approval
 from worker.main import build_worker, sandbox_restrictions
 from workflows.agent import AgentWorkflow
-from workflows.contracts import Decision, RunRequest
+from workflows.contracts import RunRequest
+from workflows.people_inputs import Decision
 
 PAY = RunRequest(goal="pay the invoice", agent="invoice", label="pay-invoice")
 

@@ -19,8 +19,8 @@ from durable_agents import Agent, MCPServer, ToolRisk
 from durable_agents.testing import AgentTestbed, ScriptedModel, call, say
 from tests.conftest import eventually, run_id
 from worker.main import build_worker
-from workflows.agents import AgentRegistry
 from workflows.contracts import RunRequest
+from workflows.registry import AgentRegistry
 
 RISKS = {"echo": ToolRisk.READ_ONLY, "charge": ToolRisk.SIDE_EFFECT, "fl*": ToolRisk.SIDE_EFFECT}
 

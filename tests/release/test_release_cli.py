@@ -13,7 +13,8 @@ from runtime import versioning
 from tests.conftest import wait_for_approval
 from tests.release.builds import UnpatchedStart
 from tests.starters.test_verb_walk import agentctl, assert_one_error_line
-from workflows.contracts import Actor, RunRequest
+from workflows.contracts import RunRequest
+from workflows.people_inputs import Actor
 
 HISTORIES = Path(__file__).parent.parent / "histories"
 FIXTURES = sorted(p.stem for p in HISTORIES.glob("*.json") if p.stem != "manifest")

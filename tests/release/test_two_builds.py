@@ -19,7 +19,8 @@ from tests.conftest import eventually, wait_for_approval
 from tests.release.builds import WAIT, PatchedStart, UnpatchedStart
 from worker.main import build_worker
 from workflows.agent import AgentWorkflow
-from workflows.contracts import Decision, RunRequest
+from workflows.contracts import RunRequest
+from workflows.people_inputs import Decision
 
 PAY = RunRequest(goal="pay the invoice", agent="invoice", label="pay-invoice")
 

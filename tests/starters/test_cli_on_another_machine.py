@@ -19,7 +19,8 @@ from runtime.encryption import new_key
 from starters.cli import app
 from tests.conftest import drop_schema, postgres_or_skip, settings_for, wait_for_approval
 from worker.main import build_worker
-from workflows.contracts import Decision, RunRequest
+from workflows.contracts import RunRequest
+from workflows.people_inputs import Decision
 
 
 def cli(env: dict[str, str], *args: str):

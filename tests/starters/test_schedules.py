@@ -16,7 +16,7 @@ from durable_agents.client import AgentClient
 from infra.stack import settings_env
 from tests.conftest import eventually
 from tests.starters.test_verb_walk import agentctl, assert_one_error_line
-from workflows.contracts import Actor
+from workflows.people_inputs import Actor
 
 
 async def started_runs(client, prefix: str) -> list[str]:

@@ -16,7 +16,8 @@ from infra.offline_model.embedded import free_port
 from infra.stack import settings_env
 from starters.cli import app
 from tests.conftest import start_wedged_run, wait_for_approval
-from workflows.contracts import Actor, RunRequest
+from workflows.contracts import RunRequest
+from workflows.people_inputs import Actor
 
 # Every verb that takes a run id, with what else it needs.
 ON_A_RUN = [

@@ -29,7 +29,9 @@ from tests.conftest import (
 )
 from worker import run_metrics
 from worker.main import build_worker
-from workflows.contracts import ChatMessage, Decision, ModelCallInput, RunRequest
+from workflows.activity_io import ChatMessage, ModelCallInput
+from workflows.contracts import RunRequest
+from workflows.people_inputs import Decision
 
 
 def scrape(port: int) -> str:

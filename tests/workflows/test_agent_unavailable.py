@@ -13,7 +13,8 @@ from durable_agents.client import AgentClient
 from durable_agents.testing import ScriptedModel, call, say
 from tests.conftest import eventually, settings_for
 from worker.main import build_worker
-from workflows.agents import Agent, AgentRegistry, AgentUnavailable
+from workflows.agents import Agent
+from workflows.registry import AgentRegistry, AgentUnavailable
 from workflows.tools import ToolRisk, tool
 
 

@@ -13,7 +13,8 @@ from activities.stores import Stores
 from control import runs
 from tests.conftest import count_effects, eventually, key_of, run_id
 from worker.main import build_worker
-from workflows.contracts import Actor, Decision, RunRequest
+from workflows.contracts import RunRequest
+from workflows.people_inputs import Actor, Decision
 from workflows.records import ApprovalStatus, QuestionStatus, RunStatus, StepStatus
 
 pytestmark = pytest.mark.usefixtures("ts_worker")

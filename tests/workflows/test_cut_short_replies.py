@@ -11,7 +11,8 @@ from control import runs
 from infra.offline_model.engine import CUT_REPLY
 from tests.conftest import count_effects, eventually, key_of, run_id
 from workflows import prompts
-from workflows.contracts import Decision, RunRequest
+from workflows.contracts import RunRequest
+from workflows.people_inputs import Decision
 
 pytestmark = pytest.mark.usefixtures("ts_worker")
 

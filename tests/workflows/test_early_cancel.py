@@ -13,7 +13,8 @@ from durable_agents import Agent, ToolRisk, tool
 from durable_agents.testing import AgentTestbed, ScriptedModel, call, say
 from tests.conftest import eventually, run_id
 from workflows.agent import AgentWorkflow
-from workflows.contracts import Actor, RunRequest
+from workflows.contracts import RunRequest
+from workflows.people_inputs import Actor
 from workflows.records import RunStatus, workflow_id_of
 
 

@@ -17,8 +17,8 @@ from durable_agents.testing import AgentTestbed, ScriptedModel, call, say
 from infra.offline_model.server import key_digest
 from tests.conftest import run_id
 from worker.main import build_worker
-from workflows.agents import AgentRegistry
 from workflows.contracts import RunRequest
+from workflows.registry import AgentRegistry
 
 ATTEMPTS: list[int] = []
 SEEN: list[ToolContext] = []

@@ -18,7 +18,8 @@ from control.timeline import replay_files
 from tests.conftest import run_id, wait_for_approval
 from worker.main import build_worker
 from workflows.agent import AgentWorkflow
-from workflows.contracts import Decision, RunRequest, RunResult
+from workflows.contracts import RunRequest, RunResult
+from workflows.people_inputs import Decision
 
 HAPPY_PATH = Path(__file__).parent.parent / "histories" / "happy-path.json"
 PATCH = "rate-limit-final-answer"

@@ -61,7 +61,8 @@ async def test_a_replay_reads_the_agent_the_run_recorded_not_todays_code():
     the run still has exactly the tools it started with (read back from its history)."""
     from examples.refund import issue_refund, refund_agent
     from tests.conftest import EXAMPLE_AGENTS
-    from workflows.agents import Agent, AgentRegistry, serve_for_replay
+    from workflows.agents import Agent
+    from workflows.registry import AgentRegistry, serve_for_replay
     from workflows.tools import tool
 
     @tool

@@ -11,7 +11,8 @@ from control import runs
 from tests.conftest import run_id, wait_for_approval
 from worker.main import build_worker
 from workflows import search_attributes as sa
-from workflows.contracts import Decision, RunRequest
+from workflows.contracts import RunRequest
+from workflows.people_inputs import Decision
 
 STEPS = 6
 

@@ -10,7 +10,8 @@ from datetime import UTC, datetime, timedelta
 
 from control.signer import Signer
 from workflows import signed_changes
-from workflows.contracts import Answer, Decision, RunPolicy, TrustedKey
+from workflows.contracts import RunPolicy, TrustedKey
+from workflows.people_inputs import Answer, Decision
 from workflows.records import ApprovalRequest, ApprovalStatus, Question
 from workflows.signing import new_key
 from workflows.state import RunState

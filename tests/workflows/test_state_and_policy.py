@@ -11,8 +11,9 @@ from pydantic import ValidationError
 
 from examples.invoice import PayInvoiceArgs
 from tests.conftest import EXAMPLE_AGENTS
-from workflows.agents import ToolRecord
-from workflows.contracts import Decision, DelegatedBy, RunPolicy, RunRequest, StatePatch
+from workflows.agent_records import ToolRecord
+from workflows.contracts import DelegatedBy, RunPolicy, RunRequest
+from workflows.people_inputs import Decision, StatePatch
 from workflows.policy import approval_rule, idempotency_key
 from workflows.records import ApprovalRequest, ApprovalStatus, Delegation, RunStatus, StepStatus
 from workflows.state import RunState, pack_state, unpack_state

@@ -12,7 +12,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 import durable_agents
 from durable_agents import Agent, Model, RunLimits, ToolContext, ToolRisk, tool
-from workflows.agents import AgentRegistry, load_registry
+from workflows.registry import AgentRegistry, load_registry
 from workflows.tools import ToolDefinitionError
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -31,18 +31,11 @@ with workflow.unsafe.imports_passed_through():
 
     from workflows import search_attributes as sa
     from workflows import timeline
-    from workflows.agents import (
-        BEFORE_AGENTS,
-        Agent,
-        AgentRecord,
-        AgentRegistry,
-        ToolRecord,
-        served,
-    )
-    from workflows.contracts import (
-        ChildSpend,
-        preview,
-    )
+    from workflows.agent_records import AgentRecord, ToolRecord
+    from workflows.agents import BEFORE_AGENTS, Agent
+    from workflows.contract_base import preview
+    from workflows.contracts import ChildSpend
+    from workflows.registry import AgentRegistry, served
     from workflows.state import RunState
     from workflows.tools import (
         ASK_HUMAN,

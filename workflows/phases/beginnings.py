@@ -18,20 +18,11 @@ with workflow.unsafe.imports_passed_through():
     from pydantic import ValidationError
 
     from workflows import signed_changes
-    from workflows.agents import (
-        BEFORE_AGENTS,
-        AdoptedAgent,
-        MCPListing,
-        MCPListRequest,
-        ToolRecord,
-    )
-    from workflows.contracts import (
-        ForkSpec,
-        ParentFacts,
-        RunRequest,
-        TranscriptCopy,
-        preview,
-    )
+    from workflows.activity_io import ParentFacts, TranscriptCopy
+    from workflows.agent_records import AdoptedAgent, MCPListing, MCPListRequest, ToolRecord
+    from workflows.agents import BEFORE_AGENTS
+    from workflows.contract_base import preview
+    from workflows.contracts import ForkSpec, RunRequest
     from workflows.records import IDENTITY_SEPARATOR, workflow_id_of
     from workflows.state import RunState
     from workflows.tools import (

@@ -9,12 +9,8 @@ import asyncio
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from workflows.contracts import (
-        Actor,
-        BudgetRaise,
-        Decision,
-        RunBudget,
-    )
+    from workflows.contracts import RunBudget
+    from workflows.people_inputs import Actor, BudgetRaise, Decision
     from workflows.records import BUDGET_REQUEST, ApprovalRequest, ApprovalStatus
 
 

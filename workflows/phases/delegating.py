@@ -16,16 +16,12 @@ from workflows.activity_options import AWAIT_RUN, FIXED
 
 with workflow.unsafe.imports_passed_through():
     from workflows import faults, prompts, signed_changes
+    from workflows.activity_io import ToolCall
     from workflows.agents import (
         DelegateArgs,
     )
-    from workflows.contracts import (
-        DelegatedBy,
-        RunRequest,
-        RunResult,
-        ToolCall,
-        preview,
-    )
+    from workflows.contract_base import preview
+    from workflows.contracts import DelegatedBy, RunRequest, RunResult
     from workflows.delegation import child_run_id
     from workflows.records import Delegation, PlanStep, ToolResultRecord
     from workflows.tools import (

@@ -16,21 +16,10 @@ from workflows.activity_options import EVALUATE_CALL, evaluation
 with workflow.unsafe.imports_passed_through():
     from pydantic import BaseModel
 
-    from workflows.agents import (
-        AgentUnavailable,
-        CallToReview,
-        Evaluator,
-        ToolRecord,
-        rule_name,
-        verdict_of,
-    )
-    from workflows.contracts import (
-        CallVerdict,
-        Decision,
-        EvaluationInput,
-        ToolCall,
-        preview,
-    )
+    from workflows.activity_io import CallVerdict, EvaluationInput, ToolCall
+    from workflows.agent_records import ToolRecord
+    from workflows.contract_base import preview
+    from workflows.people_inputs import Decision
     from workflows.records import (
         ApprovalRequest,
         ApprovalStatus,
@@ -38,6 +27,8 @@ with workflow.unsafe.imports_passed_through():
         Question,
         QuestionStatus,
     )
+    from workflows.registry import AgentUnavailable
+    from workflows.rules import CallToReview, Evaluator, rule_name, verdict_of
     from workflows.tools import (
         AskHumanArgs,
         Tool,

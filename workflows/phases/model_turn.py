@@ -8,15 +8,11 @@ from temporalio import workflow
 from workflows.activity_options import CALL_MODEL, model_call
 
 with workflow.unsafe.imports_passed_through():
+    from workflows.activity_io import ModelCallInput, ModelTurn
     from workflows.agents import (
         BEFORE_AGENTS,
     )
-    from workflows.contracts import (
-        CUT_SHORT_REASONS,
-        PREVIEW_CHARS,
-        ModelCallInput,
-        ModelTurn,
-    )
+    from workflows.contract_base import CUT_SHORT_REASONS, PREVIEW_CHARS
 
 
 with workflow.unsafe.imports_passed_through():

@@ -14,7 +14,7 @@ from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
     from workflows import signed_changes
-    from workflows.contracts import Answer, Decision, SignedDecision
+    from workflows.people_inputs import Answer, Decision, SignedDecision
     from workflows.records import ApprovalRequest, Question
     from workflows.signing import Action
 

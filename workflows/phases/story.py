@@ -7,10 +7,8 @@ from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
     from workflows import prompts
-    from workflows.contracts import (
-        RunRequest,
-        preview,
-    )
+    from workflows.contract_base import preview
+    from workflows.contracts import RunRequest
     from workflows.records import FINAL_ANSWER_CHARS, PlanStep
     from workflows.state import pack_state
     from workflows.tools import (

@@ -20,17 +20,11 @@ with workflow.unsafe.imports_passed_through():
     from pydantic import BaseModel, ValidationError
 
     from workflows import prompts
-    from workflows.agents import (
-        DelegateArgs,
-        ToolRecord,
-    )
-    from workflows.contracts import (
-        EffectSummary,
-        ToolCall,
-        ToolCallInput,
-        ToolOutcome,
-        preview,
-    )
+    from workflows.activity_io import ToolCall, ToolCallInput, ToolOutcome
+    from workflows.agent_records import ToolRecord
+    from workflows.agents import DelegateArgs
+    from workflows.contract_base import preview
+    from workflows.contracts import EffectSummary
     from workflows.policy import approval_rule, idempotency_key
     from workflows.records import ApprovalStatus, PlanStep, ToolResultRecord
     from workflows.tools import (

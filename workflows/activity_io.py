@@ -1,0 +1,168 @@
+"""What crosses the activity boundary: the inputs and results of the model call, a tool
+call, an evaluator, a transcript copy, pruning, and a fork's question to its parent.
+
+They carry references (run id, sequence number) and short previews, never the
+conversation: the conversation lives in the transcript store. That is what keeps history
+per step constant (docs/architecture.md, invariant 3).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import (
+    AliasChoices,
+    Field,
+)
+
+from workflows.contract_base import (
+    PREVIEW_CHARS,
+    CompactModel,
+    StrictModel,
+)
+from workflows.contracts import RunPolicy
+
+
+class ParentFacts(StrictModel):
+    """What Temporal says of a fork's parent (the `fork_origin` activity asks the parent
+    itself): the identity its data is under and its policy. A fork's carried state must
+    say the same, or the fork is refused."""
+
+    store_key: str
+    policy: RunPolicy
+
+
+class ChatMessage(CompactModel):
+    """A small message the workflow itself writes into the transcript."""
+
+    seq: int = Field(ge=0)
+    role: Literal["system", "user", "assistant", "tool"]
+    content: str
+    tool_call_id: str | None = None
+
+
+class ModelCallInput(CompactModel):
+    run_id: str
+    # Messages the workflow appends first (instructions, errors, in-workflow tool
+    # results); the reply is stored at reply_seq.
+    append: list[ChatMessage] = Field(default_factory=list)
+    reply_seq: int = Field(ge=0)
+    tools: list[str] = Field(default_factory=list)
+    force_tool: str | None = None
+    agent: str | None = None
+    run_label: str | None = Field(
+        default=None, validation_alias=AliasChoices("run_label", "scenario")
+    )
+    label: str = "model"
+    preview_chars: int = Field(default=PREVIEW_CHARS, ge=1, le=8000)
+    # When the reply calls no tool (a plain loop's answer), its preview may be this long.
+    answer_chars: int | None = Field(default=None, ge=1, le=8000)
+    # With a "step" context: the model sees the goal (seq 0) and messages from here on.
+    context_from_seq: int | None = None
+    # What is left of the run's budget: a call whose input alone would pass it is not made
+    # (the turn comes back `over_budget`); otherwise its reply is capped to what is left.
+    budget_usd: float | None = None
+    budget_tokens: int | None = None
+
+
+class ToolCall(CompactModel):
+    id: str
+    name: str
+    arguments: str  # raw JSON text as the model wrote it; the workflow validates it
+    oversized: int | None = None  # set (to their length) when arguments were too large to carry
+
+
+class TokenUsage(StrictModel):
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float = 0.0
+
+
+class ModelTurn(CompactModel):
+    seq: int
+    content_preview: str = ""
+    tool_calls: list[ToolCall] = Field(default_factory=list)
+    finish_reason: str | None = None
+    model: str = ""
+    usage: TokenUsage = Field(default_factory=TokenUsage)
+    memoized: bool = False
+    # Set when the call was not made: it would have passed the budget (why, with figures).
+    over_budget: str | None = None
+
+
+def idempotency_key(run_id: str, step: int, tool_call_id: str) -> str:
+    """Stable across retries, crashes and replays: made only of durable identifiers."""
+    return f"{run_id}/step-{step}/{tool_call_id}"
+
+
+class ToolCallInput(CompactModel):
+    run_id: str
+    step: int
+    tool_call_id: str
+    name: str
+    arguments: dict[str, Any]
+    result_seq: int
+    # A side effect's key: sent whole by earlier versions; now `side_effect` says the
+    # activity derives it (the same formula), which keeps the key out of every step's
+    # history a second time.
+    idempotency_key: str | None = None
+    side_effect: bool | None = None
+    # An MCP tool: the run's agent, the server and the tool's name there.
+    agent: str | None = None
+    mcp: str | None = None
+    mcp_name: str | None = None
+
+    @property
+    def key(self) -> str | None:
+        if self.idempotency_key is not None:
+            return self.idempotency_key
+        if self.side_effect:
+            return idempotency_key(self.run_id, self.step, self.tool_call_id)
+        return None
+
+
+class TranscriptCopy(StrictModel):
+    """A fork starts with its parent's conversation up to where it restarts."""
+
+    from_run_id: str
+    to_run_id: str
+    before_seq: int = Field(ge=0)
+
+
+class ToolOutcome(CompactModel):
+    ok: bool
+    summary: str
+    result_seq: int
+    replayed_from_ledger: bool = False
+
+
+class CallVerdict(StrictModel):
+    """An approval rule's verdict on one tool call, as the workflow records it."""
+
+    rule: str
+    decision: Literal["approve", "deny", "ask"]
+    reason: str = Field(max_length=2000)
+
+
+class EvaluationInput(StrictModel):
+    """The `evaluate_call` activity's input: which agent's rule, on which call."""
+
+    agent: str
+    rule: str
+    call: dict[str, Any]
+
+
+class PruneRequest(StrictModel):
+    """Remove our stored data (transcripts, model memo, ledger rows) of runs closed longer
+    ago than `older_than_seconds`. Open runs are never touched."""
+
+    older_than_seconds: float = Field(ge=0)
+    dry_run: bool = False
+
+
+class PruneReport(StrictModel):
+    pruned: list[str] = Field(default_factory=list)
+    kept_open: int = 0
+    kept_recent: int = 0
+    rows_deleted: int = 0
+    dry_run: bool = False

@@ -1,0 +1,104 @@
+"""What a run records of its agent when it starts: the tools it may call (name, risk,
+argument-schema digest, MCP server), the instructions' digest, its rules' names and
+defaults. A replay on changed code reads this record back from the history."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from pydantic import Field
+
+from workflows.contract_base import CompactModel
+from workflows.contracts import RunBudget, RunLimits, RunPolicy
+from workflows.tools import (
+    Tool,
+    ToolRisk,
+)
+
+if TYPE_CHECKING:  # agents.py imports this module: the record is of an Agent
+    from workflows.agents import Agent
+
+
+class ToolRecord(CompactModel):
+    name: str
+    risk: ToolRisk
+    amount_field: str | None = None
+    schema_digest: str
+    # A delegate: the agent it hands tasks to.
+    delegate: str | None = None
+    # An MCP tool: its server, and its name there (the model may see it prefixed).
+    mcp: str | None = None
+    mcp_name: str | None = None
+
+    @classmethod
+    def of(cls, spec: Tool) -> ToolRecord:
+        return cls(
+            name=spec.name,
+            risk=spec.risk,
+            amount_field=spec.amount_field,
+            schema_digest=spec.schema_digest,
+            delegate=spec.delegate_to,
+        )
+
+
+class MCPToolSpec(CompactModel):
+    """One tool an MCP server listed when a run started, as the run recorded it."""
+
+    name: str  # as the model sees it (prefixed)
+    mcp_name: str  # as the server names it
+    risk: ToolRisk
+    schema_digest: str
+
+
+class MCPListing(CompactModel):
+    """The `list_mcp_tools` activity's answer, recorded in the history: what the server
+    offered then, whatever it offers later."""
+
+    server: str
+    tools: list[MCPToolSpec] = Field(default_factory=list)
+    skipped: list[str] = Field(default_factory=list)  # names we cannot offer, and why
+
+
+class MCPListRequest(CompactModel):
+    run_id: str  # the run's store key: the full schemas are kept under it
+    agent: str
+    server: str
+
+
+class AgentRecord(CompactModel):
+    """The agent a run resolved when it started: changing the agent's code later does not
+    change what this run may call."""
+
+    name: str
+    planning: bool = True
+    instructions_digest: str
+    tools: list[ToolRecord]
+    rules: list[str] = Field(default_factory=list)
+
+    def tool(self, name: str) -> ToolRecord | None:
+        return next((t for t in self.tools if t.name == name), None)
+
+
+class AdoptedAgent(CompactModel):
+    """What a run takes from its agent's code when it starts, recorded in its history
+    (the `resolve_agent` local activity): a replay, on any version of the code, reads the
+    same record back."""
+
+    record: AgentRecord
+    policy: RunPolicy | None = None
+    limits: RunLimits | None = None
+    budget: RunBudget | None = None
+    # Who may decide on each tool's calls when the run's policy names nobody for it.
+    tool_approvers: dict[str, list[str]] = Field(default_factory=dict)
+    mcp_servers: list[str] = Field(default_factory=list)
+
+    @classmethod
+    def of(cls, agent: Agent) -> AdoptedAgent:
+        return cls(
+            record=agent.record(),
+            policy=agent.policy,
+            limits=agent.limits,
+            budget=agent.budget,
+            tool_approvers={t.name: list(t.approvers) for t in agent.all_tools if t.approvers},
+            mcp_servers=[server.name for server in agent.mcp_servers],
+        )

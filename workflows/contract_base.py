@@ -1,0 +1,57 @@
+"""What every payload crossing the workflow boundary shares: strict models (an unknown
+field is an error), compact ones (fields left at None are not written into the history),
+and the bounded preview that is all the history keeps of a text (invariant 3)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    model_serializer,
+)
+
+PREVIEW_CHARS = 200
+
+
+# finish_reason values of a reply that stopped before the model was done.
+CUT_SHORT_REASONS = ("length", "content_filter")
+
+
+RUN_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,199}$"
+
+
+def preview(text: str | None, limit: int = PREVIEW_CHARS, *, single_line: bool = True) -> str:
+    """A bounded preview that is safe to put in history (one line unless asked)."""
+    if not text:
+        return ""
+    chunk = text[: limit * 4]  # a preview never needs more; a 10 MB text stays cheap
+    flat = " ".join(chunk.split()) if single_line else chunk.strip()
+    if len(flat) <= limit and len(chunk) == len(text):
+        return flat
+    return flat[: limit - 1] + "…"
+
+
+class StrictModel(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class CompactModel(StrictModel):
+    """An activity's input or result, written into every step's history: fields left at
+    None are not written at all (reading them back gives None again)."""
+
+    @model_serializer(mode="wrap")
+    def _without_nones(self, handler: SerializerFunctionWrapHandler) -> Any:
+        data = handler(self)
+        if isinstance(data, dict):
+            return {key: value for key, value in data.items() if value is not None}
+        return data
+
+
+NAME = Field(min_length=1, max_length=100)
+
+
+StepTitle = Annotated[str, Field(min_length=1, max_length=300)]

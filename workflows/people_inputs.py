@@ -1,0 +1,137 @@
+"""What people send a run, as signals and updates: decisions, answers, pause, resume,
+cancel, edits, rewinds and budget raises, each with its optional signature
+(workflows/signing.py); validated before they change anything (invariant 6)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    Field,
+)
+
+from workflows.contract_base import (
+    NAME,
+    StepTitle,
+    StrictModel,
+)
+
+
+class BudgetRaise(StrictModel):
+    """Update payload for `raise_budget` (and the signal a parent sends its child): the new
+    budget, each limit given at least what is spent; limits left out stay as they were."""
+
+    by: str = NAME
+    usd: float | None = Field(default=None, ge=0, le=1_000_000, allow_inf_nan=False)
+    tokens: int | None = Field(default=None, ge=0, le=10**12)
+    tool_calls: int | None = Field(default=None, ge=0, le=10**9)
+    seconds: float | None = Field(default=None, gt=0, le=365 * 24 * 3600.0, allow_inf_nan=False)
+    comment: str = Field(default="", max_length=2000)
+    signed: SignedDecision | None = None
+    # Set by a parent passing a person's raise on to its sub-agent: the raise as signed,
+    # which the sub-agent verifies (its own limits may not pass the signed ones).
+    forwarded: BudgetRaise | None = None
+
+    def limits(self) -> dict[str, Any]:
+        return self.model_dump(
+            include={"usd", "tokens", "tool_calls", "seconds"}, exclude_none=True
+        )
+
+    def what_it_says(self) -> dict[str, Any]:
+        """What a signature over this raise covers."""
+        return {"limits": self.limits(), "comment": self.comment}
+
+
+class SignedDecision(StrictModel):
+    """Who changed what, on which request (or under which nonce), when: signed with a key
+    the run's policy trusts (workflows/signing.py). Verified in workflow code."""
+
+    # 1: decisions and answers over their arguments; 2: every change (workflows/signing.py).
+    v: int = Field(default=1, ge=1, le=2)
+    key_id: str = Field(min_length=1, max_length=100)
+    # The run's identity (workflow id @ first execution): a signature for one run, or for
+    # an earlier run under a reused id, never counts in another.
+    run: str = Field(min_length=1, max_length=300)
+    by: str = NAME
+    action: Literal[
+        "approve", "reject", "answer", "raise_budget", "edit", "pause", "resume", "cancel",
+        "fork", "rewind",
+    ]  # fmt: skip
+    # The request or question decided; for a change to the run itself, a fresh nonce.
+    request_id: str = Field(min_length=1, max_length=200)
+    # sha256 of what the change says (workflows/signing.py: the digests).
+    digest: str = Field(pattern=r"^[0-9a-f]{64}$")
+    at: str = Field(min_length=1, max_length=40)
+    signature: str = Field(min_length=1, max_length=200)
+
+
+class Decision(StrictModel):
+    """Signal payload for `approve` / `reject`. Every field is optional so a bare `{}`
+    works when exactly one request waits."""
+
+    request_id: str | None = Field(default=None, max_length=200)
+    by: str = Field(default="anonymous", min_length=1, max_length=100)
+    comment: str = Field(default="", max_length=2000)
+    signed: SignedDecision | None = None
+
+
+class DecideRequest(StrictModel):
+    """Update payload for `decide`: the same decision, with an answer back."""
+
+    request_id: str | None = Field(default=None, max_length=200)
+    approve: bool
+    by: str = NAME
+    comment: str = Field(default="", max_length=2000)
+    signed: SignedDecision | None = None
+
+    def as_decision(self) -> Decision:
+        return Decision(
+            request_id=self.request_id, by=self.by, comment=self.comment, signed=self.signed
+        )
+
+
+class Answer(StrictModel):
+    """Signal and update payload for `answer`: the reply to a question the model asked."""
+
+    question_id: str | None = Field(default=None, max_length=200)
+    answer: str = Field(min_length=1, max_length=4000)
+    by: str = Field(default="anonymous", min_length=1, max_length=100)
+    signed: SignedDecision | None = None
+
+
+class Actor(StrictModel):
+    """Signal payload for `pause`, `resume` and `cancel`: who acts, and why."""
+
+    by: str = Field(default="anonymous", min_length=1, max_length=100)
+    reason: str = Field(default="", max_length=2000)
+    signed: SignedDecision | None = None
+
+
+class RewindRequest(StrictModel):
+    """Update payload for `authorize_rewind`: who rewinds the run to which moment. The run
+    checks it (and its signature, when its policy asks) before `agentctl rewind` resets."""
+
+    by: str = NAME
+    moment: int = Field(ge=1)
+    signed: SignedDecision | None = None
+
+
+class StatePatch(StrictModel):
+    """Update payload for `edit`. Only the fields given change; at least one must be."""
+
+    by: str = NAME
+    goal: str | None = Field(default=None, min_length=1, max_length=4000)
+    # Replaces the steps not started yet; done and running steps stay as they are.
+    pending_steps: list[StepTitle] | None = Field(default=None, max_length=5000)
+    # Replaces the gathered context.
+    context: list[Annotated[str, Field(max_length=2000)]] | None = Field(
+        default=None, max_length=200
+    )
+    signed: SignedDecision | None = None
+
+    def changes(self) -> dict[str, Any]:
+        return self.model_dump(exclude={"by", "signed"}, exclude_none=True)
+
+
+# Finished at import, as contracts.py says why (it names itself, through `forwarded`).
+BudgetRaise.model_rebuild()
