@@ -241,15 +241,23 @@ def drop_schema(url: str, schema: str) -> None:
         conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
 
 
-def spawn_worker(settings: Settings, log_path: Path, **env: str) -> subprocess.Popen[bytes]:
-    """A worker in its own process, as `agentctl up` runs it, so a test can SIGKILL it."""
+def spawn_worker(
+    settings: Settings, log_path: Path, code: Path | None = None, **env: str
+) -> subprocess.Popen[bytes]:
+    """A worker in its own process, as `agentctl up` runs it, so a test can SIGKILL it.
+    `code`: a checkout of another build to run instead of this one (its packages come
+    first on the path: `python -m` puts the working directory there)."""
     from infra.stack import settings_env
 
     # No metrics endpoint unless a test asks: workers of parallel tests would share a port.
     full_env = {**os.environ, **settings_env(settings), "AGENT_METRICS_PORT": "0", **env}
     with open(log_path, "ab") as log:
         return subprocess.Popen(
-            [sys.executable, "-m", "worker"], env=full_env, stdout=log, stderr=subprocess.STDOUT
+            [sys.executable, "-m", "worker"],
+            env=full_env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            cwd=code,
         )
 
 
