@@ -241,12 +241,16 @@ def drop_schema(url: str, schema: str) -> None:
         conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
 
 
-def spawn_worker(
-    settings: Settings, log_path: Path, code: Path | None = None, **env: str
+def spawn_worker(settings: Settings, log_path: Path, **env: str) -> subprocess.Popen[bytes]:
+    """A worker in its own process, as `agentctl up` runs it, so a test can SIGKILL it."""
+    return spawn_worker_of(None, settings, log_path, **env)
+
+
+def spawn_worker_of(
+    code: Path | None, settings: Settings, log_path: Path, **env: str
 ) -> subprocess.Popen[bytes]:
-    """A worker in its own process, as `agentctl up` runs it, so a test can SIGKILL it.
-    `code`: a checkout of another build to run instead of this one (its packages come
-    first on the path: `python -m` puts the working directory there)."""
+    """A worker process of another build's code (a checkout at `code`; its packages come
+    first on the path: `python -m` puts the working directory there), or of this one."""
     from infra.stack import settings_env
 
     # No metrics endpoint unless a test asks: workers of parallel tests would share a port.

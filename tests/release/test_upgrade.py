@@ -14,7 +14,7 @@ from pathlib import Path
 from temporalio.api.enums.v1 import EventType
 
 from control import runs
-from tests.conftest import count_effects, eventually, run_id, settings_for, spawn_worker
+from tests.conftest import count_effects, eventually, run_id, settings_for, spawn_worker_of
 from worker.main import build_worker
 from workflows.contracts import RunRequest
 from workflows.people_inputs import Actor, Decision
@@ -41,7 +41,7 @@ async def test_runs_in_flight_on_the_previous_main_finish_on_this_code(
     settings = settings_for(client, tmp_path / "data", model_server.port, versioning=False)
     old_code = previous_main(tmp_path / "previous-main")
     pay, long = run_id("upgrade-pay"), run_id("upgrade-long")
-    old = spawn_worker(settings, tmp_path / "previous-worker.log", code=old_code)
+    old = spawn_worker_of(old_code, settings, tmp_path / "previous-worker.log")
     try:
         await runs.start_run(client, settings, RunRequest(goal="pay", label="pay-invoice"), pay)
         chained = RunRequest.model_validate(
