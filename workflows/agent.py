@@ -109,7 +109,6 @@ class AgentWorkflow(PeopleActions):
             if not is_cancellation(err):
                 self._fail(err)
             self.state.cancel(workflow.now())
-            self._publish()
             self._moment("cancelled", self.state.cancel_requested_by or "temporal")
             if self.state.cancel_requested_by is None:
                 # Cancelled through Temporal itself (Web UI, `temporal workflow cancel`):
@@ -121,7 +120,6 @@ class AgentWorkflow(PeopleActions):
         except RunFailed as err:
             self._fail(err)
         self.state.complete(answer, workflow.now())
-        self._publish()
         self._moment("completed", preview(answer, 80))
         return RunResult(
             run_id=self.state.run_id,
@@ -170,7 +168,6 @@ class AgentWorkflow(PeopleActions):
             return
         if self.state.pause_requested:
             self.state.resume(actor, workflow.now())
-            self._publish()
             self._moment("resumed", actor.by)
         self._forward("resume", actor)
 
@@ -253,7 +250,6 @@ class AgentWorkflow(PeopleActions):
         refuse_if(self.state.patch_error(patch))
         self._must_count("edit", patch.by, patch.signed, patch.changes())
         self.state.apply_patch(patch, workflow.now())
-        self._publish()
         self._moment("edited", patch.by)
         # The answer lands in the history: the kept events stay out (the events query has them).
         return self.state.model_copy(update={"events": []})

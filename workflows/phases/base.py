@@ -49,6 +49,20 @@ with workflow.unsafe.imports_passed_through():
     from workflows import patches
 
 
+# The one rule for what a state transition publishes (the Web UI's current details and
+# the search attributes `list`, the inbox and the Web UI filter on): the moments at which
+# the status or what the run waits for may change. Publishing compares with what was
+# published, so a moment that changed nothing costs nothing. Besides these, the run
+# publishes where a change has no moment of its own: when it starts, when a step begins
+# and when a wait for a person ends (`_publish()` there).
+PUBLISHED_AT = frozenset(
+    {
+        "approval requested", "approval escalated", "approved", "rejected",
+        "question asked", "answered", "deadline passed",
+        "paused", "resumed", "edited", "budget reached", "budget raised",
+        "completed", "failed", "cancelled",
+    }
+)  # fmt: skip
 # Who decided when no person did before a deadline.
 DEADLINE_ACTOR = "deadline"
 # The signal a sub-agent's run reports its spend with (AgentWorkflow.child_spent).
@@ -106,7 +120,6 @@ class RunBase:
     def _fail(self, err: BaseException) -> NoReturn:
         reason = failure_reason(err)
         self.state.fail(reason, workflow.now())
-        self._publish()
         self._moment("failed", reason)
         raise ApplicationError(reason, type="AgentRunFailed", non_retryable=True) from err
 
@@ -153,7 +166,9 @@ class RunBase:
 
     def _moment(self, kind: str, detail: str = "", seq: int | None = None) -> None:
         """A point of the run's timeline: numbered in the state, kept for the event protocol,
-        offered for time travel."""
+        offered for time travel; published first when the rule says so (PUBLISHED_AT)."""
+        if kind in PUBLISHED_AT:
+            self._publish()
         self.state.moment += 1
         self.state.note_moment(kind, detail, workflow.now(), seq)
         timeline.offer(self.state, kind, detail)
@@ -183,7 +198,6 @@ class RunBase:
         if not self.state.pause_requested:
             return
         self.state.enter_pause()
-        self._publish()
         self._moment("paused")
         await workflow.wait_condition(lambda: not self.state.pause_requested)
         self._publish()

@@ -39,7 +39,6 @@ class Budgeting(RunBase):
             deadline=workflow.now() + self._decision_timeout,
         )
         self.state.request_approval(request)
-        self._publish()
         self._moment("budget reached", reason)
         decided = await self._wait(lambda: request.status is not ApprovalStatus.PENDING)
         self._publish()
@@ -60,7 +59,6 @@ class Budgeting(RunBase):
 
     def _apply_budget(self, raise_: BudgetRaise) -> RunBudget:
         budget = self.state.raise_budget(raise_, workflow.now())
-        self._publish()
         self._moment("budget raised", raise_.by)
         running = next((d for d in self.state.delegations if d.status == "running"), None)
         child_budget = (

@@ -123,7 +123,6 @@ class Gate(ModelTurns):
             deadline=workflow.now() + self._decision_timeout,
         )
         self.state.request_approval(request)
-        self._publish()
         self._moment("approval requested", f"{spec.name} ({rule})")
 
         def decided() -> bool:
@@ -131,7 +130,6 @@ class Gate(ModelTurns):
 
         if not await self._wait(decided) and self.state.policy.on_timeout == "escalate":
             self.state.escalate(request, workflow.now() + self._decision_timeout, workflow.now())
-            self._publish()
             self._moment("approval escalated", spec.name)
             await self._wait(decided)
         if not decided():
@@ -153,7 +151,6 @@ class Gate(ModelTurns):
             deadline=workflow.now() + self._decision_timeout,
         )
         self.state.ask(question)
-        self._publish()
         self._moment("question asked", preview(args.question, 80))
         if not await self._wait(lambda: question.status is not QuestionStatus.PENDING):
             self.state.expire(question, workflow.now())

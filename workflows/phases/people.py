@@ -43,7 +43,6 @@ class PeopleActions(Beginnings):
             self._refuse(decision.by, error)
             raise Refused(error, recorded=True)
         decided = self.state.decide(decision, approved, now)
-        self._publish()
         self._moment(decided.status.value, f"{decided.tool} by {decision.by}")
         return decided
 
@@ -55,7 +54,6 @@ class PeopleActions(Beginnings):
             self._refuse(answer.by, error)
             raise Refused(error, recorded=True)
         question = self.state.answer(answer, workflow.now())
-        self._publish()
         self._moment("answered", answer.by)
         return question
 
