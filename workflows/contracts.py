@@ -152,10 +152,16 @@ class RunPolicy(StrictModel):
         return self
 
     def may_decide(self, tool: str, who: str, escalated: bool = False) -> bool:
+        """Who may decide a request for this tool: the one rule the workflow, the console
+        and the CLI all ask (the workflow's answer is the one that counts)."""
         if escalated and self.escalate_to:
             return who in self.escalate_to
         allowed = self.approvers.get(tool)
         return allowed is None or who in allowed
+
+    def take_tool_approvers(self, tool_approvers: dict[str, list[str]]) -> None:
+        """A tool's declared approvers hold unless this policy names approvers for it."""
+        self.approvers = tool_approvers | self.approvers
 
 
 class RunRequest(StrictModel):

@@ -1,6 +1,7 @@
-"""Who must say yes before a tool runs, and who may say it. Decided here, in workflow
-code, from the tool's declared risk and the run's policy: never from anything the
-model wrote (docs/architecture.md, invariant 5)."""
+"""Whether a person must say yes before a tool runs. Decided here, in workflow code, from
+the tool's declared risk and the run's policy: never from anything the model wrote
+(docs/architecture.md, invariant 5). Who may say it is the policy's own rule
+(`RunPolicy.may_decide`, with the tools' declared approvers, `take_tool_approvers`)."""
 
 from __future__ import annotations
 

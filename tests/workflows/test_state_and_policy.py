@@ -103,6 +103,16 @@ def test_only_named_approvers_may_decide_and_escalation_hands_over():
     assert not policy.may_decide("pay_invoice", "cfo", escalated=True)
 
 
+def test_a_tools_declared_approvers_hold_unless_the_policy_names_its_own():
+    policy = RunPolicy(approvers={"pay_invoice": ["cfo"]})
+    policy.take_tool_approvers({"pay_invoice": ["finance"], "issue_refund": ["finance"]})
+    assert policy.may_decide("pay_invoice", "cfo") and not policy.may_decide(
+        "pay_invoice", "finance"
+    )
+    assert policy.may_decide("issue_refund", "finance")
+    assert not policy.may_decide("issue_refund", "cfo")
+
+
 def args_for(tool, **values):
     return EXAMPLE_AGENTS.tools[tool].args_model.model_validate(values)
 

@@ -64,8 +64,7 @@ class Beginnings(Story):
             self.state.policy = adopted.policy
         if request.budget is None and adopted.budget is not None:
             self.state.budget = adopted.budget
-        # A tool's default approvers hold unless the policy names approvers for that tool.
-        self.state.policy.approvers = adopted.tool_approvers | self.state.policy.approvers
+        self.state.policy.take_tool_approvers(adopted.tool_approvers)
         self._settle_signatures()
         for server in adopted.mcp_servers:
             await self._list_mcp_tools(server)
