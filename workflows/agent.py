@@ -4,7 +4,8 @@ The story is told by the phases below it (workflows/phases/base.py draws the sta
 plan, then for each step model turns, gate, tool, record. Here: how a run starts, how it
 ends, and each signal, update and query with its wire name, each a few lines over one
 method of a phase or of the state model. Deterministic code only; every side effect is
-an activity, called by name (workflows/activity_options.py).
+an activity, called by name (workflows/activity_options.py), so this module imports
+nothing that does I/O.
 """
 
 from __future__ import annotations

@@ -21,11 +21,14 @@ TOOL_ERRORS = "tool-errors-go-to-the-model"
 # Runs record their agent at start (a local activity). Old path: runs from before agents
 # resolve the `before-agents` agent when they first need it.
 AGENT_RECORD = "agent-recorded-at-start"
-# A cancel always takes hold: one that came with the start, or while an activity that
-# finished anyway was in flight. Old path: recorded, then lost; the run went on.
+# A cancel always takes hold: one that came before the run's story started (with the
+# start, or during its local activity), or while an activity that finished anyway was in
+# flight. Old path: recorded, then lost; the run went on to its next wait.
 CANCEL_HOLDS = "cancel-holds"
 # Search attributes are upserted only when the status or what the run waits for changes,
-# with that moment's step (an upsert is a billable action). Old path: the step too.
+# with that moment's step: an upsert is a billable action, and one every step cost a step
+# one action more than raw Temporal's. The live step is in the current details (the Web
+# UI) and the queries. Old path: the step was upserted at every step.
 STEP_WITH_STATUS = "step-published-with-status"
 # Under `require_signed_decisions`, every change a person makes counts only when signed,
 # and a decision's signature covers its tool, step and comment (workflows/signing.py, v2).

@@ -29,8 +29,8 @@ from temporalio.exceptions import (
 with workflow.unsafe.imports_passed_through():
     from pydantic import BaseModel
 
+    from workflows import patches, timeline
     from workflows import search_attributes as sa
-    from workflows import timeline
     from workflows.agent_records import AgentRecord, ToolRecord
     from workflows.agents import BEFORE_AGENTS, Agent
     from workflows.contract_base import preview
@@ -43,10 +43,6 @@ with workflow.unsafe.imports_passed_through():
         INTERNAL_TOOLS,
         Tool,
     )
-
-
-with workflow.unsafe.imports_passed_through():
-    from workflows import patches
 
 
 # The one rule for what a state transition publishes (the Web UI's current details and

@@ -6,19 +6,18 @@ from __future__ import annotations
 
 from temporalio import workflow
 
-from workflows.activity_options import (
-    COPY_TRANSCRIPT,
-    FIXED,
-    FORK_ORIGIN,
-    LIST_MCP_TOOLS,
-    RESOLVE_AGENT,
-)
-
 with workflow.unsafe.imports_passed_through():
     from pydantic import ValidationError
 
     from workflows import signed_changes
     from workflows.activity_io import ParentFacts, TranscriptCopy
+    from workflows.activity_options import (
+        COPY_TRANSCRIPT,
+        FIXED,
+        FORK_ORIGIN,
+        LIST_MCP_TOOLS,
+        RESOLVE_AGENT,
+    )
     from workflows.agent_records import AdoptedAgent, MCPListing, MCPListRequest, ToolRecord
     from workflows.agents import BEFORE_AGENTS
     from workflows.contract_base import preview
@@ -29,14 +28,6 @@ with workflow.unsafe.imports_passed_through():
         INTERNAL_TOOLS,
     )
 
-
-with workflow.unsafe.imports_passed_through():
-    from workflows.activity_options import (
-        COPY_TRANSCRIPT,
-        FORK_ORIGIN,
-        LIST_MCP_TOOLS,
-        RESOLVE_AGENT,
-    )
 
 from workflows.phases.base import RunFailed
 from workflows.phases.inputs import describe

@@ -14,9 +14,6 @@ with workflow.unsafe.imports_passed_through():
     from workflows.records import BUDGET_REQUEST, ApprovalRequest, ApprovalStatus
 
 
-with workflow.unsafe.imports_passed_through():
-    pass
-
 from workflows.phases.base import DEADLINE_ACTOR, RunBase
 
 

@@ -12,11 +12,13 @@ from temporalio.exceptions import (
     WorkflowAlreadyStartedError,
 )
 
-from workflows.activity_options import AWAIT_RUN, FIXED
-
 with workflow.unsafe.imports_passed_through():
     from workflows import faults, prompts, signed_changes
     from workflows.activity_io import ToolCall
+    from workflows.activity_options import (
+        AWAIT_RUN,
+        FIXED,
+    )
     from workflows.agents import (
         DelegateArgs,
     )
@@ -28,11 +30,6 @@ with workflow.unsafe.imports_passed_through():
         Tool,
     )
 
-
-with workflow.unsafe.imports_passed_through():
-    from workflows.activity_options import (
-        AWAIT_RUN,
-    )
 
 from workflows.phases.base import failure_reason, is_cancellation
 from workflows.phases.gate import Gate

@@ -11,12 +11,14 @@ from temporalio.exceptions import (
     ActivityError,
 )
 
-from workflows.activity_options import EVALUATE_CALL, evaluation
-
 with workflow.unsafe.imports_passed_through():
     from pydantic import BaseModel
 
     from workflows.activity_io import CallVerdict, EvaluationInput, ToolCall
+    from workflows.activity_options import (
+        EVALUATE_CALL,
+        evaluation,
+    )
     from workflows.agent_records import ToolRecord
     from workflows.contract_base import preview
     from workflows.people_inputs import Decision
@@ -34,11 +36,6 @@ with workflow.unsafe.imports_passed_through():
         Tool,
     )
 
-
-with workflow.unsafe.imports_passed_through():
-    from workflows.activity_options import (
-        EVALUATE_CALL,
-    )
 
 from workflows.phases.base import DEADLINE_ACTOR, failure_reason, is_cancellation
 from workflows.phases.model_turn import ModelTurns

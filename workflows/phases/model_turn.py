@@ -5,21 +5,18 @@ from __future__ import annotations
 
 from temporalio import workflow
 
-from workflows.activity_options import CALL_MODEL, model_call
-
 with workflow.unsafe.imports_passed_through():
+    from workflows import patches
     from workflows.activity_io import ModelCallInput, ModelTurn
+    from workflows.activity_options import (
+        CALL_MODEL,
+        model_call,
+    )
     from workflows.agents import (
         BEFORE_AGENTS,
     )
     from workflows.contract_base import CUT_SHORT_REASONS, PREVIEW_CHARS
 
-
-with workflow.unsafe.imports_passed_through():
-    from workflows import patches
-    from workflows.activity_options import (
-        CALL_MODEL,
-    )
 
 from workflows.phases.budget import Budgeting
 

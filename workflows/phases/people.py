@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from temporalio import workflow
+from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from workflows import signed_changes
@@ -72,8 +73,9 @@ class PeopleActions(Beginnings):
         try:
             return act()
         except Refused as refused:
-            refuse_if(refused.error)
-            raise
+            error = refused.error
+        # Raised outside the handler: the caller's failure carries no Refused as its cause.
+        raise ApplicationError(error, type="InputRefused", non_retryable=True)
 
     def _counts(self, action: Action, by: str, signed: SignedDecision | None, says: Any) -> bool:
         """Whether a person's change counts (always, unless the policy requires signed

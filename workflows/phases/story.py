@@ -17,9 +17,6 @@ with workflow.unsafe.imports_passed_through():
     )
 
 
-with workflow.unsafe.imports_passed_through():
-    pass
-
 from workflows.phases.base import RunFailed
 from workflows.phases.tool_calls import ToolCalls
 

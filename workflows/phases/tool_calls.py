@@ -14,13 +14,16 @@ from temporalio.exceptions import (
     ActivityError,
 )
 
-from workflows.activity_options import CALL_MCP_TOOL, RUN_TOOL, tool_call
-
 with workflow.unsafe.imports_passed_through():
     from pydantic import BaseModel, ValidationError
 
-    from workflows import prompts
+    from workflows import patches, prompts
     from workflows.activity_io import ToolCall, ToolCallInput, ToolOutcome
+    from workflows.activity_options import (
+        CALL_MCP_TOOL,
+        RUN_TOOL,
+        tool_call,
+    )
     from workflows.agent_records import ToolRecord
     from workflows.agents import DelegateArgs
     from workflows.contract_base import preview
@@ -34,13 +37,6 @@ with workflow.unsafe.imports_passed_through():
         ToolRisk,
     )
 
-
-with workflow.unsafe.imports_passed_through():
-    from workflows import patches
-    from workflows.activity_options import (
-        CALL_MCP_TOOL,
-        RUN_TOOL,
-    )
 
 from workflows.phases.base import failure_reason, is_cancellation
 from workflows.phases.delegating import Delegating
