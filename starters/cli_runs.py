@@ -44,6 +44,8 @@ def run_label(
         if steps is not None or reply_bytes is not None or faults:
             raise ScenarioError("--steps, --reply-bytes and --fault need --label (a scenario)")
         return None
+    if not label.strip():
+        raise ScenarioError("--label is empty: give a label, or leave the flag out")
     if not offline and steps is None and reply_bytes is None and not faults:
         return label
     scenario = label

@@ -38,13 +38,5 @@ EVERY_CHANGE_SIGNED = "every-change-signed"
 # Old path: from the state the fork request carried.
 FORK_CHECKED = "fork-checked-with-its-parent"
 
-ALL = (
-    RUN_IDENTITY,
-    CUT_SHORT,
-    TOOL_ERRORS,
-    AGENT_RECORD,
-    CANCEL_HOLDS,
-    STEP_WITH_STATUS,
-    EVERY_CHANGE_SIGNED,
-    FORK_CHECKED,
-)
+# Every id above, read from this module itself: one written here is listed, none twice.
+ALL = tuple(value for name, value in list(globals().items()) if name.isupper() and name != "ALL")

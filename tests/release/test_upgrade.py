@@ -57,17 +57,20 @@ async def test_runs_in_flight_on_the_previous_main_finish_on_this_code(
         chained = RunRequest.model_validate(
             {
                 "goal": "long",
-                "label": "long?steps=12&reply_bytes=64",
+                # Step 8's model call takes 3 s: the window in which the pause is sent.
+                "label": "long?steps=12&reply_bytes=64&fault=step8:delay=3",
                 "limits": {"continue_as_new_after_events": 60},
             }
         )
         await runs.start_run(client, settings, chained, long)
 
-        async def mid_chain() -> bool:
+        async def mid_chain() -> bool:  # continued as new (after 60 events), at step 8
             state = await runs.get_state(client, long)
-            return state.chain >= 2 and len(state.completed_steps) >= 4
+            return state.chain >= 2 and state.current_step == 8
 
         await eventually(mid_chain, within=120)
+        # Sent while step 8's model call is held: it takes hold at the next pause point,
+        # by construction, not because the run happened to be slow.
         await runs.pause(client, long, Actor(by="ops", reason="deploying"))
 
         async def both_wait() -> bool:

@@ -24,6 +24,9 @@ def test_an_offline_label_is_a_scenario_checked_before_anything_starts():
 
 def test_a_label_for_a_real_endpoint_is_the_runs_own():
     assert run_label("customer-42", None, None, [], offline=False) == "customer-42"
+    for blank in ("", "  "):
+        with pytest.raises(ScenarioError, match="--label is empty"):
+            run_label(blank, None, None, [], offline=False)
     with pytest.raises(ScenarioError):  # a fault is the offline model's: still checked
         run_label("customer-42", None, None, ["step1:500"], offline=False)
 

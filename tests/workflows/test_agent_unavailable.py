@@ -4,6 +4,8 @@ as it was), never a call with arguments the tool no longer means."""
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowExecutionStatus
@@ -101,7 +103,8 @@ async def test_a_worker_without_the_runs_rule_leaves_the_run_waiting_for_one_wit
         assert description.status == WorkflowExecutionStatus.RUNNING
     assert TRANSFERRED == []
     async with build_worker(client, settings, registry=with_rule, model_clients=lambda s, m: model):
-        result = await run.result()
+        # Bounded: a run the worker with the rule could not take would wait for ever.
+        result = await asyncio.wait_for(run.result(), timeout=120)
         state = await run.state()
     assert result.status == "completed" and TRANSFERRED == []
     verdicts = [e.detail for e in state.audit if e.action == "verdict"]
