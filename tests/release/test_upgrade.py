@@ -57,20 +57,18 @@ async def test_runs_in_flight_on_the_previous_main_finish_on_this_code(
         chained = RunRequest.model_validate(
             {
                 "goal": "long",
-                # Step 8's model call takes 3 s: the window in which the pause is sent.
-                "label": "long?steps=12&reply_bytes=64&fault=step8:delay=3",
+                # 40 steps: the pause, sent after step 4, lands long before the last one.
+                "label": "long?steps=40&reply_bytes=64",
                 "limits": {"continue_as_new_after_events": 60},
             }
         )
         await runs.start_run(client, settings, chained, long)
 
-        async def mid_chain() -> bool:  # continued as new (after 60 events), at step 8
+        async def mid_chain() -> bool:
             state = await runs.get_state(client, long)
-            return state.chain >= 2 and state.current_step == 8
+            return state.chain >= 2 and len(state.completed_steps) >= 4
 
         await eventually(mid_chain, within=120)
-        # Sent while step 8's model call is held: it takes hold at the next pause point,
-        # by construction, not because the run happened to be slow.
         await runs.pause(client, long, Actor(by="ops", reason="deploying"))
 
         async def both_wait() -> bool:
@@ -94,7 +92,7 @@ async def test_runs_in_flight_on_the_previous_main_finish_on_this_code(
         after = await runs.get_state(client, long)
     assert [r.status for r in results] == ["completed", "completed"]
     assert count_effects(settings, pay, "charge") == 1
-    assert after.chain >= before >= 2 and len(after.completed_steps) == 12
+    assert after.chain >= before >= 2 and len(after.completed_steps) == 40
     for rid in (pay, long):
         history = await client.get_workflow_handle(rid).fetch_history()
         failed = [

@@ -40,7 +40,7 @@ async def test_schedules_start_runs_and_stop_when_deleted(dev_env, worker, setti
     assert made.exit_code == 0, made.stderr
     assert (await agentctl(
         env, "schedule", "create", every, "Ticket: late parcel",
-        "--agent", "triage", "--every", "2s", "--label", "triage", "--overlap", "allow_all",
+        "--agent", "triage", "--every", "2s", "--label", "triage",
     )).exit_code == 0  # fmt: skip
     # a run that waits for a person: while it waits, each new time is skipped (overlap)
     assert (await agentctl(
@@ -83,15 +83,13 @@ async def test_schedules_start_runs_and_stop_when_deleted(dev_env, worker, setti
         assert (await agentctl(env, "schedule", "delete", name)).exit_code == 0
     counts = [len(await started_runs(client, name)) for name in (cron, every, busy)]
     # A witness with `every`'s interval, made after the deletes. Interval schedules fire at
-    # the same instants (multiples of the interval), and `every` starts a run at each one
-    # (allow_all: none is skipped for a run still going), so by the witness's second run
-    # `every` would have started another, were it still there: no sleep that hopes for it.
+    # the same instants (multiples of the interval), so by the witness's second run `every`
+    # would have started another, were it still there: no sleep that hopes for it.
     witness = f"witness-{tag}"
     agents = AgentClient(client, settings)
     await agents.create_schedule(
-        witness, "triage", "Ticket: late parcel", every=timedelta(seconds=2), label="triage",
-        overlap="allow_all",
-    )  # fmt: skip
+        witness, "triage", "Ticket: late parcel", every=timedelta(seconds=2), label="triage"
+    )
     await eventually(lambda: _at_least(client, witness, 2), within=30)
     await agents.delete_schedule(witness)
     assert [len(await started_runs(client, name)) for name in (cron, every, busy)] == counts
