@@ -26,10 +26,12 @@ from activities.model_client import (
     ModelRequest,
     ModelUnavailable,
     ToolSchema,
+    streaming,
 )
 from activities.openai_chat import OpenAIChatClient, reply_from_wire
 from activities.sql import store_call
 from activities.stores import Stores
+from activities.stream import LiveReply
 from runtime.settings import Settings
 from workflows.activity_io import ModelCallInput, ModelTurn, TokenUsage, ToolCall
 from workflows.agents import BEFORE_AGENTS, Agent, Model
@@ -113,7 +115,13 @@ class ModelActivities:
             self.stores.db, self._prepare, call, agent, model_name
         )
         if stored is not None:
-            return _turn(call, _stored_reply(stored), memoized=True)
+            reply = _stored_reply(stored)
+            if call.stream:
+                # Readers see the reply once more, whole, and any segment a killed
+                # attempt left open is closed as abandoned.
+                async with self._live(call) as sink:
+                    sink(reply.content or "")
+            return _turn(call, reply, memoized=True)
         if over is not None:
             return ModelTurn(seq=call.reply_seq, over_budget=over)
         meta = CallMeta(
@@ -123,8 +131,14 @@ class ModelActivities:
             agent=agent.name,
             timeout_seconds=_seconds_left(),
         )
+        client = self._client(agent.model_spec)
+        streamer = streaming(client) if call.stream else None
         try:
-            reply = await self._client(agent.model_spec).complete(request, meta)
+            if streamer is None:
+                reply = await client.complete(request, meta)
+            else:
+                async with self._live(call) as sink:
+                    reply = await streamer.stream(request, meta, sink)
         except ModelRefused as err:
             raise ApplicationError(
                 str(err), type="ModelRequestRejected", non_retryable=True
@@ -144,6 +158,11 @@ class ModelActivities:
             reply.as_message(),
         )
         return _turn(call, reply, memoized=False, settings=self.settings)
+
+    def _live(self, call: ModelCallInput) -> LiveReply:
+        info = activity.info()
+        run = info.workflow_id or call.run_id
+        return LiveReply(self.stores.live, run, call.reply_seq, info.attempt)
 
     def _budgeted(self, call: ModelCallInput, request: ModelRequest) -> str | None:
         """What is left of the run's budget, applied to this call: None when it may be made

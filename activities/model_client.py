@@ -7,6 +7,7 @@ An implementation speaks its endpoint's wire format (activities/openai_chat.py).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from pydantic import BaseModel, Field
@@ -85,6 +86,26 @@ class ModelClient(Protocol):
     """One chat completion; raises ModelRefused or ModelUnavailable, never retries."""
 
     async def complete(self, request: ModelRequest, meta: CallMeta) -> ModelReply: ...
+
+
+# Where a streaming client puts each piece of the reply's text as it arrives; it never
+# blocks (the worker writes the pieces to the live log behind it).
+DeltaSink = Callable[[str], None]
+
+
+class StreamingModelClient(ModelClient, Protocol):
+    """A client that can also stream: the same reply as `complete`, its text given to
+    `deltas` piece by piece on the way. Replies a person waits on are streamed when the
+    client has `stream`; the rest, and clients without it, are completed whole."""
+
+    async def stream(
+        self, request: ModelRequest, meta: CallMeta, deltas: DeltaSink
+    ) -> ModelReply: ...
+
+
+def streaming(client: ModelClient) -> StreamingModelClient | None:
+    """The client as a streaming one, if it is."""
+    return client if callable(getattr(client, "stream", None)) else None  # type: ignore[return-value]
 
 
 def called_tools(message: dict[str, Any]) -> list[str]:

@@ -3,6 +3,7 @@ format (tool schemas as functions, tool calls as `function` objects, `choices`).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import openai
@@ -15,6 +16,7 @@ from activities.model_client import (
     ModelUnavailable,
     RawToolCall,
 )
+from activities.openai_stream import collect
 from workflows.contract_base import preview
 
 # Every other 4xx is the endpoint refusing the request: retrying would not change it.
@@ -32,17 +34,7 @@ class OpenAIChatClient:
         self.client = openai.AsyncOpenAI(base_url=base_url, api_key=api_key, max_retries=0)
 
     async def complete(self, request: ModelRequest, meta: CallMeta) -> ModelReply:
-        headers = {}
-        # A header carries printable ASCII only: a label from before labels were checked
-        # that holds anything else is left out rather than failing the call.
-        if self.run_headers and meta.run_label and is_header_safe(meta.run_label):
-            headers = {
-                "X-Run-Label": meta.run_label,
-                "X-Agent-Run": meta.run_id,
-                "X-Agent-Seq": str(meta.seq),
-            }
-            if meta.agent:
-                headers["X-Agent-Name"] = meta.agent
+        headers = self._headers(meta)
         try:
             # The openai client's own POST, its JSON kept as JSON: `create` walks every
             # message to transform it and builds a typed reply we would only dump again,
@@ -58,6 +50,39 @@ class OpenAIChatClient:
         except (openai.APITimeoutError, openai.APIConnectionError) as err:
             raise ModelUnavailable(f"model endpoint {self.base_url} unreachable: {err}") from err
         return reply_from_wire(response)
+
+    async def stream(
+        self, request: ModelRequest, meta: CallMeta, deltas: Callable[[str], None]
+    ) -> ModelReply:
+        """The same call, streamed: each piece of text goes to `deltas` as it arrives."""
+        try:
+            chunks = await self.client.chat.completions.create(
+                **wire_request(request),
+                stream=True,
+                stream_options={"include_usage": True},
+                extra_headers=self._headers(meta),
+                timeout=meta.timeout_seconds,
+            )
+            async with chunks:
+                return await collect(chunks, deltas)
+        except openai.APIStatusError as err:
+            raise _classify(err) from err
+        except (openai.APITimeoutError, openai.APIConnectionError) as err:
+            raise ModelUnavailable(f"model endpoint {self.base_url} unreachable: {err}") from err
+
+    def _headers(self, meta: CallMeta) -> dict[str, str]:
+        headers: dict[str, str] = {}
+        # A header carries printable ASCII only: a label from before labels were checked
+        # that holds anything else is left out rather than failing the call.
+        if self.run_headers and meta.run_label and is_header_safe(meta.run_label):
+            headers = {
+                "X-Run-Label": meta.run_label,
+                "X-Agent-Run": meta.run_id,
+                "X-Agent-Seq": str(meta.seq),
+            }
+            if meta.agent:
+                headers["X-Agent-Name"] = meta.agent
+        return headers
 
 
 def is_header_safe(text: str) -> bool:

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from activities.ledger import EffectLedger
 from activities.sql import PostgresDatabase, SqlDatabase, SqliteDatabase
+from activities.stream import DeltaStore
 from activities.transcript import TranscriptStore
 from runtime.encryption import keyring_from
 from runtime.settings import Settings
@@ -22,6 +23,7 @@ class Stores:
     db: SqlDatabase
     transcript: TranscriptStore
     ledger: EffectLedger
+    live: DeltaStore
 
     @classmethod
     def open(cls, settings: Settings) -> Stores:
@@ -31,4 +33,5 @@ class Stores:
             db=db,
             transcript=TranscriptStore(db, keyring),
             ledger=EffectLedger(db, keyring),
+            live=DeltaStore(db, keyring),
         )

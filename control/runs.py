@@ -120,6 +120,7 @@ def _what_it_asks(request: RunRequest) -> tuple[Any, ...]:
         request.policy,
         request.limits,
         request.budget,
+        request.conversation,
     )
 
 
@@ -161,6 +162,11 @@ async def get_summary(client: Client, run_id: str) -> RunSummary:
 # A query to a wedged run is answered only when Temporal gives up on it (30 s): after this
 # long without an answer, the run's pending workflow task says whether it is wedged.
 WEDGE_CHECK_AFTER_SECONDS = 2.0
+
+
+async def query(client: Client, run_id: str, name: str, result_type: type[T]) -> T:
+    """A query's answer, or RunError saying in one line why there is none."""
+    return await _query(client, run_id, name, result_type)
 
 
 async def _query(client: Client, run_id: str, name: str, result_type: type[T]) -> T:
@@ -214,6 +220,10 @@ async def approve(client: Client, run_id: str, decision: Decision) -> None:
 
 async def reject(client: Client, run_id: str, decision: Decision) -> None:
     await _signal(client, run_id, "reject", decision)
+
+
+async def signal(client: Client, run_id: str, name: str, payload: BaseModel) -> None:
+    await _signal(client, run_id, name, payload)
 
 
 async def _signal(client: Client, run_id: str, name: str, payload: BaseModel) -> None:

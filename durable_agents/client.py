@@ -20,13 +20,14 @@ from typing import TypeVar
 from temporalio.client import Client, WorkflowFailureError
 from temporalio.exceptions import CancelledError
 
-from control import runs, schedules
+from control import conversations, runs, schedules
 from control.agents import check_limits, known_agent, local_agents
 from control.runs import RunError
 from runtime.client import connect
 from runtime.settings import Settings, load_settings
 from workflows.agents import Agent
 from workflows.contracts import RunBudget, RunLimits, RunPolicy, RunRequest, RunResult
+from workflows.conversation_records import ConversationView, TurnRecord, TurnReply
 from workflows.people_inputs import Actor, Answer, DecideRequest, StatePatch
 from workflows.records import ApprovalRequest, Question
 from workflows.registry import AgentRegistry
@@ -37,12 +38,16 @@ T = TypeVar("T")
 __all__ = [
     "AgentClient",
     "ApprovalRequest",
+    "Conversation",
+    "ConversationView",
     "Question",
     "RunError",
     "RunHandle",
     "RunResult",
     "RunState",
     "StatePatch",
+    "TurnRecord",
+    "TurnReply",
 ]
 
 
@@ -88,6 +93,34 @@ class AgentClient:
             raise RunError(f"invalid run request: {_first_error(err)}") from None
         started = await runs.start_run(self.temporal, self.settings, request, run_id)
         return RunHandle(self.temporal, started.run_id, attached=started.attached)
+
+    async def open_conversation(
+        self,
+        agent: str | Agent,
+        conversation_id: str | None = None,
+        *,
+        title: str | None = None,
+        policy: RunPolicy | None = None,
+        limits: RunLimits | None = None,
+        label: str | None = None,
+        budget: RunBudget | None = None,
+    ) -> Conversation:
+        """Open a conversation with `agent`, or resume the one running under
+        `conversation_id` (opened with the same agent and settings). It lasts until closed:
+        send it messages, each answered by a turn of the agent's tool loop."""
+        name = agent.name if isinstance(agent, Agent) else agent
+        check_limits(known_agent(name, self.agents or local_agents()), limits)
+        request = conversations.conversation_request(
+            name, title=title, label=label, policy=policy, limits=limits, budget=budget
+        )
+        started = await conversations.open_conversation(
+            self.temporal, self.settings, request, conversation_id
+        )
+        return Conversation(self.temporal, started.run_id, attached=started.attached)
+
+    def conversation(self, conversation_id: str) -> Conversation:
+        """A handle on an existing conversation."""
+        return Conversation(self.temporal, runs.check_run_id(conversation_id))
 
     async def create_schedule(
         self,
@@ -237,3 +270,36 @@ def _first_error(err: ValueError) -> str:
         where = ".".join(str(p) for p in first["loc"])
         return f"{where}: {first['msg']}"
     return str(err)
+
+
+class Conversation(RunHandle):
+    """A conversation: a run that answers messages. Everything a run handle does (approve,
+    pause, cancel, state...) works on it too.
+
+        chat = await client.open_conversation("support", "chat-alice")
+        reply = await chat.send("Where is order A-1?", by="alice")
+        if reply.status == "waiting":          # the turn stopped for an approval
+            await chat.approve(by="bob")
+            reply = await chat.reply(reply.message_id)
+        print(reply.reply)
+    """
+
+    async def send(self, text: str, *, by: str, message_id: str | None = None) -> TurnReply:
+        """Send a message; returns when its turn ends (`answered` or `failed`) or stops
+        for a person (`waiting`, `waiting_for` names what). Sending again with the same
+        `message_id` is the same message: one turn, one reply."""
+        sent = conversations.message(text, by=by, message_id=message_id)
+        return await conversations.send(self.temporal, self.run_id, sent)
+
+    async def reply(self, message_id: str) -> TurnReply:
+        """Wait again for a message's reply (after deciding what its turn waited for)."""
+        return await conversations.await_reply(self.temporal, self.run_id, message_id)
+
+    async def thread(self) -> ConversationView:
+        """The thread's recent turns, the messages queued and what the current turn waits
+        for."""
+        return await conversations.thread(self.temporal, self.run_id)
+
+    async def close(self, *, by: str, reason: str = "") -> None:
+        """No more messages: those queued are answered, then the conversation completes."""
+        await conversations.close(self.temporal, self.run_id, Actor(by=by, reason=reason))

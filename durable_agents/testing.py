@@ -12,6 +12,17 @@ time-skipping test server, so a test of an agent, approval included, is ten line
 The worker is the real one (activities, ledger, transcript store); only the model is
 scripted. A time-skipping server skips the durations a run waits on (an approval's
 deadline passes at once while you wait for the result).
+
+Conversations are driven the same way, and the scripted model streams their replies:
+
+    async with AgentTestbed(support_agent, model=ScriptedModel([say("Hi Alice.")])) as bed:
+        chat = await bed.open_conversation(support_agent)
+        reply = await chat.send("Hello", by="alice")
+    assert reply.reply == "Hi Alice."
+
+A scripted tool call the run refuses (arguments the tool does not take, a tool the agent
+does not have) fails the test when the testbed closes, naming the refusal; a test that
+means to send one says so with `.expecting_refusal()`.
 """
 
 from __future__ import annotations
@@ -32,12 +43,13 @@ from temporalio.worker import Worker
 
 from activities.model_client import (
     CallMeta,
+    DeltaSink,
     ModelClient,
     ModelReply,
     ModelRequest,
     RawToolCall,
 )
-from durable_agents.client import AgentClient, RunHandle
+from durable_agents.client import AgentClient, Conversation, RunHandle
 from infra.binaries import BinaryMissing, temporal_test_server
 from infra.temporal_setup import register_search_attributes
 from runtime.settings import Settings
@@ -47,7 +59,14 @@ from workflows.contracts import RunBudget, RunLimits, RunPolicy
 from workflows.registry import AgentRegistry
 from workflows.tools import SUBMIT_PLAN
 
-__all__ = ["AgentTestbed", "ScriptedModel", "Turn", "call", "plan", "say"]
+__all__ = ["AgentTestbed", "ScriptRefused", "ScriptedModel", "Turn", "call", "plan", "say"]
+
+# How the run tells the model it refused a call (workflows/prompts.py).
+REFUSALS = ("error: invalid arguments for ", "error: unknown tool ")
+
+
+class ScriptRefused(AssertionError):
+    """A scripted tool call the run refused, which the script did not expect."""
 
 
 @dataclass(frozen=True)
@@ -57,11 +76,22 @@ class Turn:
     content: str | None = None
     calls: tuple[tuple[str, dict[str, Any]], ...] = ()
     finish_reason: str | None = None
+    # The run may refuse this turn's calls (a test of bad arguments): not a failure.
+    refusal_expected: bool = False
 
     def __add__(self, other: Turn) -> Turn:
         """`call(a) + call(b)`: one reply calling both."""
         content = " ".join(c for c in (self.content, other.content) if c) or None
-        return Turn(content, self.calls + other.calls, other.finish_reason or self.finish_reason)
+        return Turn(
+            content,
+            self.calls + other.calls,
+            other.finish_reason or self.finish_reason,
+            self.refusal_expected or other.refusal_expected,
+        )
+
+    def expecting_refusal(self) -> Turn:
+        """This turn's calls are meant to be refused (bad arguments, an unknown tool)."""
+        return Turn(self.content, self.calls, self.finish_reason, refusal_expected=True)
 
 
 def say(text: str, *, finish_reason: str = "stop") -> Turn:
@@ -89,11 +119,17 @@ class ScriptedModel:
     turns: Sequence[Turn]
     agents: dict[str, Sequence[Turn]] = field(default_factory=dict)
     requests: list[ModelRequest] = field(default_factory=list)
+    # Refusals of scripted calls the script did not expect ("call id: the run's words").
+    refused: list[str] = field(default_factory=list)
+    # The pieces each streamed reply was given in, in order.
+    streamed: list[list[str]] = field(default_factory=list)
     _given: dict[tuple[str, int], int] = field(default_factory=dict)
     _next: dict[str, int] = field(default_factory=dict)
+    _expected: set[str] = field(default_factory=set)
 
     async def complete(self, request: ModelRequest, meta: CallMeta) -> ModelReply:
         self.requests.append(request)
+        self._note_refusals(request)
         slot = (meta.run_id, meta.seq)
         if slot not in self._given:
             self._given[slot] = self._next.get(meta.run_id, 0)
@@ -101,6 +137,8 @@ class ScriptedModel:
         index = self._given[slot]
         turns = self.agents.get(meta.agent or "", self.turns)
         turn = turns[index] if index < len(turns) else say("(scripted) done.")
+        if turn.refusal_expected:
+            self._expected |= {f"call_{index}_{i}" for i in range(len(turn.calls))}
         return ModelReply(
             content=turn.content,
             tool_calls=[
@@ -112,6 +150,29 @@ class ScriptedModel:
             input_tokens=sum(len(str(m.get("content") or "")) for m in request.messages) // 4,
             output_tokens=len(turn.content or "") // 4 + 10 * len(turn.calls),
         )
+
+    async def stream(self, request: ModelRequest, meta: CallMeta, deltas: DeltaSink) -> ModelReply:
+        """The same reply, its text given word by word (a test reads `streamed`)."""
+        reply = await self.complete(request, meta)
+        pieces = [word + " " for word in (reply.content or "").split(" ")]
+        if pieces:
+            pieces[-1] = pieces[-1][:-1]
+        self.streamed.append([p for p in pieces if p])
+        for piece in pieces:
+            deltas(piece)
+        return reply
+
+    def _note_refusals(self, request: ModelRequest) -> None:
+        """The run answers a refused call with a tool message saying why: keep those the
+        script did not expect (the same message comes again in later requests)."""
+        for message in request.messages:
+            text = str(message.get("content") or "")
+            call_id = str(message.get("tool_call_id") or "")
+            if message.get("role") != "tool" or not text.startswith(REFUSALS):
+                continue
+            note = f"{call_id}: {text}"
+            if call_id not in self._expected and note not in self.refused:
+                self.refused.append(note)
 
 
 class AgentTestbed:
@@ -176,6 +237,12 @@ class AgentTestbed:
         if self._env is not None and self._given_env is None:
             await self._env.shutdown()
         shutil.rmtree(self._dir, ignore_errors=True)
+        refused = getattr(self.model, "refused", None)
+        if error is None and refused:
+            raise ScriptRefused(
+                "the run refused scripted tool calls (mark a call `.expecting_refusal()` "
+                "if the test means it): " + "; ".join(refused)
+            )
 
     async def start(
         self,
@@ -189,6 +256,20 @@ class AgentTestbed:
     ) -> RunHandle:
         return await self.client.start(
             agent, goal, run_id=run_id, policy=policy, limits=limits, budget=budget
+        )
+
+    async def open_conversation(
+        self,
+        agent: str | Agent,
+        conversation_id: str | None = None,
+        *,
+        policy: RunPolicy | None = None,
+        limits: RunLimits | None = None,
+        budget: RunBudget | None = None,
+    ) -> Conversation:
+        """Open a conversation with `agent` on the testbed's worker."""
+        return await self.client.open_conversation(
+            agent, conversation_id, policy=policy, limits=limits, budget=budget
         )
 
 

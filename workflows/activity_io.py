@@ -57,6 +57,9 @@ class ModelCallInput(CompactModel):
     preview_chars: int = Field(default=PREVIEW_CHARS, ge=1, le=8000)
     # When the reply calls no tool (a plain loop's answer), its preview may be this long.
     answer_chars: int | None = Field(default=None, ge=1, le=8000)
+    # A reply a person waits on (a conversation's turn): streamed to the live log when
+    # the model client can (activities/stream.py). Left out (None) otherwise.
+    stream: bool | None = None
     # With a "step" context: the model sees the goal (seq 0) and messages from here on.
     context_from_seq: int | None = None
     # What is left of the run's budget: a call whose input alone would pass it is not made

@@ -26,6 +26,12 @@ with workflow.unsafe.imports_passed_through():
     )
     from workflows.contract_base import preview
     from workflows.contracts import ChildSpend, RunBudget, RunRequest, RunResult
+    from workflows.conversation_records import (
+        ConversationView,
+        ReplyWanted,
+        TurnReply,
+        UserMessage,
+    )
     from workflows.people_inputs import (
         Actor,
         Answer,
@@ -71,6 +77,7 @@ class AgentWorkflow(PeopleActions):
         self._story = None
         self._active_child = None
         self._sending = set()
+        self._carrying = False
 
     @workflow.run
     async def run(self, request: RunRequest) -> RunResult:
@@ -96,7 +103,11 @@ class AgentWorkflow(PeopleActions):
         if self._cancel_holds():
             self._story.cancel()
         try:
-            return await self._end_of_story()
+            result = await self._end_of_story()
+            if self.state.conversation is not None:
+                # Senders still waiting hear that the conversation closed.
+                await workflow.wait_condition(workflow.all_handlers_finished)
+            return result
         finally:
             # Signals this run sent (spend reports, forwarded pauses) are delivered before
             # it closes: none is left in flight behind a closed run.
@@ -273,6 +284,64 @@ class AgentWorkflow(PeopleActions):
     def _validate_rewind(self, *payload: Any) -> None:
         request = update_input("authorize_rewind", payload, RewindRequest)
         refuse_if(self.state.rewind_error(request.moment))
+
+    # -- conversations (workflows/phases/conversation.py) ---------------------------------
+
+    @workflow.update(name="send_message")
+    async def send_message(self, *payload: Any) -> TurnReply:
+        """A person's message: queued at once (in the order accepted), answered by a turn;
+        the update completes when the turn ends or stops for a person."""
+        message = update_input("send_message", payload, UserMessage)
+        refuse_if(self._message_error(message))
+        if not self._conversation.knows(message.message_id):
+            self._must_count("message", message.by, message.signed, message.what_it_says())
+            self._enqueue(message)
+        return await self._reply_to(message.message_id)
+
+    @send_message.validator
+    def _validate_send_message(self, *payload: Any) -> None:
+        refuse_if(self._message_error(update_input("send_message", payload, UserMessage)))
+
+    @workflow.update(name="await_reply")
+    async def await_reply(self, *payload: Any) -> TurnReply:
+        """Wait again for a message's reply: after an approval, or in the fresh run a
+        continue-as-new moved the conversation to."""
+        wanted = update_input("await_reply", payload, ReplyWanted)
+        refuse_if(self._reply_error(wanted.message_id))
+        return await self._reply_to(wanted.message_id)
+
+    @await_reply.validator
+    def _validate_await_reply(self, *payload: Any) -> None:
+        refuse_if(self._reply_error(update_input("await_reply", payload, ReplyWanted).message_id))
+
+    @workflow.signal(name="end_conversation")
+    def end_conversation(self, *payload: Any) -> None:
+        """No more messages: the queued ones are answered, then the run completes."""
+        if (actor := signal_input("end_conversation", payload, Actor)) is None:
+            return
+        convo = self.state.conversation
+        if convo is None or convo.closed or self.state.status.is_closed:
+            return
+        if self._counts("end_conversation", actor.by, actor.signed, {"reason": actor.reason}):
+            convo.closed, convo.closed_by = True, actor.by
+            self.state.log(workflow.now(), actor.by, "conversation_closed", actor.reason)
+            self._moment("conversation closed", actor.by)
+
+    @workflow.query(name="conversation")
+    def get_conversation(self, *_: Any) -> ConversationView:
+        convo = self.state.conversation
+        if convo is None:
+            raise ValueError(f"run {self.state.run_id} is not a conversation")
+        return ConversationView(
+            run_id=self.state.run_id,
+            agent=self.state.agent.name if self.state.agent else None,
+            status=self.state.status.value,
+            turns_total=convo.turns_total,
+            closed=convo.closed,
+            waiting_for=self._waiting_detail(),
+            queued=convo.queue,
+            turns=convo.turns,
+        )
 
     # -- queries: they take no input, and ignore any sent ---------------------------------
 

@@ -185,6 +185,9 @@ class RunRequest(StrictModel):
     # Set by a parent run that delegated this one to a sub-agent (a child workflow).
     delegated_by: DelegatedBy | None = None
     fork: ForkSpec | None = None
+    # A conversation: the run answers people's messages, a turn each, until it is closed
+    # (workflows/phases/conversation.py); the goal is its title.
+    conversation: bool = False
     # Set only by the workflow itself when it continues as new: the state it carries,
     # packed (workflows/state.py: pack_state); plain JSON in runs of earlier versions.
     resume_state: dict[str, Any] | None = None

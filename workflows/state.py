@@ -28,6 +28,7 @@ from workflows.contracts import (
     RunRequest,
     Spend,
 )
+from workflows.conversation_records import ConversationFields
 from workflows.people_inputs import Actor, StatePatch
 from workflows.records import (
     EVENTS_KEPT,
@@ -64,6 +65,7 @@ class RunState(BudgetRules):
             limits=request.limits or RunLimits(),
             budget=request.budget,
             delegated_by=request.delegated_by,
+            conversation=ConversationFields() if request.conversation else None,
             created_at=now,
             updated_at=now,
         )
@@ -280,11 +282,25 @@ class RunState(BudgetRules):
             RunStatus.PAUSED: "resume",
         }.get(self.status, "")
 
+    def _conversation_line(self) -> str:
+        convo = self.conversation
+        assert convo is not None
+        turns = f"conversation, {convo.turns_total} turns"
+        if self.status.is_closed:
+            return f"{self.status.value} ({turns})"
+        if self.current_step is not None:
+            return f"{turns} — answering turn {self.current_step}, {len(convo.queue)} queued"
+        return f"{turns} — waiting for a message" if not convo.closed else f"{turns} — closing"
+
     def progress_line(self) -> str:
         """One line for the Web UI's current details and the CLI."""
         total = len(self.plan)
         if self.status is RunStatus.PLANNING:
             return "planning"
+        if self.conversation is not None and (
+            self.status.is_closed or self.status is RunStatus.RUNNING
+        ):
+            return self._conversation_line()
         if self.status.is_closed:
             return f"{self.status.value} ({len(self.completed_steps)}/{total} steps done)"
         step = next((s for s in self.plan if s.index == self.current_step), None)

@@ -11,6 +11,7 @@ from pydantic import AliasChoices, BaseModel, Field
 from workflows.activity_io import ChatMessage
 from workflows.agent_records import AgentRecord
 from workflows.contracts import DelegatedBy, EffectsReport, RunBudget, RunLimits, RunPolicy, Spend
+from workflows.conversation_records import ConversationFields
 from workflows.records import (
     ApprovalRequest,
     AuditEntry,
@@ -80,6 +81,9 @@ class RunFields(BaseModel):
     # the nonces of the signed changes it counted within signing.FRESH_FOR.
     signature_version: int = 1
     signed_nonces: list[SignedUse] = Field(default_factory=list)
+    # Set when the run is a conversation (workflows/conversation_records.py): its queue and
+    # the thread's tail. None for a run of one goal.
+    conversation: ConversationFields | None = None
     created_at: datetime
     updated_at: datetime
 

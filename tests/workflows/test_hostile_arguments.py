@@ -37,10 +37,11 @@ payer = Agent(
 async def test_nan_and_infinite_amounts_are_argument_errors(time_env):
     model = ScriptedModel(
         [
-            call("pay", amount=float("nan"), to="mallory"),  # JSON: NaN
-            call("pay", amount="NaN", to="mallory"),  # a string pydantic makes nan
-            call("pay", amount="-Infinity", to="mallory"),
-            call("pay", amount=10**400, to="mallory"),  # past a float's range
+            call("pay", amount=float("nan"), to="mallory").expecting_refusal(),  # JSON: NaN
+            # A string pydantic makes nan:
+            call("pay", amount="NaN", to="mallory").expecting_refusal(),
+            call("pay", amount="-Infinity", to="mallory").expecting_refusal(),
+            call("pay", amount=10**400, to="mallory").expecting_refusal(),  # past a float's range
             say("I could not pay."),
         ]
     )

@@ -4,8 +4,8 @@ view of it (publishing), its timeline (moments), waiting for a person, and how i
 The agent workflow is a stack of phases, each a class in a module of its own that builds
 on the one below and may use all of it:
 
-    RunBase  <  Budgeting  <  ModelTurns  <  Gate  <  Delegating  <  ToolCalls
-             <  Story  <  Beginnings  <  PeopleActions  <  AgentWorkflow (workflows/agent.py)
+    RunBase  <  Budgeting  <  ModelTurns  <  Gate  <  Delegating  <  ToolCalls  <  Story
+             <  Conversing  <  Beginnings  <  PeopleActions  <  AgentWorkflow (workflows/agent.py)
 
 so a phase reads top to bottom with what it needs already defined, and no phase reaches
 up. Deterministic code only, like all of workflows/.

@@ -30,11 +30,11 @@ with workflow.unsafe.imports_passed_through():
 
 
 from workflows.phases.base import RunFailed
+from workflows.phases.conversation import Conversing
 from workflows.phases.inputs import describe
-from workflows.phases.story import Story
 
 
-class Beginnings(Story):
+class Beginnings(Conversing):
     async def _adopt_agent(self, request: RunRequest) -> None:
         """Record the agent this run may use, through a local activity so the record is in
         the history (a replay on changed code reads it back); its defaults fill what the

@@ -30,6 +30,7 @@ class ModelTurns(Budgeting):
         force_tool: str | None = None,
         preview_chars: int = PREVIEW_CHARS,
         answer_chars: int | None = None,
+        stream: bool | None = None,
     ) -> ModelTurn:
         await self._pause_point()
         await self._within_budget("model")
@@ -45,6 +46,7 @@ class ModelTurns(Budgeting):
             label=label,
             preview_chars=preview_chars,
             answer_chars=answer_chars,
+            stream=stream,
             context_from_seq=(
                 self.state.phase_start_seq if self.state.limits.context == "step" else None
             ),

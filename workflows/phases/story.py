@@ -42,6 +42,9 @@ class Story(ToolCalls):
         length = info.get_current_history_length()
         if not (info.is_continue_as_new_suggested() or (limit and length >= limit)):
             return
+        await self._continue_as_new(length)
+
+    async def _continue_as_new(self, length: int) -> None:
         await workflow.wait_condition(workflow.all_handlers_finished)
         await self._signals_sent()
         self.state.log(workflow.now(), "system", "continued_as_new", f"after {length} events")
@@ -54,6 +57,7 @@ class Story(ToolCalls):
                 policy=self.state.policy,
                 limits=self.state.limits,
                 budget=self.state.budget,
+                conversation=self.state.conversation is not None,
                 resume_state_packed=pack_state(self.state),
             )
         )

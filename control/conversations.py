@@ -1,0 +1,142 @@
+"""Client-side verbs on conversations: open one, send a message and wait for its reply
+(across an approval or a continue-as-new), read the thread, close it. The CLI, the console
+and `durable_agents.client` call these; the rules live in the workflow."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+
+from temporalio.client import Client, WorkflowUpdateFailedError
+from temporalio.service import RPCError, RPCStatusCode
+
+from control import runs
+from control.runs import RunError
+from control.signer import Signer
+from runtime.settings import Settings
+from workflows.contracts import RunBudget, RunLimits, RunPolicy, RunRequest
+from workflows.conversation_records import (
+    ConversationView,
+    ReplyWanted,
+    TurnReply,
+    UserMessage,
+)
+from workflows.people_inputs import Actor
+
+# How long a sender keeps asking a conversation that moved to a fresh run (continue-as-new)
+# before it gives up; the fresh run is up within a workflow task.
+CARRIED_RETRY_SECONDS = 60.0
+
+
+def new_message_id() -> str:
+    return f"msg-{uuid.uuid4().hex[:16]}"
+
+
+def conversation_request(
+    agent: str,
+    *,
+    title: str | None = None,
+    label: str | None = None,
+    policy: RunPolicy | None = None,
+    limits: RunLimits | None = None,
+    budget: RunBudget | None = None,
+) -> RunRequest:
+    try:
+        return RunRequest(
+            goal=title or f"Conversation with {agent}",
+            agent=agent,
+            label=label,
+            policy=policy,
+            limits=limits,
+            budget=budget,
+            conversation=True,
+        )
+    except ValueError as err:
+        raise RunError(f"invalid conversation: {runs.one_line_of(str(err))}") from None
+
+
+async def open_conversation(
+    client: Client, settings: Settings, request: RunRequest, conversation_id: str | None
+) -> runs.StartedRun:
+    """Start the conversation, or resume the one running under that id (same agent)."""
+    return await runs.start_run(client, settings, request, conversation_id)
+
+
+def message(text: str, *, by: str, message_id: str | None = None) -> UserMessage:
+    try:
+        return UserMessage(message_id=message_id or new_message_id(), text=text, by=by)
+    except ValueError as err:
+        raise RunError(f"invalid message: {_first(err)}") from None
+
+
+async def send(
+    client: Client, run_id: str, sent: UserMessage, signer: Signer | None = None
+) -> TurnReply:
+    """Send a message and wait until its turn ends or stops for a person (the reply says
+    for what). A conversation that continued as new meanwhile is asked again."""
+    if signer is not None:
+        identity = await runs.run_identity(client, run_id)
+        signed = signer.change(identity, sent.by, "message", sent.what_it_says())
+        sent = sent.model_copy(update={"signed": signed})
+    reply = await _ask(client, run_id, "send_message", sent)
+    return await _past_carried(client, run_id, reply)
+
+
+async def await_reply(client: Client, run_id: str, message_id: str) -> TurnReply:
+    """Wait again for a message's reply (after approving what its turn waited for)."""
+    reply = await _ask(client, run_id, "await_reply", ReplyWanted(message_id=message_id))
+    return await _past_carried(client, run_id, reply)
+
+
+async def _past_carried(client: Client, run_id: str, reply: TurnReply) -> TurnReply:
+    deadline = asyncio.get_running_loop().time() + CARRIED_RETRY_SECONDS
+    wanted = ReplyWanted(message_id=reply.message_id)
+    while reply.status == "carried":
+        if asyncio.get_running_loop().time() > deadline:
+            raise RunError(f"conversation {run_id} did not come back after continuing as new")
+        try:
+            reply = await _ask(client, run_id, "await_reply", wanted)
+        except RunError:
+            # The update reached the closing run; the fresh one takes the next.
+            await asyncio.sleep(0.2)
+    return reply
+
+
+async def _ask(
+    client: Client, run_id: str, name: str, payload: UserMessage | ReplyWanted
+) -> TurnReply:
+    try:
+        result: TurnReply = await runs.handle(client, run_id).execute_update(
+            name, payload, result_type=TurnReply
+        )
+        return result
+    except WorkflowUpdateFailedError as err:
+        cause = err.cause
+        raise RunError(f"refused: {getattr(cause, 'message', None) or cause}") from None
+    except RPCError as err:
+        if err.status == RPCStatusCode.NOT_FOUND:
+            raise RunError(f"no conversation with id {run_id}") from None
+        raise RunError(f"conversation {run_id}: {runs.one_line_of(err.message)}") from None
+
+
+async def thread(client: Client, run_id: str) -> ConversationView:
+    return await runs.query(client, run_id, "conversation", ConversationView)
+
+
+async def close(client: Client, run_id: str, actor: Actor, signer: Signer | None = None) -> None:
+    """No more messages: those queued are answered, then the conversation completes."""
+    if signer is not None:
+        says = {"reason": actor.reason}
+        identity = await runs.run_identity(client, run_id)
+        actor = actor.model_copy(
+            update={"signed": signer.change(identity, actor.by, "end_conversation", says)}
+        )
+    await runs.signal(client, run_id, "end_conversation", actor)
+
+
+def _first(err: ValueError) -> str:
+    errors = getattr(err, "errors", None)
+    if callable(errors):
+        first = errors(include_url=False)[0]
+        return f"{'.'.join(str(p) for p in first['loc'])}: {first['msg']}"
+    return str(err)

@@ -1,0 +1,224 @@
+"""A conversation: the run waits for people's messages and answers each with a turn of the
+tool loop (approvals, questions, rules, budgets and sub-agents as in any step), in the
+order they came. Each turn is a step of the run's plan, so the console, forks, rewinds
+and time travel read it like any step; only the last turns stay in the state.
+
+Messages come in through the `send_message` update (workflows/agent.py), which queues the
+message before anything else and then waits here for its turn to end. Between turns, a
+long conversation continues as new; the updates still waiting then answer `carried`, and
+their senders ask the fresh run with `await_reply` (durable_agents/client.py does).
+"""
+
+from __future__ import annotations
+
+from temporalio import workflow
+
+with workflow.unsafe.imports_passed_through():
+    from workflows.contract_base import preview
+    from workflows.conversation_records import (
+        IDS_REMEMBERED,
+        MAX_QUEUED,
+        MESSAGE_PREVIEW_CHARS,
+        TURNS_KEPT,
+        TURNS_PER_RUN,
+        ConversationFields,
+        QueuedMessage,
+        TurnRecord,
+        TurnReply,
+        UserMessage,
+    )
+    from workflows.records import FINAL_ANSWER_CHARS, PlanStep, RunStatus, StepStatus
+
+from workflows.phases.base import RunFailed
+from workflows.phases.story import Story
+
+
+class Conversing(Story):
+    # True while the run waits to continue as new: waiting senders answer `carried`.
+    _carrying: bool = False
+
+    @property
+    def _conversation(self) -> ConversationFields:
+        convo = self.state.conversation
+        assert convo is not None, "only a conversation has a thread"
+        return convo
+
+    async def _tell(self) -> str:
+        if self.state.conversation is None:
+            return await super()._tell()
+        return await self._converse()
+
+    async def _converse(self) -> str:
+        convo = self._conversation
+        if self.state.status is RunStatus.PLANNING:
+            self.state.status = RunStatus.RUNNING
+            self._publish()
+        while True:
+            # Idle: no activity, no timer; a cache may evict the run until a message comes.
+            await workflow.wait_condition(lambda: bool(convo.queue) or convo.closed)
+            if not convo.queue:
+                break
+            await self._continue_conversation_if_due()
+            await self._take_turn(convo.queue[0])
+        return f"Conversation closed by {convo.closed_by or '?'} after {convo.turns_total} turns."
+
+    async def _continue_conversation_if_due(self) -> None:
+        info = workflow.info()
+        length = info.get_current_history_length()
+        limit = self.state.limits.continue_as_new_after_events
+        due = info.is_continue_as_new_suggested() or (limit is not None and length >= limit)
+        if not due and self._conversation.turns_this_run < TURNS_PER_RUN:
+            return
+        # The senders still waiting hear `carried` and ask the fresh run; the queue goes
+        # along in the state, so no message is lost or answered twice.
+        self._carrying = True
+        self._conversation.turns_this_run = 0
+        await self._continue_as_new(length)
+
+    async def _take_turn(self, message: QueuedMessage) -> None:
+        convo = self._conversation
+        step = self.state.next_step()  # a fork restarts the turn it was made in
+        if step is None:
+            step = PlanStep(index=convo.turns_total + 1, title=_title(message))
+            self.state.plan = [*self.state.plan, step][-TURNS_KEPT:]
+        record = TurnRecord(
+            turn=step.index,
+            message_id=message.message_id,
+            by=message.by,
+            message=preview(message.text, MESSAGE_PREVIEW_CHARS),
+            message_seq=self.state.next_seq,
+            started_at=workflow.now(),
+        )
+        self._moment("message", f"turn {step.index} from {message.by}")
+        self._open_step(step, message.text)
+        try:
+            reply, reply_seq = await self._answer_turn(step)
+            record.reply, record.reply_seq = reply, reply_seq
+        except RunFailed as err:
+            record.status, record.error = "failed", str(err)
+            step.status = StepStatus.DONE
+            self.state.current_step = None
+        record.finished_at = workflow.now()
+        convo.queue.pop(0)
+        convo.turns = [*convo.turns, record][-TURNS_KEPT:]
+        convo.turns_total += 1
+        convo.turns_this_run += 1
+        self._moment("replied", f"turn {step.index}: {preview(record.reply or record.error, 80)}")
+
+    async def _answer_turn(self, step: PlanStep) -> tuple[str, int]:
+        """Model turns until a reply calls no tool: that reply answers the message."""
+        for _ in range(self.state.limits.max_turns_per_step):
+            step.turns += 1
+            turn = await self._model_turn(
+                f"turn {step.index}.{step.turns}",
+                self._step_tools(),
+                answer_chars=FINAL_ANSWER_CHARS,
+                stream=True,
+            )
+            if turn.tool_calls:
+                for call in turn.tool_calls:
+                    await self._handle_tool_call(step, call, turn.content_preview)
+                continue
+            self.state.complete_step(step, turn.content_preview, workflow.now())
+            return turn.content_preview, turn.seq
+        raise RunFailed(f"no reply within {self.state.limits.max_turns_per_step} model turns")
+
+    # -- what the handlers ask (workflows/agent.py) --------------------------------------
+
+    def _message_error(self, message: UserMessage) -> str | None:
+        convo = self.state.conversation
+        if convo is None:
+            return f"run {self.state.run_id} is not a conversation; it takes no messages"
+        if self.state.status.is_closed or convo.closed:
+            return f"the conversation {self.state.run_id} is closed; it takes no messages"
+        if convo.knows(message.message_id):
+            return None  # the same message again: its sender waits for the one reply
+        if len(convo.queue) >= MAX_QUEUED:
+            return (
+                f"the conversation has {len(convo.queue)} messages waiting for their turn; "
+                "send again once it has answered"
+            )
+        return None
+
+    def _enqueue(self, message: UserMessage) -> None:
+        """Queue a message (once per id): before the handler awaits anything, so messages
+        are answered in the order the run accepted them."""
+        convo = self._conversation
+        if convo.knows(message.message_id):
+            return
+        convo.seen_ids = [*convo.seen_ids, message.message_id][-IDS_REMEMBERED:]
+        convo.queue.append(
+            QueuedMessage(
+                message_id=message.message_id,
+                text=message.text,
+                by=message.by,
+                received_at=workflow.now(),
+            )
+        )
+        self.state.log(workflow.now(), message.by, "message", preview(message.text, 120))
+
+    def _reply_error(self, message_id: str) -> str | None:
+        convo = self.state.conversation
+        if convo is None:
+            return f"run {self.state.run_id} is not a conversation"
+        if not convo.knows(message_id):
+            return f"the conversation has no message {message_id!r} (or it is too old to wait on)"
+        return None
+
+    async def _reply_to(self, message_id: str) -> TurnReply:
+        """Wait until the message's turn is over, stops for a person, or the run moves on."""
+        await workflow.wait_condition(lambda: self._reply_now(message_id) is not None)
+        reply = self._reply_now(message_id)
+        assert reply is not None
+        return reply
+
+    def _reply_now(self, message_id: str) -> TurnReply | None:
+        convo = self._conversation
+        done = convo.turn_of(message_id)
+        if done is not None:
+            return TurnReply(
+                message_id=message_id,
+                status=done.status,
+                turn=done.turn,
+                reply=done.reply,
+                error=done.error,
+            )
+        if self._carrying:
+            return TurnReply(message_id=message_id, status="carried")
+        if self.state.status.is_closed:
+            return TurnReply(message_id=message_id, status="closed")
+        current = convo.queue[0] if convo.queue else None
+        if current is None or current.message_id != message_id:
+            if not convo.is_queued(message_id):
+                # Answered long ago: its turn is no longer kept in the state.
+                return TurnReply(message_id=message_id, status="answered")
+            return None
+        waiting = self._waiting_detail()
+        if waiting:
+            return TurnReply(
+                message_id=message_id,
+                status="waiting",
+                turn=self.state.current_step,
+                waiting_for=waiting,
+            )
+        return None
+
+    def _waiting_detail(self) -> str:
+        """What the current turn waits for, named for the sender ('' when nothing)."""
+        if self.state.status is RunStatus.AWAITING_APPROVAL:
+            return "; ".join(
+                f"approval of {a.tool} (request {a.request_id}: {a.rule})"
+                for a in self.state.pending_approvals
+            )
+        if self.state.status is RunStatus.AWAITING_INPUT:
+            return "; ".join(
+                f"an answer to question {q.question_id}: {preview(q.question, 120)}"
+                for q in self.state.pending_questions
+            )
+        if self.state.status is RunStatus.PAUSED:
+            return "a resume (the conversation is paused)"
+        return ""
+
+
+def _title(message: QueuedMessage) -> str:
+    return preview(f"{message.by}: {message.text}", 120)
