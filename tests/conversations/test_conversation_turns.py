@@ -14,7 +14,8 @@ from tests.conftest import eventually
 
 
 async def _at_least(count_of, wanted: int) -> bool:
-    return await count_of() >= wanted
+    count: int = await count_of()
+    return count >= wanted
 
 
 async def test_each_message_is_answered_by_a_turn_in_order(time_env):
