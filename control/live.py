@@ -89,3 +89,18 @@ class LiveReplies:
             with suppress(Exception):
                 await self._listener.close()
             self._listener = None
+
+
+def shown(entries: list[StreamEntry]) -> dict[str, str]:
+    """What a reader shows after these entries, per segment: its text so far, and an
+    abandoned segment's text dropped (a retried attempt's reply replaces it, never joins
+    it). Readers in the browser do the same (console/static/live.js)."""
+    texts: dict[str, str] = {}
+    for entry in entries:
+        if entry.kind == "abandoned":
+            texts.pop(entry.segment, None)
+        elif entry.kind == "open":
+            texts[entry.segment] = ""
+        elif entry.kind == "delta" and entry.segment in texts:
+            texts[entry.segment] += entry.text
+    return texts

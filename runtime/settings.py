@@ -13,7 +13,7 @@ OFFLINE_MODEL_NAME = "scripted-offline-model"
 # The bundled examples: what a worker serves when AGENT_MODULES is not set.
 DEFAULT_AGENT_MODULES = (
     "examples.invoice,examples.refund,examples.question,examples.large_result,examples.triage,"
-    "examples.before_agents"
+    "examples.before_agents,examples.support_chat"
 )
 
 

@@ -14,9 +14,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 from fastapi import FastAPI, Header, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, StreamingResponse
 
-from infra.offline_model import engine
+from infra.offline_model import engine, streaming
+from infra.offline_model.chat import StreamShape, chat_reply, stream_shape
 from infra.offline_model.loop import loop_reply
 from infra.offline_model.scenarios import ScenarioError, ScenarioSpec, load
 from runtime.settings import OFFLINE_MODEL_NAME
@@ -34,6 +35,36 @@ def create_app() -> FastAPI:
     stats: Counter[str] = Counter()
     by_run: Counter[str] = Counter()
     served: list[dict[str, Any]] = []
+    # Streams held after their first piece until a test releases them (the chat scenario's
+    # `hold=NAME`): a reply caught mid-stream, by construction.
+    holds: dict[str, asyncio.Event] = {}
+
+    @app.post("/v1/scripted/holds/{name}")
+    async def release(name: str) -> dict[str, Any]:
+        holds.setdefault(name, asyncio.Event()).set()
+        return {"released": name}
+
+    def answer(
+        body: dict[str, Any], completion: dict[str, Any], shape: StreamShape | None = None
+    ) -> dict[str, Any] | StreamingResponse:
+        """The completion whole, or streamed when the request asks (`"stream": true`)."""
+        if not body.get("stream"):
+            return completion
+        stats["streams"] += 1
+        shape = shape or StreamShape()
+        after_first = None
+        if shape.hold is not None:
+            held = holds.setdefault(shape.hold, asyncio.Event())
+            after_first = held.wait
+            stats[f"held_{shape.hold}"] += 1
+        options = body.get("stream_options") or {}
+        events = streaming.chunks(
+            completion,
+            usage=bool(options.get("include_usage")),
+            delay=shape.chunk_ms / 1000,
+            after_first=after_first,
+        )
+        return StreamingResponse(events, media_type="text/event-stream")
 
     @app.get("/v1/models")
     async def models() -> dict[str, Any]:
@@ -59,7 +90,7 @@ def create_app() -> FastAPI:
         x_agent_seq: int | None = Header(default=None),
         x_agent_name: str | None = Header(default=None),
         authorization: str | None = Header(default=None),
-    ) -> dict[str, Any] | JSONResponse:
+    ) -> dict[str, Any] | JSONResponse | StreamingResponse:
         stats["requests"] += 1
         if authorization:
             # Which key came, as a digest: tests prove the worker sent its key, and the
@@ -75,12 +106,18 @@ def create_app() -> FastAPI:
         try:
             # The run's label names the scenario (X-Scenario: what the benchmark's peers send).
             spec = ScenarioSpec.parse(x_run_label or x_scenario or "generic")
-            if spec.name == "loop":
-                loop = loop_reply(spec, messages)
-                turn = engine.Position(phase="loop", turn=len(messages), faults_so_far=0)
+            tools = [t["function"]["name"] for t in body.get("tools") or []]
+            if spec.name in ("loop", "chat"):
+                shape = stream_shape(spec) if spec.name == "chat" else None
+                said = chat_reply(spec, messages, tools) if shape else loop_reply(spec, messages)
+                turn = engine.Position(phase=spec.name, turn=len(messages), faults_so_far=0)
                 stats["completions"] += 1
                 by_run[run] += 1
-                return _completion(body, loop.content, engine.render_calls(loop, turn), messages)
+                served.append({"run": run, "seq": x_agent_seq, "at": datetime.now(UTC).isoformat()})
+                completion = _completion(
+                    body, said.content, engine.render_calls(said, turn), messages
+                )
+                return answer(body, completion, shape)
             scenario = load(spec, goal).for_agent(x_agent_name)
         except ScenarioError as err:
             return _error(400, "invalid_request_error", str(err))
@@ -99,7 +136,6 @@ def create_app() -> FastAPI:
                     return _error(499, "client_closed_request", "the caller went away")
                 break
             return _http_fault(fault.kind, fault.retry_after_seconds)
-        tools = [t["function"]["name"] for t in body.get("tools") or []]
         reply = engine.told_to_complete_step(messages) or engine.scripted_turn(
             scenario, where
         ).choose(engine.tool_results(messages))
@@ -118,7 +154,7 @@ def create_app() -> FastAPI:
         stats["completions"] += 1
         by_run[run] += 1
         served.append({"run": run, "seq": x_agent_seq, "at": datetime.now(UTC).isoformat()})
-        return _completion(body, content, calls, messages, finish_reason)
+        return answer(body, _completion(body, content, calls, messages, finish_reason))
 
     return app
 
