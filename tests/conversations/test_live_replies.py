@@ -10,18 +10,23 @@ import signal
 import urllib.request
 import uuid
 
-from activities.stream import DeltaStore
+from activities.stream import DeltaStore, StreamEntry
 from control import conversations, runs
 from control.live import LiveReplies, shown
 from infra.stack import worker_polling
 from tests.conftest import count_effects, eventually, spawn_worker
 from worker.main import build_worker
+from workflows.people_inputs import DecideRequest
 
 
 def live_log(settings):
     from activities.stores import open_database
 
     return DeltaStore(open_database(settings))
+
+
+def release(url: str) -> None:
+    urllib.request.urlopen(urllib.request.Request(url, method="POST")).close()
 
 
 async def open_chat(client, settings, label: str, cid: str) -> str:
@@ -38,7 +43,7 @@ async def test_a_turn_streams_into_the_live_log_and_the_history_keeps_the_reply(
         asked = conversations.message("Please refund A-1001 20.00", by="jane")
         waiting = await conversations.send(client, cid, asked)
         await runs.decide(
-            client, cid, runs.DecideRequest(approve=True, by="support-lead", request_id=None)
+            client, cid, DecideRequest(approve=True, by="support-lead", request_id=None)
         )
         refunded = await conversations.await_reply(client, cid, asked.message_id)
         history = await runs.handle(client, cid).fetch_history()
@@ -73,7 +78,7 @@ async def test_a_reader_hears_deltas_through_live_replies(dev_env, settings):
         sending = asyncio.create_task(
             conversations.send(client, cid, conversations.message("one two three four", by="jo"))
         )
-        heard = []
+        heard: list[StreamEntry] = []
         pos = 0
         while not any(e.kind == "done" for e in heard):
             got = await reader.after(cid, pos, wait=10)
@@ -112,9 +117,7 @@ async def test_sigkill_mid_stream_the_retry_replaces_the_partial_reply(
             return len({e.segment for e in log.read(cid) if e.kind == "delta"}) == 2
 
         await eventually(retried, within=90)
-        urllib.request.urlopen(
-            urllib.request.Request(f"{model_server.base_url}/scripted/holds/{hold}", method="POST")
-        ).close()
+        await asyncio.to_thread(release, f"{model_server.base_url}/scripted/holds/{hold}")
         reply = await sending
         state = await runs.get_state(client, cid)
     finally:
