@@ -206,7 +206,7 @@ class ModelActivities:
         request = ModelRequest(
             model=model_name,
             system=system_prompt(agent.instructions, planning=agent.planning),
-            messages=[clip_for_model(message) for message in history],
+            messages=[clip_for_model(_for_model(message)) for message in history],
             tools=self._schemas(call),
             force_tool=call.force_tool,
         )
@@ -276,7 +276,16 @@ def _message(message: dict[str, Any]) -> dict[str, Any]:
     out = {"role": message["role"], "content": message["content"]}
     if message.get("tool_call_id"):
         out["tool_call_id"] = message["tool_call_id"]
+    if message.get("speaker"):
+        out["speaker"] = message["speaker"]
     return out
+
+
+def _for_model(message: dict[str, Any]) -> dict[str, Any]:
+    """A stored message as the model gets it: who spoke stays in the thread's record."""
+    if "speaker" not in message:
+        return message
+    return {key: value for key, value in message.items() if key != "speaker"}
 
 
 def _turn(

@@ -7,10 +7,11 @@ from __future__ import annotations
 import asyncio
 import uuid
 
+from pydantic import BaseModel
 from temporalio.client import Client, WorkflowUpdateFailedError
 from temporalio.service import RPCError, RPCStatusCode
 
-from control import runs
+from control import runs, stored
 from control.runs import RunError
 from control.signer import Signer
 from runtime.settings import Settings
@@ -22,6 +23,9 @@ from workflows.conversation_records import (
     UserMessage,
 )
 from workflows.people_inputs import Actor
+
+# Who speaks for the agent in a thread.
+AGENT_SPEAKER = "agent"
 
 # How long a sender keeps asking a conversation that moved to a fresh run (continue-as-new)
 # before it gives up; the fresh run is up within a workflow task.
@@ -140,3 +144,25 @@ def _first(err: ValueError) -> str:
         first = errors(include_url=False)[0]
         return f"{'.'.join(str(p) for p in first['loc'])}: {first['msg']}"
     return str(err)
+
+
+class ThreadLine(BaseModel):
+    """One message of a conversation's whole thread, as the transcript store keeps it."""
+
+    speaker: str
+    text: str
+
+
+async def whole_thread(client: Client, settings: Settings, run_id: str) -> list[ThreadLine]:
+    """Every message of the conversation since it opened, from the transcript store (the
+    state keeps only the last turns): each person's message with who wrote it, and each
+    reply of the agent (its tool calls and their results left out)."""
+    key = await stored.store_key(client, run_id)
+    lines = []
+    for message in stored.read_messages(settings, key):
+        text = message.get("content") or ""
+        if message.get("role") == "user" and message.get("speaker"):
+            lines.append(ThreadLine(speaker=message["speaker"], text=text))
+        elif message.get("role") == "assistant" and text and not message.get("tool_calls"):
+            lines.append(ThreadLine(speaker=AGENT_SPEAKER, text=text))
+    return lines

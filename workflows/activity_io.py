@@ -39,6 +39,9 @@ class ChatMessage(CompactModel):
     role: Literal["system", "user", "assistant", "tool"]
     content: str
     tool_call_id: str | None = None
+    # Who wrote a person's message in a conversation (kept in the transcript, the thread's
+    # record; not sent to the model). Left out otherwise.
+    speaker: str | None = None
 
 
 class ModelCallInput(CompactModel):

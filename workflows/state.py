@@ -72,10 +72,22 @@ class RunState(BudgetRules):
         state.log(now, "system", "run_started", preview(request.goal))
         return state
 
-    def queue_message(self, role: str, content: str, tool_call_id: str | None = None) -> None:
+    def queue_message(
+        self,
+        role: str,
+        content: str,
+        tool_call_id: str | None = None,
+        speaker: str | None = None,
+    ) -> None:
         """Queue a small message; the next model call writes it to the transcript."""
         message = ChatMessage.model_validate(
-            {"seq": self.take_seq(), "role": role, "content": content, "tool_call_id": tool_call_id}
+            {
+                "seq": self.take_seq(),
+                "role": role,
+                "content": content,
+                "tool_call_id": tool_call_id,
+                "speaker": speaker,
+            }
         )
         self.outbox.append(message)
 

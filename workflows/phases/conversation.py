@@ -90,7 +90,7 @@ class Conversing(Story):
             started_at=workflow.now(),
         )
         self._moment("message", f"turn {step.index} from {message.by}")
-        self._open_step(step, message.text)
+        self._open_step(step, message.text, speaker=message.by)
         try:
             reply, reply_seq = await self._answer_turn(step)
             record.reply, record.reply_seq = reply, reply_seq

@@ -85,13 +85,14 @@ class Story(ToolCalls):
             f"the model gave no valid plan in {self.state.limits.max_plan_attempts} attempts"
         )
 
-    def _open_step(self, step: PlanStep, instruction: str) -> None:
-        """A step begins: its phase of the transcript starts with the instruction."""
+    def _open_step(self, step: PlanStep, instruction: str, speaker: str | None = None) -> None:
+        """A step begins: its phase of the transcript starts with the instruction (a
+        conversation's: the person's message, with who wrote it)."""
         self.state.start_step(step, workflow.now())
         self._publish()
         self.state.phase_start_seq = self.state.next_seq
         self.state.flush_notes()
-        self.state.queue_message("user", instruction)
+        self.state.queue_message("user", instruction, speaker=speaker)
 
     async def _run_step(self, step: PlanStep) -> None:
         self._open_step(step, prompts.step_message(step.index, len(self.state.plan), step.title))
