@@ -138,6 +138,22 @@ class DeltaStore:
             for r in rows
         ]
 
+    def start_point(self, run_id: str) -> int:
+        """Where a new reader starts: just before the reply streaming now (so it sees that
+        reply whole), else after everything (the replies before are in the thread)."""
+        with self.db.transaction() as tx:
+            opened = [row["segment"] for row in _open_segments(tx, run_id)]
+            if opened:
+                [row] = tx.execute(
+                    "SELECT MIN(pos) AS pos FROM stream_log WHERE run_id = ? AND segment = ?",
+                    (run_id, opened[0]),
+                )
+                return int(row["pos"]) - 1
+            [row] = tx.execute(
+                "SELECT COALESCE(MAX(pos), 0) AS pos FROM stream_log WHERE run_id = ?", (run_id,)
+            )
+            return int(row["pos"])
+
     def forget(self, run_id: str) -> int:
         """Remove a run's log (pruning); how many entries went."""
         with self.db.transaction() as tx:

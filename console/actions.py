@@ -75,14 +75,14 @@ class MomentForm(Form):
 F = TypeVar("F", bound=Form)
 
 
-def _parse(model: type[F], fields: dict[str, str]) -> F:
+def parse_form(model: type[F], fields: dict[str, str]) -> F:
     try:
         return model.model_validate(fields)
     except ValidationError as err:
         raise PageError(422, f"the form is not valid: {one_line(err)}") from None
 
 
-async def _acting(request: Request, run_id: str) -> tuple[Console, str, dict[str, str], RunState]:
+async def acting(request: Request, run_id: str) -> tuple[Console, str, dict[str, str], RunState]:
     """The signed-in user, the form (CSRF checked first) and the run's state."""
     user = signed_in(request)
     console = console_of(request)
@@ -92,7 +92,7 @@ async def _acting(request: Request, run_id: str) -> tuple[Console, str, dict[str
     return console, user, fields, await run_state(console, run_id)
 
 
-def _done(request: Request, run_id: str, message: str, location: str | None = None) -> Response:
+def done(request: Request, run_id: str, message: str, location: str | None = None) -> Response:
     """Scripted pages get JSON; a plain form post goes back to the run with the message."""
     where = location or f"/runs/{run_id}"
     if "application/json" in request.headers.get("accept", ""):
@@ -103,15 +103,15 @@ def _done(request: Request, run_id: str, message: str, location: str | None = No
     return response
 
 
-def _refused(err: RunError) -> PageError:
+def refused(err: RunError) -> PageError:
     return PageError(409, str(err).removeprefix("refused: "))
 
 
 def register(app: FastAPI) -> None:
     @app.post("/runs/{run_id}/decide")
     async def decide(request: Request, run_id: str) -> Response:
-        console, user, fields, state = await _acting(request, run_id)
-        form = _parse(DecideForm, fields)
+        console, user, fields, state = await acting(request, run_id)
+        form = parse_form(DecideForm, fields)
         pending = next(
             (a for a in state.pending_approvals if a.request_id == form.request_id), None
         )
@@ -130,25 +130,25 @@ def register(app: FastAPI) -> None:
             signed = runs.signed_decision(state, request_, console.signer)
             said = await runs.decide(console.client, run_id, signed)
         except RunError as err:
-            raise _refused(err) from None
-        return _done(request, run_id, said)
+            raise refused(err) from None
+        return done(request, run_id, said)
 
     @app.post("/runs/{run_id}/answer")
     async def answer(request: Request, run_id: str) -> Response:
-        console, user, fields, state = await _acting(request, run_id)
-        form = _parse(AnswerForm, fields)
+        console, user, fields, state = await acting(request, run_id)
+        form = parse_form(AnswerForm, fields)
         reply = Answer(question_id=form.question_id, answer=form.answer, by=user)
         try:
             signed = runs.signed_answer(state, reply, console.signer)
             said = await runs.answer(console.client, run_id, signed)
         except RunError as err:
-            raise _refused(err) from None
-        return _done(request, run_id, said)
+            raise refused(err) from None
+        return done(request, run_id, said)
 
     def _actor_route(verb: Literal["pause", "resume", "cancel"]) -> None:
         async def act(request: Request, run_id: str) -> Response:
-            console, user, fields, state = await _acting(request, run_id)
-            form = _parse(ReasonForm, fields)
+            console, user, fields, state = await acting(request, run_id)
+            form = parse_form(ReasonForm, fields)
             if state.status.is_closed:
                 raise PageError(409, f"the run is {state.status.value}; it takes no more actions")
             try:
@@ -156,8 +156,8 @@ def register(app: FastAPI) -> None:
                     console.client, run_id, Actor(by=user, reason=form.reason), console.signer
                 )
             except RunError as err:
-                raise _refused(err) from None
-            return _done(request, run_id, f"{verb} sent by {user}")
+                raise refused(err) from None
+            return done(request, run_id, f"{verb} sent by {user}")
 
         app.post(f"/runs/{{run_id}}/{verb}", name=verb)(act)
 
@@ -167,8 +167,8 @@ def register(app: FastAPI) -> None:
 
     @app.post("/runs/{run_id}/budget")
     async def budget(request: Request, run_id: str) -> Response:
-        console, user, fields, state = await _acting(request, run_id)
-        form = _parse(BudgetForm, fields)
+        console, user, fields, state = await acting(request, run_id)
+        form = parse_form(BudgetForm, fields)
         if not state.policy.may_decide(BUDGET_REQUEST, user):
             raise PageError(403, f"{user} may not change this run's budget")
         limits = form.model_dump(exclude={"comment"}, exclude_none=True)
@@ -180,13 +180,13 @@ def register(app: FastAPI) -> None:
                 console.signer,
             )
         except RunError as err:
-            raise _refused(err) from None
-        return _done(request, run_id, f"budget set by {user}: {new.model_dump(exclude_none=True)}")
+            raise refused(err) from None
+        return done(request, run_id, f"budget set by {user}: {new.model_dump(exclude_none=True)}")
 
     @app.post("/runs/{run_id}/edit")
     async def edit(request: Request, run_id: str) -> Response:
-        console, user, fields, _ = await _acting(request, run_id)
-        form = _parse(EditForm, fields)
+        console, user, fields, _ = await acting(request, run_id)
+        form = parse_form(EditForm, fields)
         steps = [line.strip() for line in form.pending_steps.splitlines() if line.strip()]
         try:
             patch = StatePatch(by=user, goal=form.goal or None, pending_steps=steps or None)
@@ -195,13 +195,13 @@ def register(app: FastAPI) -> None:
         try:
             edited = await runs.edit(console.client, run_id, patch, console.signer)
         except RunError as err:
-            raise _refused(err) from None
-        return _done(request, run_id, f"edited by {user}: {edited.progress_line()}")
+            raise refused(err) from None
+        return done(request, run_id, f"edited by {user}: {edited.progress_line()}")
 
     @app.post("/runs/{run_id}/fork")
     async def fork(request: Request, run_id: str) -> Response:
-        console, user, fields, _ = await _acting(request, run_id)
-        form = _parse(MomentForm, fields)
+        console, user, fields, _ = await acting(request, run_id)
+        form = parse_form(MomentForm, fields)
         try:
             started = await timeline.fork(
                 console.client,
@@ -212,18 +212,18 @@ def register(app: FastAPI) -> None:
                 signer=console.signer,
             )
         except RunError as err:
-            raise _refused(err) from None
+            raise refused(err) from None
         where = f"/runs/{started.run_id}"
-        return _done(request, run_id, f"forked by {user} from moment {form.moment}", where)
+        return done(request, run_id, f"forked by {user} from moment {form.moment}", where)
 
     @app.post("/runs/{run_id}/rewind")
     async def rewind(request: Request, run_id: str) -> Response:
-        console, user, fields, _ = await _acting(request, run_id)
-        form = _parse(MomentForm, fields)
+        console, user, fields, _ = await acting(request, run_id)
+        form = parse_form(MomentForm, fields)
         try:
             await timeline.rewind(
                 console.client, run_id, form.moment, by=user, signer=console.signer
             )
         except RunError as err:
-            raise _refused(err) from None
-        return _done(request, run_id, f"rewound by {user} to moment {form.moment}")
+            raise refused(err) from None
+        return done(request, run_id, f"rewound by {user} to moment {form.moment}")

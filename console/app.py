@@ -19,7 +19,8 @@ from starlette.datastructures import MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from temporalio.client import Client
 
-from console import actions, events, users
+from console import actions, chat, events, users
+from console.deltas import Resume, resume_from
 from console.identity import CSRF_FIELD, Identity
 from console.throttle import OpenStreams, SignInThrottle
 from console.views import Views
@@ -37,6 +38,7 @@ from console.web import (
     templates,
     wants_json,
 )
+from control.live import LiveReplies
 from control.signer import kept_signer
 from runtime.client import connect
 from runtime.settings import Settings
@@ -137,10 +139,13 @@ def create_app(settings: Settings, client: Client | None = None) -> FastAPI:
         app.state.console = build(client)
     _pages(app)
     actions.register(app)
+    chat.register(app)
     return app
 
 
-async def stream_start(request: Request, run_id: str, after: int = 0) -> AsyncIterator[int]:
+async def stream_start(
+    request: Request, run_id: str, after: int = 0, pos: int = 0
+) -> AsyncIterator[Resume]:
     """Checked before the stream opens (a bad request is an error page, not a stream), and
     the person's place among their open streams held until the response is over: a
     dependency's teardown runs however the stream ends, its reader gone included."""
@@ -148,11 +153,23 @@ async def stream_start(request: Request, run_id: str, after: int = 0) -> AsyncIt
     streams = console_of(request).streams
     if (refused := streams.refusal(user)) is not None:
         raise PageError(429, refused)
-    if after < 0:
-        raise PageError(400, "after must be a whole number >= 0")
+    if after < 0 or pos < 0:
+        raise PageError(400, "after and pos must be whole numbers >= 0")
     await run_state(console_of(request), run_id)
     with streams.held_by(user):
-        yield events.last_event_id(request.headers.get("last-event-id"), after)
+        yield resume_from(request.headers.get("last-event-id"), after, pos)
+
+
+async def live_start(settings: Settings, run_id: str) -> int:
+    """Where the page's live replies start (activities/stream.py: start_point); 0 when
+    this console does not reach the stores."""
+    live = LiveReplies.reachable(settings)
+    if live is None:
+        return 0
+    try:
+        return await asyncio.to_thread(live.store.start_point, run_id)
+    finally:
+        await live.close()
 
 
 def render_without_user(request: Request, message: str) -> Response:
@@ -236,6 +253,7 @@ def _pages(app: FastAPI) -> None:
         state = await run_state(console, run_id)
         moments, after = await events.rendered_moments(state, events.Previews(console.settings))
         context = {
+            "pos": await live_start(console.settings, run_id) if state.conversation else 0,
             "state": state,
             "me": user,
             "web_ui": console.settings.web_ui_url(run_id),
@@ -253,10 +271,17 @@ def _pages(app: FastAPI) -> None:
 
     @app.get("/runs/{run_id}/events", response_class=EventSourceResponse)
     async def run_events(
-        request: Request, run_id: str, start: Annotated[int, Depends(stream_start)]
+        request: Request,
+        run_id: str,
+        start: Annotated[Resume, Depends(stream_start)],
+        deltas: int = 0,
     ) -> AsyncIterator[ServerSentEvent]:
         """The run's events as SSE (docs/events.md); a reconnect resumes after Last-Event-ID.
-        A person may hold a few streams open at once (AGENT_CONSOLE_STREAMS_PER_USER)."""
+        `deltas=1`: the live replies' pieces too. A person may hold a few streams open at
+        once (AGENT_CONSOLE_STREAMS_PER_USER)."""
         console = console_of(request)
-        async for item in events.stream(console.client, console.settings, run_id, start):
+        streaming = events.stream(
+            console.client, console.settings, run_id, start, deltas=bool(deltas)
+        )
+        async for item in streaming:
             yield item

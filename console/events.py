@@ -1,5 +1,6 @@
-"""The run event protocol, version 1 (docs/events.md): a run's moments as offset-addressed
-JSON, served as Server-Sent Events.
+"""The run event protocol, version 2 (docs/events.md): a run's moments as offset-addressed
+JSON, served as Server-Sent Events; with `?deltas=1`, the live replies' pieces too
+(console/deltas.py).
 
 Each moment of a run is one event whose offset is the moment's number: it never repeats
 within a run's chain, so a reader that reconnects with Last-Event-ID N gets exactly the
@@ -25,7 +26,9 @@ from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
 from activities.transcript import TranscriptStore
+from console.deltas import Resume, live_events
 from control import timeline
+from control.live import LiveReplies
 from control.runs import RunError, handle
 from control.stored import transcript_store
 from runtime.settings import Settings
@@ -33,7 +36,8 @@ from workflows.contract_base import preview
 from workflows.records import RunEvent, RunStatus
 from workflows.state import EventPage, RunState
 
-PROTOCOL_VERSION = 1
+# 2: `delta` and `segment` events, asked for with ?deltas=1; otherwise as version 1.
+PROTOCOL_VERSION = 2
 PREVIEW_CHARS = 400
 # How often a stream asks the run for news: the click-to-update delay is about this.
 POLL_SECONDS = 0.2
@@ -197,45 +201,62 @@ async def stream(
     client: Client,
     settings: Settings,
     run_id: str,
-    after: int,
+    resume: Resume,
+    deltas: bool = False,
 ) -> AsyncIterator[ServerSentEvent]:
     """The SSE stream: `moment` events with ids, `status` events when the summary changes,
-    and `end` once the run is closed and every moment was sent."""
-    reader = EventReader(client, settings, run_id, after)
+    with `deltas` the live replies' `segment` and `delta` events, and `end` once the run
+    is closed and every moment was sent."""
+    reader = EventReader(client, settings, run_id, resume.moment)
+    live = LiveReplies.reachable(settings) if deltas else None
+    pos = resume.pos
     last_status: dict[str, Any] | None = None
-    while True:
-        try:
-            batch, page = await reader.next_batch()
-        except RPCError as err:
-            if err.status == RPCStatusCode.NOT_FOUND:  # deleted while watched
-                yield ServerSentEvent(event="end", data={"status": "gone"})
+    try:
+        while True:
+            try:
+                batch, page = await reader.next_batch()
+            except RPCError as err:
+                if err.status == RPCStatusCode.NOT_FOUND:  # deleted while watched
+                    yield ServerSentEvent(event="end", data={"status": "gone"})
+                    return
+                yield ServerSentEvent(
+                    event="unavailable", data={"error": one_line(err)}, retry=2000
+                )
+                await asyncio.sleep(2)
+                continue
+            except Exception as err:  # told to the page, then retried: a worker may come back
+                yield ServerSentEvent(
+                    event="unavailable", data={"error": one_line(err)}, retry=2000
+                )
+                await asyncio.sleep(2)
+                continue
+            for item in batch:
+                ident = Resume(item["offset"], pos).event_id(deltas)
+                yield ServerSentEvent(id=ident, event="moment", data=item)
+            status = status_wire(page)
+            if status != last_status:
+                last_status = status
+                yield ServerSentEvent(event="status", data=status)
+            closed = page.summary.status.is_closed and page.summary.moment <= reader.after
+            if live is None:
+                if closed:
+                    yield ServerSentEvent(event="end", data={"status": page.summary.status.value})
+                    return
+                await asyncio.sleep(POLL_SECONDS)
+                continue
+            # The live log is read until the next poll is due: a piece is sent as it lands.
+            entries = await live.after(run_id, pos, wait=0 if closed else POLL_SECONDS)
+            for event in live_events(run_id, entries, reader.after, PROTOCOL_VERSION):
+                yield event
+            pos = entries[-1].pos if entries else pos
+            if closed and not entries:
+                yield ServerSentEvent(event="end", data={"status": page.summary.status.value})
                 return
-            yield ServerSentEvent(event="unavailable", data={"error": one_line(err)}, retry=2000)
-            await asyncio.sleep(2)
-            continue
-        except Exception as err:  # told to the page, then retried: a worker may come back
-            yield ServerSentEvent(event="unavailable", data={"error": one_line(err)}, retry=2000)
-            await asyncio.sleep(2)
-            continue
-        for item in batch:
-            yield ServerSentEvent(id=str(item["offset"]), event="moment", data=item)
-        status = status_wire(page)
-        if status != last_status:
-            last_status = status
-            yield ServerSentEvent(event="status", data=status)
-        if page.summary.status.is_closed and page.summary.moment <= reader.after:
-            yield ServerSentEvent(event="end", data={"status": page.summary.status.value})
-            return
-        await asyncio.sleep(POLL_SECONDS)
+    finally:
+        if live is not None:
+            await live.close()
 
 
 def one_line(err: BaseException) -> str:
     text = getattr(err, "message", None) or str(err) or type(err).__name__
     return " ".join(str(text).split())[:300]
-
-
-def last_event_id(header: str | None, query: int | None) -> int:
-    """Where a reader resumes: the Last-Event-ID header (a reconnect), else ?after=N."""
-    if header is not None and header.strip().isdigit():
-        return int(header.strip())
-    return query or 0

@@ -8,7 +8,7 @@ import asyncio
 import uuid
 
 from pydantic import BaseModel
-from temporalio.client import Client, WorkflowUpdateFailedError
+from temporalio.client import Client, WorkflowUpdateFailedError, WorkflowUpdateStage
 from temporalio.service import RPCError, RPCStatusCode
 
 from control import runs, stored
@@ -84,6 +84,29 @@ async def send(
         sent = sent.model_copy(update={"signed": signed})
     reply = await _ask(client, run_id, "send_message", sent)
     return await _past_carried(client, run_id, reply)
+
+
+async def post(
+    client: Client, run_id: str, sent: UserMessage, signer: Signer | None = None
+) -> None:
+    """Send a message and return once the conversation accepted it (queued, in order): the
+    reply comes on the run's event stream. What the console's composer does."""
+    if signer is not None:
+        identity = await runs.run_identity(client, run_id)
+        signed = signer.change(identity, sent.by, "message", sent.what_it_says())
+        sent = sent.model_copy(update={"signed": signed})
+    try:
+        await runs.handle(client, run_id).start_update(
+            "send_message",
+            sent,
+            wait_for_stage=WorkflowUpdateStage.ACCEPTED,
+            result_type=TurnReply,
+        )
+    except WorkflowUpdateFailedError as err:
+        cause = err.cause
+        raise RunError(f"refused: {getattr(cause, 'message', None) or cause}") from None
+    except RPCError as err:
+        raise RunError(f"conversation {run_id}: {runs.one_line_of(err.message)}") from None
 
 
 async def await_reply(client: Client, run_id: str, message_id: str) -> TurnReply:

@@ -44,6 +44,7 @@ document.addEventListener("submit", async (event) => {
     });
     const reply = await response.json().catch(() => ({ ok: false, message: `error ${response.status}` }));
     say(reply.message, !response.ok);
+    if (response.ok && form.classList.contains("composer")) form.reset();
     if (response.ok && form.dataset.navigate && reply.location) {
       window.location.assign(reply.location);
       return;
@@ -78,13 +79,69 @@ function addMoment(list, item) {
   list.appendChild(li);
 }
 
+// A conversation's live replies: one bubble per segment of the live log. An abandoned
+// segment (its attempt died) is removed, so the retry's reply replaces it, never joins it.
+function followReplies(source, chat) {
+  const live = document.getElementById("live");
+  const bubbles = new Map();
+  const bubble = (segment) => {
+    let li = bubbles.get(segment);
+    if (!li) {
+      li = document.createElement("li");
+      li.className = "said by-agent streaming";
+      li.dataset.segment = segment;
+      li.innerHTML = "<span class=\"who\"></span> <span class=\"text\"></span>";
+      li.querySelector(".who").textContent = chat.dataset.agent || "agent";
+      live.appendChild(li);
+      bubbles.set(segment, li);
+    }
+    return li;
+  };
+  source.addEventListener("segment", (e) => {
+    const item = JSON.parse(e.data);
+    if (item.status === "open") bubble(item.segment);
+    else if (item.status === "abandoned") {
+      const li = bubbles.get(item.segment);
+      if (li) li.remove();
+      bubbles.delete(item.segment);
+    } else if (item.status === "done") {
+      const li = bubbles.get(item.segment);
+      if (li) { li.classList.remove("streaming"); li.classList.add("done"); }
+    }
+  });
+  source.addEventListener("delta", (e) => {
+    const item = JSON.parse(e.data);
+    bubble(item.segment).querySelector(".text").textContent += item.text;
+  });
+  // A turn answered: the thread is read again, and the finished bubbles give way to it.
+  source.addEventListener("moment", async (e) => {
+    const item = JSON.parse(e.data);
+    if (item.kind !== "replied" && item.kind !== "message") return;
+    const response = await fetch(window.location.pathname, { credentials: "same-origin" });
+    if (!response.ok) return;
+    const page = new DOMParser().parseFromString(await response.text(), "text/html");
+    const fresh = page.getElementById("thread");
+    if (fresh) document.getElementById("thread").replaceWith(fresh);
+    if (item.kind === "replied") {
+      for (const [segment, li] of bubbles) {
+        if (li.classList.contains("done")) { li.remove(); bubbles.delete(segment); }
+      }
+    }
+  });
+}
+
 function followRun(run) {
   const runId = run.dataset.run;
   const list = document.getElementById("timeline");
+  const chat = document.querySelector(".chat[data-chat]");
   let shown = null;
   // After the last moment the page was served with: it never asks for what it shows.
   const after = Number.parseInt(run.dataset.after || "0", 10) || 0;
-  const source = new EventSource(`/runs/${encodeURIComponent(runId)}/events?after=${after}`);
+  // A conversation's page also follows the live log, from the reply streaming as it was served.
+  const pos = Number.parseInt(run.dataset.pos || "0", 10) || 0;
+  const deltas = chat ? `&deltas=1&pos=${pos}` : "";
+  const source = new EventSource(`/runs/${encodeURIComponent(runId)}/events?after=${after}${deltas}`);
+  if (chat) followReplies(source, chat);
   source.addEventListener("moment", (e) => addMoment(list, JSON.parse(e.data)));
   source.addEventListener("status", (e) => {
     const status = JSON.parse(e.data);

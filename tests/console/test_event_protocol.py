@@ -46,7 +46,7 @@ async def test_a_reconnect_resumes_after_the_last_event_nothing_twice_nothing_mi
     before = _moments(first)
     assert [m["offset"] for m in before] == list(range(1, len(before) + 1))
     assert all(e.id == str(e.data["offset"]) for e in first if e.name == "moment")
-    assert before[0]["v"] == 1 and before[0]["kind"] == "started"
+    assert before[0]["v"] == 2 and before[0]["kind"] == "started"
     model_texts = [m["preview"] for m in before if m["kind"] == "model"]
     assert model_texts and all(model_texts), "model moments carry the reply's text"
     assert any("→ lookup_invoice({" in text for text in model_texts), model_texts
