@@ -112,7 +112,8 @@ async def test_a_reply_cut_by_a_sigkill_is_replaced_on_the_page_never_doubled(
                   window.mostBubbles = 0;
                   const live = document.getElementById("live");
                   new MutationObserver(() => {
-                    const shown = [...live.querySelectorAll("li")].filter(li => li.querySelector(".text").textContent !== "");
+                    const shown = [...live.querySelectorAll("li .text")]
+                      .filter(text => text.textContent !== "");
                     window.mostBubbles = Math.max(window.mostBubbles, shown.length);
                   }).observe(live, { childList: true, subtree: true, characterData: true });
                 }"""
