@@ -65,7 +65,7 @@ async def test_the_composer_speaks_as_the_user_and_the_stream_carries_the_reply(
     assert "".join(p.data["text"] for p in pieces) == "You said: Hello from the console"
     assert len(pieces) >= 3 and all(p.data["v"] == 2 for p in pieces)
     # Ids are MOMENT.POS; positions rise one by one.
-    positions = [int(e.id.split(".")[1]) for e in seen if e.name in ("delta", "segment")]
+    positions = [int(str(e.id).split(".")[1]) for e in seen if e.name in ("delta", "segment")]
     assert positions == list(range(positions[0], positions[0] + len(positions)))
     # A reconnect from the middle of the reply gets exactly the rest of it.
     middle = pieces[1]
