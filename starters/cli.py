@@ -12,6 +12,7 @@ from pydantic import ValidationError
 from runtime import telemetry
 from runtime.settings import load_settings
 from starters import (
+    cli_chat,
     cli_console,
     cli_history,
     cli_ops,
@@ -37,6 +38,7 @@ cli_ops.register(app)
 cli_console.register(app)
 cli_schedule.register(app)
 cli_release.register(app)
+cli_chat.register(app)
 app.command()(demo)
 
 

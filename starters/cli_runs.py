@@ -10,11 +10,16 @@ from typing import Annotated, TypeVar
 
 import typer
 from pydantic import BaseModel, ValidationError
+from rich.console import Group
 from rich.live import Live
 from rich.table import Table
+from rich.text import Text
 
+from activities.stream import StreamEntry
 from control import runs
 from control.agents import check_limits, describe, known_agent, local_agents
+from control.live import LiveReplies
+from control.live import shown as shown_replies
 from control.runs import RunError
 from control.stored import run_effects
 from infra.offline_model.scenarios import Fault, ScenarioError, ScenarioSpec, load
@@ -184,14 +189,33 @@ async def watch(
     run_id: RunIdArgument,
     interval: Annotated[float, typer.Option(help="Seconds between refreshes.", min=0.1)] = 0.5,
 ) -> None:
-    """Follow a run live until it ends (Ctrl-C stops watching, not the run)."""
-    client = await connect(load_settings())
+    """Follow a run live until it ends (Ctrl-C stops watching, not the run); a reply the
+    model streams shows under it as it is written."""
+    settings = load_settings()
+    client = await connect(settings)
+    replies = LiveReplies.reachable(settings)
     summary = await runs.get_summary(client, run_id)
-    with Live(summary_panel(summary), console=console, refresh_per_second=8) as live:
-        while not summary.status.is_closed:
-            await asyncio.sleep(interval)
-            summary = await runs.get_summary(client, run_id)
-            live.update(summary_panel(summary))
+    entries: list[StreamEntry] = []
+    pos = await asyncio.to_thread(replies.store.start_point, run_id) if replies else 0
+    try:
+        with Live(summary_panel(summary), console=console, refresh_per_second=8) as live:
+            while not summary.status.is_closed:
+                if replies is None:
+                    await asyncio.sleep(interval)
+                else:
+                    entries += await replies.after(run_id, pos, wait=interval)
+                    pos = entries[-1].pos if entries else pos
+                summary = await runs.get_summary(client, run_id)
+                live.update(Group(summary_panel(summary), Text(streaming_now(entries))))
+    finally:
+        if replies is not None:
+            await replies.close()
+
+
+def streaming_now(entries: list[StreamEntry]) -> str:
+    """The latest reply being written (or last written), as a reader shows it."""
+    texts = list(shown_replies(entries).values())
+    return texts[-1][-2000:] if texts else ""
 
 
 @run_async
