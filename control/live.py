@@ -28,6 +28,7 @@ class LiveReplies:
         self._listener: Any = None
         self._pump: asyncio.Future[None] | None = None
         self._heard = asyncio.Event()
+        self.notified = 0  # notifications heard (PostgreSQL): what woke this reader
 
     @classmethod
     def reachable(cls, settings: Settings) -> LiveReplies | None:
@@ -80,6 +81,7 @@ class LiveReplies:
         # Notifications are delivered while the connection is read: keep reading it.
         with suppress(Exception):
             async for _ in conn.notifies():
+                self.notified += 1
                 self._heard.set()
 
     async def close(self) -> None:
