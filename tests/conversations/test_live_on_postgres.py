@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import signal
 import uuid
-from pathlib import Path
 
 import pytest
 
@@ -79,4 +78,4 @@ async def test_a_console_elsewhere_streams_a_reply_the_worker_writes(dev_env, pg
     assert len(pieces) >= 3
     assert list(shown(heard).values()) == [reply.reply]
     assert reader.notified >= 1
-    assert not Path(elsewhere.database_path).exists()  # nothing of the log on this disk
+    assert not elsewhere.database_path.exists()  # nothing of the log on this disk
