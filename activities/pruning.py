@@ -18,7 +18,9 @@ from activities.sql import SqlDatabase
 from workflows.activity_io import PruneReport, PruneRequest
 from workflows.records import IDENTITY_SEPARATOR
 
-TABLES = ("transcript", "model_calls", "tool_lists", "effects")
+# The live log (activities/stream.py) is under the workflow id rather than the identity;
+# its rows go with the run's all the same.
+TABLES = ("transcript", "model_calls", "tool_lists", "effects", "stream_log")
 
 
 class PruneActivities:

@@ -20,6 +20,7 @@ import asyncio
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
 from activities.fingerprints import now_text
@@ -43,6 +44,10 @@ CREATE INDEX IF NOT EXISTS stream_log_segment ON stream_log (run_id, segment, ki
 CHANNEL = "agent_stream"
 # A reader's page: a reply streams in far fewer entries (writes coalesce while one is made).
 PAGE = 500
+# The pieces of a finished reply are kept this long (a reader catching up gets them); the
+# history and the transcript keep the reply itself. Its segment's open and close stay, so
+# positions keep rising in a conversation that lasts weeks.
+KEEP_PIECES = timedelta(hours=1)
 
 EntryKind = Literal["open", "delta", "done", "abandoned"]
 CLOSING: tuple[EntryKind, ...] = ("done", "abandoned")
@@ -83,6 +88,7 @@ class DeltaStore:
             for stale in _open_segments(tx, run_id):
                 self._add(tx, run_id, stale["segment"], stale["seq"], "abandoned", "")
             self._add(tx, run_id, segment, seq, "open", "")
+            _forget_old_pieces(tx, run_id)
         return segment
 
     def append(self, run_id: str, segment: str, seq: int, text: str) -> None:
@@ -168,6 +174,14 @@ def _open_segments(tx: Tx, run_id: str) -> list[dict[str, Any]]:
         "(SELECT 1 FROM stream_log c WHERE c.run_id = o.run_id AND c.segment = o.segment "
         "AND c.kind IN ('done', 'abandoned'))",
         (run_id,),
+    )
+
+
+def _forget_old_pieces(tx: Tx, run_id: str) -> None:
+    before = (datetime.now(UTC) - KEEP_PIECES).isoformat()
+    tx.execute(
+        "DELETE FROM stream_log WHERE run_id = ? AND kind = 'delta' AND created_at < ?",
+        (run_id, before),
     )
 
 
