@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from temporalio.api.common.v1 import WorkflowExecution
-from temporalio.api.enums.v1 import EventType
+from temporalio.api.enums.v1 import EventType, ResetReapplyExcludeType
 from temporalio.api.history.v1 import HistoryEvent
 from temporalio.api.workflowservice.v1 import ResetWorkflowExecutionRequest
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHistory
@@ -291,6 +291,9 @@ async def rewind(
     found = await rebuild(client, run_id, only={moment_index})
     finish = reset_point(found, found.at(moment_index))
     await _authorized_rewind(client, found, moment_index, by, signer)
+    excluded = []
+    if found.at(moment_index).state.conversation is not None:
+        excluded.append(ResetReapplyExcludeType.RESET_REAPPLY_EXCLUDE_TYPE_UPDATE)
     try:
         response = await client.workflow_service.reset_workflow_execution(
             ResetWorkflowExecutionRequest(
@@ -299,6 +302,9 @@ async def rewind(
                 reason=f"agentctl rewind to step {moment_index} by {by}",
                 workflow_task_finish_event_id=finish,
                 request_id=str(uuid.uuid4()),
+                # A conversation goes back to that turn: the messages sent after it are
+                # not sent again (signals, a person's decisions among them, still are).
+                reset_reapply_exclude_types=excluded,
             )
         )
     except RPCError as err:
