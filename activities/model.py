@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import timedelta
-from typing import Any
+from typing import Any, cast
 
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
@@ -45,7 +45,10 @@ ClientFactory = Callable[[Settings, Model | None], ModelClient]
 
 
 def openai_clients(settings: Settings, model: Model | None) -> ModelClient:
-    """The OpenAI-compatible client: the worker's endpoint, or the agent's own."""
+    """The agent's own client when it brings one; else the OpenAI-compatible client: the
+    worker's endpoint, or the agent's own."""
+    if model is not None and model.client is not None:
+        return cast(ModelClient, model.client())
     if model is None or model.base_url is None:
         return OpenAIChatClient(
             settings.model_base_url,
@@ -76,10 +79,10 @@ class ModelActivities:
         self.make_client = clients
         # Keys are read here, in the worker, from its own environment: never from a
         # workflow input, so they cannot reach the history (invariant 7).
-        self._clients: dict[tuple[str | None, str | None], ModelClient] = {}
+        self._clients: dict[tuple[Any, ...], ModelClient] = {}
 
     def _client(self, model: Model | None) -> ModelClient:
-        slot = (model.base_url, model.api_key_env) if model else (None, None)
+        slot = (model.base_url, model.api_key_env, model.client) if model else (None, None, None)
         client = self._clients.get(slot)
         if client is None:
             client = self._clients[slot] = self.make_client(self.settings, model)

@@ -35,12 +35,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, cast
 
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
+from activities.model import openai_clients
 from activities.model_client import (
     CallMeta,
     DeltaSink,
@@ -182,9 +183,11 @@ class AgentTestbed:
     def __init__(
         self,
         *agents: Agent,
-        model: ModelClient,
+        model: ModelClient | None = None,
         env: WorkflowEnvironment | None = None,
     ) -> None:
+        """`model`: the client every agent's calls go to (a ScriptedModel); None: each
+        agent's own (`Model(..., client=...)`) or the worker's default endpoint."""
         self.registry = AgentRegistry().add(*agents)
         self.model = model
         self._given_env = env
@@ -214,7 +217,9 @@ class AgentTestbed:
             env.client,
             self.settings,
             registry=self.registry,
-            model_clients=lambda settings, model: self.model,
+            model_clients=openai_clients
+            if self.model is None
+            else lambda settings, model: cast(ModelClient, self.model),
         )
         await self._worker.__aenter__()
         self._client = AgentClient(env.client, self.settings, self.registry)
@@ -266,10 +271,11 @@ class AgentTestbed:
         policy: RunPolicy | None = None,
         limits: RunLimits | None = None,
         budget: RunBudget | None = None,
+        label: str | None = None,
     ) -> Conversation:
         """Open a conversation with `agent` on the testbed's worker."""
         return await self.client.open_conversation(
-            agent, conversation_id, policy=policy, limits=limits, budget=budget
+            agent, conversation_id, policy=policy, limits=limits, budget=budget, label=label
         )
 
 

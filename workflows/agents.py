@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import fnmatch
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from pydantic import Field
@@ -45,11 +45,14 @@ BEFORE_AGENTS = "before-agents"
 @dataclass(frozen=True)
 class Model:
     """The model an agent talks to: a name, and optionally its own OpenAI-compatible
-    endpoint and the environment variable (of the worker) that holds its key."""
+    endpoint and the environment variable (of the worker) that holds its key; or a client
+    of your own (`client`: makes a `durable_agents.models.ModelClient`, once per worker),
+    for an endpoint that speaks another protocol."""
 
     name: str
     base_url: str | None = None
     api_key_env: str | None = None
+    client: Callable[[], object] | None = None
 
 
 # -- approval rules of the agent's own ------------------------------------------------

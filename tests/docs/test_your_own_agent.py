@@ -28,6 +28,12 @@ def blocks(kind: str) -> list[str]:
     return [text for lang, text in BLOCK.findall(GUIDE.read_text()) if lang == kind]
 
 
+GUIDE_MODULES = (
+    "support_agent", "test_support_agent", "rules", "desk", "test_desk",
+    "test_support_chat", "gateway_client", "test_gateway_client",
+)  # fmt: skip
+
+
 @pytest.fixture
 def guide_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """The guide's Python files, each named by its first line, importable."""
@@ -36,14 +42,18 @@ def guide_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
         assert name, f"a Python block must start with its file name: {text[:40]!r}"
         (tmp_path / name.group(1)).write_text(text)
     monkeypatch.syspath_prepend(str(tmp_path))
-    for module in ("support_agent", "test_support_agent", "rules", "desk", "test_desk"):
+    for module in GUIDE_MODULES:
         sys.modules.pop(module, None)
     return tmp_path
 
 
-@pytest.mark.parametrize("module_name", ["test_support_agent", "test_desk"])
-async def test_the_guides_tests_pass(guide_dir, module_name, monkeypatch):
+@pytest.mark.parametrize(
+    "module_name",
+    ["test_support_agent", "test_desk", "test_support_chat", "test_gateway_client"],
+)
+async def test_the_guides_tests_pass(guide_dir, module_name, monkeypatch, model_server):
     monkeypatch.setenv("KB_DIR", str(guide_dir / "kb"))  # the desk's MCP server's notes
+    monkeypatch.setenv("GATEWAY_URL", model_server.base_url)  # a real endpoint for it
     module = importlib.import_module(module_name)
     tests = [f for name, f in inspect.getmembers(module) if name.startswith("test_")]
     assert len(tests) == 1
