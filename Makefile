@@ -32,6 +32,7 @@ test: $(STAMP)
 
 bench: $(BENCH_STAMP)
 	$(BIN)/python -m bench.side_by_side
+	$(BIN)/python -m bench.conversation_cost
 
 histories: $(STAMP)
 	$(BIN)/python -m tests.histories.record

@@ -135,7 +135,7 @@ class ModelActivities:
             timeout_seconds=_seconds_left(),
         )
         client = self._client(agent.model_spec)
-        streamer = streaming(client) if call.stream else None
+        streamer = streaming(client) if call.stream and self.settings.stream_replies else None
         try:
             if streamer is None:
                 reply = await client.complete(request, meta)

@@ -15,7 +15,7 @@ from runtime.encryption import keyring_from
 from runtime.settings import Settings
 
 # How often a reader of a SQLite log looks for more (it has no NOTIFY).
-POLL_SECONDS = 0.05
+POLL_SECONDS = 0.02
 
 
 class LiveReplies:

@@ -123,6 +123,9 @@ class Settings(BaseSettings):
 
     # Runs the worker keeps in memory between their events (Temporal's sticky cache); one
     # evicted replays its history on its next event. 0: no cache (every event replays).
+    # Stream the replies a person waits on (a conversation's turns) to the live log; off:
+    # every reply is completed whole, as before streaming (the history is the same).
+    stream_replies: bool = True
     workflow_cache_size: int = Field(default=1000, ge=0, le=100_000)
     # "shared": the agent workflow's module is loaded once and shared by every run in the
     # cache (about 230 KB less per cached run, as measured by `make bench`); "strict":
