@@ -16,7 +16,9 @@ from typing import Annotated, Any, Literal
 from pydantic import (
     AliasChoices,
     Field,
+    SerializerFunctionWrapHandler,
     field_validator,
+    model_serializer,
     model_validator,
 )
 
@@ -206,6 +208,15 @@ class RunRequest(StrictModel):
     @property
     def resumes(self) -> bool:
         return self.resume_state is not None or self.resume_state_packed is not None
+
+    @model_serializer(mode="wrap")
+    def _conversation_only_when_one(self, handler: SerializerFunctionWrapHandler) -> Any:
+        """A run that is no conversation is sent as before conversations existed: a worker
+        of an earlier build (a rolling deploy) reads its start, strict as it is."""
+        data = handler(self)
+        if isinstance(data, dict) and not data.get("conversation"):
+            data.pop("conversation", None)
+        return data
 
 
 class ForkSpec(StrictModel):

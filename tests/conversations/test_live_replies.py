@@ -94,16 +94,22 @@ async def test_a_reader_hears_deltas_through_live_replies(dev_env, settings):
 async def test_sigkill_mid_stream_the_retry_replaces_the_partial_reply(
     dev_env, settings, model_server, tmp_path
 ):
+    """The turn refunds (approved), then its reply streams and is held after its first
+    piece; the worker is SIGKILLed there. The next attempt's segment replaces the cut
+    one, the turn completes once, and the refund happened once at the provider."""
     client, cid, hold = dev_env.client, f"chat-{uuid.uuid4().hex[:8]}", uuid.uuid4().hex[:8]
     log = live_log(settings)
     first = spawn_worker(settings, tmp_path / "worker1.log")
     try:
         await eventually(lambda: worker_polling(settings), within=30)
         await open_chat(client, settings, f"chat?hold={hold}", cid)
-        sent = conversations.message("Are you still there?", by="jane")
-        sending = asyncio.create_task(conversations.send(client, cid, sent))
+        sent = conversations.message("Please refund A-1001 20.00", by="jane")
+        waiting = await conversations.send(client, cid, sent)
+        assert waiting.status == "waiting", waiting
+        await runs.decide(client, cid, DecideRequest(approve=True, by="support-lead"))
+        sending = asyncio.create_task(conversations.await_reply(client, cid, sent.message_id))
 
-        async def partial() -> bool:  # the first piece is out; the rest is held
+        async def partial() -> bool:  # the reply's first piece is out; the rest is held
             return any(e.kind == "delta" for e in log.read(cid))
 
         await eventually(partial, within=60)
@@ -124,13 +130,16 @@ async def test_sigkill_mid_stream_the_retry_replaces_the_partial_reply(
         second.send_signal(signal.SIGTERM)
         second.wait(timeout=30)
     entries = log.read(cid)
-    first_segment, second_segment = dict.fromkeys(e.segment for e in entries)
+    with_text = list(dict.fromkeys(e.segment for e in entries if e.kind == "delta"))
+    cut, retry = with_text
     closing = {e.segment: e.kind for e in entries if e.kind in ("done", "abandoned")}
-    assert closing == {first_segment: "abandoned", second_segment: "done"}
+    assert closing[cut] == "abandoned" and closing[retry] == "done"
     # seq.attempt.nonce: the same model call, its first attempt and the next one.
-    assert first_segment.split(".")[:2] == [second_segment.split(".")[0], "1"]
-    assert second_segment.split(".")[1] == "2"
+    assert cut.split(".")[:2] == [retry.split(".")[0], "1"]
+    assert retry.split(".")[1] == "2"
     # What a reader shows: the retry's reply alone, never the partial one glued to it.
-    assert shown(entries) == {second_segment: reply.reply}
-    assert reply.reply == "You said: Are you still there?"
+    shown_now = shown(entries)
+    assert cut not in shown_now and shown_now[retry] == reply.reply
+    assert reply.status == "answered" and reply.reply.startswith("Done: ")
     assert state.conversation is not None and state.conversation.turns_total == 1
+    assert count_effects(settings, state.store_key, "refund") == 1

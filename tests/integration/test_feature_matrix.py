@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 from pydantic import SecretStr
 
-from control import doctor, pruning, runs, stored, timeline
+from control import conversations, doctor, pruning, runs, stored, timeline
+from control.live import LiveReplies, shown
 from runtime.client import connect
 from runtime.encryption import new_key
 from tests.conftest import drop_schema, eventually, postgres_or_skip, run_id, settings_for
@@ -42,6 +43,7 @@ async def test_every_verb_with_every_feature(dev_env, model_server, tmp_path, st
     try:
         async with build_worker(await connect(settings, for_worker=True), settings):
             await every_verb(client, settings, tmp_path)
+            await a_conversation(client, settings, tmp_path)
     finally:
         if schema is not None:
             drop_schema(settings.database_url or "", schema)
@@ -112,6 +114,44 @@ async def every_verb(client, settings, tmp_path) -> None:
     assert all(f.ok for f in findings.values()), findings
     if settings.encryption_on:  # the keys work; no codec server runs in this test
         assert "on (key 'k1')" in (await doctor.diagnose(settings, {"encryption"}))[0].says
+
+
+async def a_conversation(client, settings, tmp_path) -> None:
+    """A conversation with every feature: its streamed reply readable from the live log,
+    its turn's approval, the whole thread from the transcript, replay, fork, close."""
+    cid = run_id("chat")
+    request = conversations.conversation_request("support-chat", label="chat")
+    await conversations.open_conversation(client, settings, request, cid)
+    hello = await conversations.send(client, cid, conversations.message("hi", by="jo"))
+    asked = conversations.message("Please refund A-1001 20.00", by="jo")
+    waiting_reply = await conversations.send(client, cid, asked)
+    assert waiting_reply.status == "waiting"
+    await runs.decide(client, cid, DecideRequest(approve=True, by="support-lead"))
+    refunded = await conversations.await_reply(client, cid, asked.message_id)
+    assert hello.reply == "You said: hi" and refunded.reply.startswith("Done: ")
+    live = LiveReplies(settings)
+    try:
+        texts = list(shown(await live.after(cid, 0, wait=0)).values())
+    finally:
+        await live.close()
+    assert texts[0] == hello.reply and texts[-1] == refunded.reply
+    whole = await conversations.whole_thread(client, settings, cid)
+    assert [(line.speaker, line.text) for line in whole][:2] == [
+        ("jo", "hi"),
+        ("agent", hello.reply),
+    ]
+    exported = tmp_path / f"{cid}.json"
+    timeline.export_history(await timeline.fetch_history(client, cid), exported)
+    [replayed] = await timeline.replay_files([exported], client.data_converter)
+    assert replayed.ok, replayed.message
+    found = await timeline.rebuild(client, cid, states=False)
+    first = next(m for m in found.moments if m.kind == "replied")
+    fork = await timeline.fork(client, settings, cid, first.index, new_id=f"{cid}-fork")
+    again = await conversations.send(client, fork.run_id, conversations.message("b", by="jo"))
+    assert (again.turn, again.reply) == (2, "You said: b")
+    for each in (cid, fork.run_id):
+        await conversations.close(client, each, Actor(by="jo"))
+        assert (await runs.wait_result(client, each)).status == "completed"
 
 
 async def _pause_requested(client, rid) -> bool:
