@@ -8,7 +8,7 @@ once, the rest retry, and a Retry-After becomes the next retry's delay.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from typing import Any, cast
 
@@ -119,9 +119,9 @@ class ModelActivities:
         )
         if stored is not None:
             reply = _stored_reply(stored)
-            if call.stream:
-                # Readers see the reply once more, whole, and any segment a killed
-                # attempt left open is closed as abandoned.
+            if call.stream and not await self._shown_whole(call):
+                # An attempt died after the reply was stored, before readers saw it end:
+                # they see it once more, whole, and the cut segment is closed abandoned.
                 async with self._live(call) as sink:
                     sink(reply.content or "")
             return _turn(call, reply, memoized=True)
@@ -136,21 +136,19 @@ class ModelActivities:
         )
         client = self._client(agent.model_spec)
         streamer = streaming(client) if call.stream and self.settings.stream_replies else None
-        try:
-            if streamer is None:
-                reply = await client.complete(request, meta)
-            else:
-                async with self._live(call) as sink:
-                    reply = await streamer.stream(request, meta, sink)
-        except ModelRefused as err:
-            raise ApplicationError(
-                str(err), type="ModelRequestRejected", non_retryable=True
-            ) from err
-        except ModelUnavailable as err:
-            delay = timedelta(seconds=err.retry_after) if err.retry_after is not None else None
-            raise ApplicationError(
-                str(err), type="ModelUnavailable", next_retry_delay=delay
-            ) from err
+        if streamer is None:
+            reply = await _classified(client.complete(request, meta))
+        else:
+            # The segment ends `done` only once the reply is stored: a reader never sees a
+            # finished reply that a retry would ask the model for again.
+            async with self._live(call) as sink:
+                reply = await _classified(streamer.stream(request, meta, sink))
+                await self._remember(call, digest, reply)
+            return _turn(call, reply, memoized=False, settings=self.settings)
+        await self._remember(call, digest, reply)
+        return _turn(call, reply, memoized=False, settings=self.settings)
+
+    async def _remember(self, call: ModelCallInput, digest: str, reply: ModelReply) -> None:
         await store_call(
             self.stores.db,
             self.stores.transcript.remember,
@@ -160,7 +158,10 @@ class ModelActivities:
             reply.model_dump(mode="json"),
             reply.as_message(),
         )
-        return _turn(call, reply, memoized=False, settings=self.settings)
+
+    async def _shown_whole(self, call: ModelCallInput) -> bool:
+        run = activity.info().workflow_id or call.run_id
+        return await store_call(self.stores.db, self.stores.live.finished, run, call.reply_seq)
 
     def _live(self, call: ModelCallInput) -> LiveReply:
         info = activity.info()
@@ -235,6 +236,18 @@ class ModelActivities:
                 raise ApplicationError(f"this worker has no tool {name!r}", type="ToolNotHere")
             schemas.append(ToolSchema(name=name, **listed))
         return schemas
+
+
+async def _classified(answering: Awaitable[ModelReply]) -> ModelReply:
+    """The client's reply; its failures as Temporal must treat them: a refused request
+    fails at once, the rest retry (after the endpoint's Retry-After when it gave one)."""
+    try:
+        return await answering
+    except ModelRefused as err:
+        raise ApplicationError(str(err), type="ModelRequestRejected", non_retryable=True) from err
+    except ModelUnavailable as err:
+        delay = timedelta(seconds=err.retry_after) if err.retry_after is not None else None
+        raise ApplicationError(str(err), type="ModelUnavailable", next_retry_delay=delay) from err
 
 
 def _stored_reply(stored: dict[str, Any]) -> ModelReply:

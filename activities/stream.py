@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
 from activities.fingerprints import now_text
-from activities.sql import Sealed, SqlDatabase, Tx, apply_schema, store_call
+from activities.sql import Row, Sealed, SqlDatabase, Tx, apply_schema, store_call
 from runtime.encryption import Keyring
 
 SCHEMA = """
@@ -73,10 +73,15 @@ class StreamEntry:
 
 
 class DeltaStore:
-    def __init__(self, db: SqlDatabase, keyring: Keyring | None = None) -> None:
+    def __init__(
+        self, db: SqlDatabase, keyring: Keyring | None = None, *, create: bool = True
+    ) -> None:
+        """`create`: make the table if it is not there (the worker). A reader (a console
+        opens one per stream) makes none: until a worker has, it reads an empty log."""
         self.db = db
         self.sealed = Sealed(keyring)
-        apply_schema(db, SCHEMA)
+        if create:
+            apply_schema(db, SCHEMA)
 
     # -- writing (the model activity) ------------------------------------------------------
 
@@ -85,7 +90,7 @@ class DeltaStore:
         segment = f"{seq}.{attempt}.{uuid.uuid4().hex[:8]}"
         with self.db.transaction() as tx:
             self._lock(tx, run_id)
-            for stale in _open_segments(tx, run_id):
+            for stale in _open_segments(tx.execute, run_id):
                 self._add(tx, run_id, stale["segment"], stale["seq"], "abandoned", "")
             self._add(tx, run_id, segment, seq, "open", "")
             _forget_old_pieces(tx, run_id)
@@ -128,7 +133,7 @@ class DeltaStore:
     # -- reading (console, CLI) ------------------------------------------------------------
 
     def read(self, run_id: str, after: int = 0, limit: int = PAGE) -> list[StreamEntry]:
-        rows = self.db.query(
+        rows = self._query(
             "SELECT pos, segment, seq, kind, body FROM stream_log "
             "WHERE run_id = ? AND pos > ? ORDER BY pos LIMIT ?",
             (run_id, after, limit),
@@ -144,21 +149,38 @@ class DeltaStore:
             for r in rows
         ]
 
+    def finished(self, run_id: str, seq: int) -> bool:
+        """Whether a segment of this reply ended `done`: readers have it whole."""
+        return bool(
+            self.db.query(
+                "SELECT 1 FROM stream_log WHERE run_id = ? AND seq = ? AND kind = 'done' LIMIT 1",
+                (run_id, seq),
+            )
+        )
+
     def start_point(self, run_id: str) -> int:
         """Where a new reader starts: just before the reply streaming now (so it sees that
         reply whole), else after everything (the replies before are in the thread)."""
-        with self.db.transaction() as tx:
-            opened = [row["segment"] for row in _open_segments(tx, run_id)]
-            if opened:
-                [row] = tx.execute(
-                    "SELECT MIN(pos) AS pos FROM stream_log WHERE run_id = ? AND segment = ?",
-                    (run_id, opened[0]),
-                )
-                return int(row["pos"]) - 1
-            [row] = tx.execute(
-                "SELECT COALESCE(MAX(pos), 0) AS pos FROM stream_log WHERE run_id = ?", (run_id,)
+        opened = _open_segments(self._query, run_id)
+        if opened:
+            [row] = self._query(
+                "SELECT MIN(pos) AS pos FROM stream_log WHERE run_id = ? AND segment = ?",
+                (run_id, opened[0]["segment"]),
             )
-            return int(row["pos"])
+            return int(row["pos"]) - 1
+        rows = self._query(
+            "SELECT COALESCE(MAX(pos), 0) AS pos FROM stream_log WHERE run_id = ?", (run_id,)
+        )
+        return int(rows[0]["pos"]) if rows else 0
+
+    def _query(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
+        """A read; no table yet (no worker has written to this database) reads as empty."""
+        try:
+            return self.db.query(sql, params)
+        except Exception as err:
+            if "stream_log" in str(err) and ("no such table" in str(err) or "exist" in str(err)):
+                return []
+            raise
 
     def forget(self, run_id: str) -> int:
         """Remove a run's log (pruning); how many entries went."""
@@ -168,8 +190,12 @@ class DeltaStore:
         return int(row["n"])
 
 
-def _open_segments(tx: Tx, run_id: str) -> list[dict[str, Any]]:
-    return tx.execute(
+def _open_segments(
+    run: Callable[[str, Sequence[Any]], list[Row]], run_id: str
+) -> list[dict[str, Any]]:
+    """The run's segments opened and not closed (`run`: a transaction's or the database's
+    way to run a statement)."""
+    return run(
         "SELECT segment, seq FROM stream_log o WHERE run_id = ? AND kind = 'open' AND NOT EXISTS "
         "(SELECT 1 FROM stream_log c WHERE c.run_id = o.run_id AND c.segment = o.segment "
         "AND c.kind IN ('done', 'abandoned'))",

@@ -8,8 +8,8 @@ import asyncio
 import uuid
 
 from pydantic import BaseModel
-from temporalio.client import Client, WorkflowUpdateFailedError, WorkflowUpdateStage
-from temporalio.service import RPCError, RPCStatusCode
+from temporalio.client import Client, WorkflowUpdateFailedError
+from temporalio.service import RPCError
 
 from control import runs, stored
 from control.runs import RunError
@@ -17,6 +17,7 @@ from control.signer import Signer
 from runtime.settings import Settings
 from workflows.contracts import RunBudget, RunLimits, RunPolicy, RunRequest
 from workflows.conversation_records import (
+    MOVING,
     ConversationView,
     ReplyWanted,
     TurnReply,
@@ -27,9 +28,11 @@ from workflows.people_inputs import Actor
 # Who speaks for the agent in a thread.
 AGENT_SPEAKER = "agent"
 
-# How long a sender keeps asking a conversation that moved to a fresh run (continue-as-new)
-# before it gives up; the fresh run is up within a workflow task.
+# How long a sender keeps asking a conversation that moves to a fresh run (continue-as-new)
+# before it gives up, and how long it waits between two asks; the fresh run is up within a
+# workflow task.
 CARRIED_RETRY_SECONDS = 60.0
+CARRIED_PAUSE_SECONDS = 0.1
 
 
 def new_message_id() -> str:
@@ -89,24 +92,14 @@ async def send(
 async def post(
     client: Client, run_id: str, sent: UserMessage, signer: Signer | None = None
 ) -> None:
-    """Send a message and return once the conversation accepted it (queued, in order): the
-    reply comes on the run's event stream. What the console's composer does."""
+    """Send a message without waiting for its reply: returns once the conversation has
+    queued it (in order); the reply comes on the run's events, or from `await_reply`.
+    What the console's composer and `agentctl chat` do: no update stays open meanwhile."""
     if signer is not None:
         identity = await runs.run_identity(client, run_id)
         signed = signer.change(identity, sent.by, "message", sent.what_it_says())
         sent = sent.model_copy(update={"signed": signed})
-    try:
-        await runs.handle(client, run_id).start_update(
-            "send_message",
-            sent,
-            wait_for_stage=WorkflowUpdateStage.ACCEPTED,
-            result_type=TurnReply,
-        )
-    except WorkflowUpdateFailedError as err:
-        cause = err.cause
-        raise RunError(f"refused: {getattr(cause, 'message', None) or cause}") from None
-    except RPCError as err:
-        raise RunError(f"conversation {run_id}: {runs.one_line_of(err.message)}") from None
+    await _ask(client, run_id, "send_message", sent.model_copy(update={"wait": False}))
 
 
 async def await_reply(client: Client, run_id: str, message_id: str) -> TurnReply:
@@ -116,34 +109,33 @@ async def await_reply(client: Client, run_id: str, message_id: str) -> TurnReply
 
 
 async def _past_carried(client: Client, run_id: str, reply: TurnReply) -> TurnReply:
-    deadline = asyncio.get_running_loop().time() + CARRIED_RETRY_SECONDS
     wanted = ReplyWanted(message_id=reply.message_id)
     while reply.status == "carried":
-        if asyncio.get_running_loop().time() > deadline:
-            raise RunError(f"conversation {run_id} did not come back after continuing as new")
-        try:
-            reply = await _ask(client, run_id, "await_reply", wanted)
-        except RunError:
-            # The update reached the closing run; the fresh one takes the next.
-            await asyncio.sleep(0.2)
+        await asyncio.sleep(CARRIED_PAUSE_SECONDS)  # the fresh run starts meanwhile
+        reply = await _ask(client, run_id, "await_reply", wanted)
     return reply
 
 
 async def _ask(
     client: Client, run_id: str, name: str, payload: UserMessage | ReplyWanted
 ) -> TurnReply:
-    try:
-        result: TurnReply = await runs.handle(client, run_id).execute_update(
-            name, payload, result_type=TurnReply
-        )
-        return result
-    except WorkflowUpdateFailedError as err:
-        cause = err.cause
-        raise RunError(f"refused: {getattr(cause, 'message', None) or cause}") from None
-    except RPCError as err:
-        if err.status == RPCStatusCode.NOT_FOUND:
-            raise RunError(f"no conversation with id {run_id}") from None
-        raise RunError(f"conversation {run_id}: {runs.one_line_of(err.message)}") from None
+    """The update's answer. While the conversation moves to a fresh run of its chain it
+    refuses updates (MOVING): asked again, for up to CARRIED_RETRY_SECONDS."""
+    deadline = asyncio.get_running_loop().time() + CARRIED_RETRY_SECONDS
+    while True:
+        try:
+            result: TurnReply = await runs.handle(client, run_id).execute_update(
+                name, payload, result_type=TurnReply
+            )
+            return result
+        except WorkflowUpdateFailedError as err:
+            cause = err.cause
+            message = str(getattr(cause, "message", None) or cause)
+            if message != MOVING or asyncio.get_running_loop().time() > deadline:
+                raise RunError(f"refused: {message}") from None
+        except RPCError as err:
+            raise await runs.not_acting(client, run_id, err) from None
+        await asyncio.sleep(CARRIED_PAUSE_SECONDS)
 
 
 async def thread(client: Client, run_id: str) -> ConversationView:

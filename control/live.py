@@ -24,7 +24,7 @@ class LiveReplies:
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
-        self.store = DeltaStore(open_database(settings), keyring_from(settings))
+        self.store = DeltaStore(open_database(settings), keyring_from(settings), create=False)
         self._listener: Any = None
         self._pump: asyncio.Future[None] | None = None
         self._heard = asyncio.Event()

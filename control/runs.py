@@ -230,7 +230,7 @@ async def _signal(client: Client, run_id: str, name: str, payload: BaseModel) ->
     try:
         await handle(client, run_id).signal(name, payload)
     except RPCError as err:
-        raise await _not_acting(client, run_id, err) from None
+        raise await not_acting(client, run_id, err) from None
 
 
 async def wait_result(client: Client, run_id: str) -> RunResult:
@@ -415,7 +415,7 @@ async def run_identity(client: Client, run_id: str) -> str:
     try:
         described = await handle(client, run_id).describe()
     except RPCError as err:
-        raise await _not_acting(client, run_id, err) from None
+        raise await not_acting(client, run_id, err) from None
     first = described.raw_description.workflow_execution_info.first_run_id
     return f"{run_id}{IDENTITY_SEPARATOR}{first or described.run_id}"
 
@@ -495,10 +495,10 @@ async def _update(
         cause = err.cause
         raise RunError(f"refused: {getattr(cause, 'message', None) or cause}") from None
     except RPCError as err:
-        raise await _not_acting(client, run_id, err) from None
+        raise await not_acting(client, run_id, err) from None
 
 
-async def _not_acting(client: Client, run_id: str, err: RPCError) -> RunError:
+async def not_acting(client: Client, run_id: str, err: RPCError) -> RunError:
     """Why a run took no signal or update: gone, closed, or the server said something else."""
     if WEDGED in err.message:
         return wedged(run_id)

@@ -293,7 +293,10 @@ async def rewind(
     await _authorized_rewind(client, found, moment_index, by, signer)
     excluded = []
     if found.at(moment_index).state.conversation is not None:
-        excluded.append(ResetReapplyExcludeType.RESET_REAPPLY_EXCLUDE_TYPE_UPDATE)
+        excluded += [
+            ResetReapplyExcludeType.RESET_REAPPLY_EXCLUDE_TYPE_UPDATE,
+            ResetReapplyExcludeType.RESET_REAPPLY_EXCLUDE_TYPE_SIGNAL,
+        ]
     try:
         response = await client.workflow_service.reset_workflow_execution(
             ResetWorkflowExecutionRequest(
@@ -302,8 +305,8 @@ async def rewind(
                 reason=f"agentctl rewind to step {moment_index} by {by}",
                 workflow_task_finish_event_id=finish,
                 request_id=str(uuid.uuid4()),
-                # A conversation goes back to that turn: the messages sent after it are
-                # not sent again (signals, a person's decisions among them, still are).
+                # A conversation goes back to that turn: nothing people sent after it
+                # (messages, decisions, a close) is applied again.
                 reset_reapply_exclude_types=excluded,
             )
         )

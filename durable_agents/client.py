@@ -291,6 +291,13 @@ class Conversation(RunHandle):
         sent = conversations.message(text, by=by, message_id=message_id)
         return await conversations.send(self.temporal, self.run_id, sent)
 
+    async def post(self, text: str, *, by: str, message_id: str | None = None) -> str:
+        """Send a message without waiting for its reply (it is queued, in order); returns
+        its id, for `reply` later. The reply also comes on the run's events."""
+        sent = conversations.message(text, by=by, message_id=message_id)
+        await conversations.post(self.temporal, self.run_id, sent)
+        return sent.message_id
+
     async def reply(self, message_id: str) -> TurnReply:
         """Wait again for a message's reply (after deciding what its turn waited for)."""
         return await conversations.await_reply(self.temporal, self.run_id, message_id)

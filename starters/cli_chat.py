@@ -77,6 +77,12 @@ async def chat(
         await talk.close()
 
 
+def printable(text: str) -> str:
+    """A model's text for the terminal: no escape or control character (a reply could
+    carry one to rewrite the screen), line breaks and tabs kept."""
+    return "".join(ch if ch in "\n\t" or ch.isprintable() else "\ufffd" for ch in text)
+
+
 def _label(settings: Settings, label: str | None) -> str | None:
     """The offline model plays its `chat` scenario unless told another; checked first."""
     if not settings.uses_offline_model:
@@ -148,7 +154,7 @@ class Talk:
                 if entry.kind == "open" and printed:
                     sys.stdout.write("\n")
                 if entry.kind == "delta":
-                    sys.stdout.write(entry.text)
+                    sys.stdout.write(printable(entry.text))
                     printed = True
                 elif entry.kind == "abandoned" and printed:
                     sys.stdout.write("\n[the reply was cut off; the worker restarted it]\n")

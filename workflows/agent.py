@@ -78,6 +78,8 @@ class AgentWorkflow(PeopleActions):
         self._active_child = None
         self._sending = set()
         self._carrying = False
+        self._waiters = 0
+        self._updates_seen = 0
 
     @workflow.run
     async def run(self, request: RunRequest) -> RunResult:
@@ -290,12 +292,19 @@ class AgentWorkflow(PeopleActions):
     @workflow.update(name="send_message")
     async def send_message(self, *payload: Any) -> TurnReply:
         """A person's message: queued at once (in the order accepted), answered by a turn;
-        the update completes when the turn ends or stops for a person."""
+        the update completes when the turn ends or stops for a person (`queued` at once
+        when the sender does not wait)."""
+        self._updates_seen += 1
         message = update_input("send_message", payload, UserMessage)
-        refuse_if(self._message_error(message))
-        if not self._conversation.knows(message.message_id):
+        convo = self.state.conversation
+        if convo is None or not convo.knows(message.message_id):
+            # Checked again here: two updates validated in one activation must not both
+            # take the queue's last place, or one nonce.
+            refuse_if(self._message_error(message))
             self._must_count("message", message.by, message.signed, message.what_it_says())
             self._enqueue(message)
+        if not message.wait:
+            return TurnReply(message_id=message.message_id, status="queued")
         return await self._reply_to(message.message_id)
 
     @send_message.validator
@@ -306,6 +315,7 @@ class AgentWorkflow(PeopleActions):
     async def await_reply(self, *payload: Any) -> TurnReply:
         """Wait again for a message's reply: after an approval, or in the fresh run a
         continue-as-new moved the conversation to."""
+        self._updates_seen += 1
         wanted = update_input("await_reply", payload, ReplyWanted)
         refuse_if(self._reply_error(wanted.message_id))
         return await self._reply_to(wanted.message_id)
@@ -341,6 +351,7 @@ class AgentWorkflow(PeopleActions):
             waiting_for=self._waiting_detail(),
             queued=convo.queue,
             turns=convo.turns,
+            waiters=self._waiters,
         )
 
     # -- queries: they take no input, and ignore any sent ---------------------------------

@@ -17,9 +17,17 @@ from pydantic import BaseModel, Field
 from workflows.contract_base import NAME, StrictModel
 from workflows.people_inputs import SignedDecision
 
-# Messages waiting for their turn at most: each waits in an update, and Temporal takes at
-# most 10 updates in flight per run (the rest are refused with "the conversation is busy").
+# Messages waiting for their turn at most (the rest are refused: "send again once it has
+# answered"); a conversation is a chat, not a work queue.
 MAX_QUEUED = 8
+# Senders waiting in an update for a reply at most: Temporal takes 10 updates in flight per
+# run, and the rest are kept for the people who decide (decide, submit_answer, budget).
+MAX_WAITERS = 5
+# Updates one run of the chain takes before it continues as new, idle or not: Temporal
+# refuses updates past 2,000 in one run's history.
+UPDATES_PER_RUN = 500
+# What a sender hears while the conversation moves to a fresh run of its chain.
+MOVING = "the conversation is moving to a fresh run of its chain; send again in a moment"
 # Turns the state keeps whole (the thread's tail); earlier ones are in the transcript store.
 TURNS_KEPT = 20
 # Message ids remembered, so a sender retrying a message never gets two turns for it.
@@ -29,8 +37,10 @@ MESSAGE_CHARS = 8000
 # What a turn record keeps of the person's message in the state.
 MESSAGE_PREVIEW_CHARS = 500
 # How many turns one run of the chain answers before it continues as new (the history
-# stays far under Temporal's limits, and each turn's update leaves room for the next).
+# stays far under Temporal's limits).
 TURNS_PER_RUN = 50
+# What the model sees of a long conversation: its first message and the turns the state
+# keeps (TURNS_KEPT), so a turn costs the same in week three as on day one.
 
 TurnStatus = Literal["answered", "failed"]
 ReplyStatus = Literal["answered", "failed", "waiting", "queued", "carried", "closed"]
@@ -44,6 +54,9 @@ class UserMessage(StrictModel):
     text: str = Field(min_length=1, max_length=MESSAGE_CHARS)
     by: str = NAME
     signed: SignedDecision | None = None
+    # Wait for the reply (the update completes when the turn ends or stops for a person);
+    # False: answered `queued` once the message is queued (the console, `agentctl chat`).
+    wait: bool = True
 
     def what_it_says(self) -> dict[str, str]:
         """What a signature over this message covers."""
@@ -133,3 +146,5 @@ class ConversationView(StrictModel):
     waiting_for: str
     queued: list[QueuedMessage]
     turns: list[TurnRecord]
+    # Senders waiting in an update for a reply now (at most MAX_WAITERS).
+    waiters: int = 0

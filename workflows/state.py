@@ -11,7 +11,9 @@ from __future__ import annotations
 import base64
 import json
 import zlib
+from collections.abc import Callable
 from datetime import datetime
+from typing import TypeVar
 
 from pydantic import BaseModel, Field
 
@@ -48,6 +50,10 @@ from workflows.records import (
     Usage,
 )
 from workflows.state_budget import BudgetRules
+
+T = TypeVar("T")
+# What a conversation's state keeps of each growing record across a continue-as-new.
+LONG_LIFE_KEPT = 200
 
 
 class RunState(BudgetRules):
@@ -185,6 +191,8 @@ class RunState(BudgetRules):
             return f"the run is {self.status.value}; a closed run cannot be edited"
         if not patch.changes():
             return "the patch changes nothing: give goal, pending_steps or context"
+        if patch.pending_steps is not None and self.conversation is not None:
+            return "a conversation's steps are its turns: send a message instead"
         if patch.pending_steps is not None and not self.plan:
             return "the run has no plan yet; edit the steps once it has one"
         return None
@@ -284,6 +292,24 @@ class RunState(BudgetRules):
         fork.created_at = now
         fork.log(now, "system", "forked", f"from {parent_run_id} at moment {self.moment}")
         return fork
+
+    def call_key(self, call_id: str) -> str:
+        """A tool call's part of its idempotency key: the model's call id, and in a
+        conversation the message the turn answers too, so a turn number used again (after
+        a rewind) with a model that numbers its calls never finds another turn's effect."""
+        convo = self.conversation
+        if convo is None or not convo.queue or self.current_step is None:
+            return call_id
+        return f"{convo.queue[0].message_id}/{call_id}"
+
+    def trim_for_a_long_life(self, kept: int = LONG_LIFE_KEPT) -> None:
+        """Before a conversation continues as new: the records that grow with every turn
+        keep their latest `kept` (those still pending all), so the state it carries stays
+        bounded over weeks; the earlier runs' histories keep the rest."""
+        self.approvals = _latest(self.approvals, kept, lambda a: a.status is ApprovalStatus.PENDING)
+        self.questions = _latest(self.questions, kept, lambda q: q.status is QuestionStatus.PENDING)
+        self.delegations = _latest(self.delegations, kept, lambda d: d.status == "running")
+        self.audit, self.errors = self.audit[-kept:], self.errors[-kept:]
 
     @property
     def waiting_for(self) -> str:
@@ -397,3 +423,10 @@ def pack_state(state: RunState) -> str:
 
 def unpack_state(packed: str) -> RunState:
     return RunState.model_validate_json(zlib.decompress(base64.b64decode(packed)))
+
+
+def _latest(records: list[T], kept: int, still_open: Callable[[T], bool]) -> list[T]:
+    """The records still open and the latest `kept` of the others, in their order."""
+    closed = [i for i, record in enumerate(records) if not still_open(record)]
+    dropped = set(closed[:-kept]) if kept else set(closed)
+    return [record for i, record in enumerate(records) if i not in dropped]

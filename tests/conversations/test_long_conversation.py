@@ -125,23 +125,35 @@ async def test_messages_queued_across_a_continue_as_new_are_each_answered_once(
         return await asked_again(client, run_id, reply)
 
     monkeypatch.setattr(conversations, "_past_carried", noting)
-    model = ScriptedModel([say(f"answer {i}") for i in range(1, 13)])
+    refund = call("refund_order", order_id="A-1001", amount="7.00")
+    model = ScriptedModel([refund, *(say(f"answer {i}") for i in range(1, 9))])
     async with AgentTestbed(support_chat, model=model, env=own_clock) as bed:
         often = RunLimits(continue_as_new_after_events=50)
         chat = await bed.open_conversation(support_chat, "chat-carried", limits=often)
-        sends = []
-        for i in range(1, 13):
-            sends.append(asyncio.create_task(chat.send(f"q{i}", by="jane", message_id=f"q-{i}")))
+        # The first turn stops for an approval: the others queue behind it, by construction.
+        first = await chat.send("q1", by="jane", message_id="q-1")
+        assert first.status == "waiting"
+        waiting, posted = [], []
+        for i in range(2, 9):
+            if i % 2:  # these senders wait in an update; the others post and ask later
+                waiting.append(
+                    asyncio.create_task(chat.send(f"q{i}", by="jane", message_id=f"q-{i}"))
+                )
+            else:
+                posted.append(await chat.post(f"q{i}", by="jane", message_id=f"q-{i}"))
             # Each accepted before the next is sent: their order is the order sent.
             await eventually(lambda i=i: _accepted(chat, f"q-{i}"))
-        replies = await asyncio.gather(*sends)
+        await chat.approve(by="support-lead")
+        replies = [await chat.reply("q-1"), *await asyncio.gather(*waiting)]
+        replies += [await chat.reply(message_id) for message_id in posted]
         state = await chat.state()
-    assert [(r.turn, r.reply) for r in replies] == [(i, f"answer {i}") for i in range(1, 13)]
+    by_turn = sorted((r.turn, r.reply) for r in replies)
+    assert by_turn == [(i, f"answer {i}") for i in range(1, 9)]
     assert state.chain >= 2, "the queue must have crossed a continue-as-new"
     # Senders waiting when it did heard `carried` and asked the fresh run for their reply.
     assert "carried" in first_heard, first_heard
     asked = [m.get("content") for r in model.requests for m in r.messages[-1:]]
-    assert [q for q in asked if str(q).startswith("q")] == [f"q{i}" for i in range(1, 13)]
+    assert [q for q in asked if str(q).startswith("q")] == [f"q{i}" for i in range(1, 9)]
 
 
 async def _accepted(chat: Conversation, message_id: str) -> bool:

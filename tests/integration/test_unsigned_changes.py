@@ -193,4 +193,6 @@ async def test_a_conversation_that_requires_signed_changes_takes_no_unsigned_mes
     assert (reply.status, reply.reply) == ("answered", "You said: Hello")
     assert [(t.by, t.message) for t in view.turns] == [("alice", "Hello")]
     assert not view.closed  # the unsigned close did not count
-    assert len(refusals(state)) == 3, refusals(state)
+    # The messages were refused before they reached the history (their validator checks
+    # the signature: a flood of them costs the run nothing); the close is audited.
+    assert len(refusals(state)) == 1 and "end_conversation" not in view.model_dump_json()

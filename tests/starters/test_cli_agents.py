@@ -24,6 +24,7 @@ def test_agents_lists_the_bundled_agents_and_their_risks():
     listed = {a["name"]: a for a in json.loads(result.stdout)}
     assert set(listed) == {
         "before-agents", "invoice", "large-result", "question", "refund", "research", "triage",
+        "support-chat",
     }  # fmt: skip
     assert listed["triage"]["delegates"] == [
         {"tool": "ask_research", "agent": "research", "risk": "read_only"}

@@ -4,23 +4,30 @@ order they came. Each turn is a step of the run's plan, so the console, forks, r
 and time travel read it like any step; only the last turns stay in the state.
 
 Messages come in through the `send_message` update (workflows/agent.py), which queues the
-message before anything else and then waits here for its turn to end. Between turns, a
-long conversation continues as new; the updates still waiting then answer `carried`, and
-their senders ask the fresh run with `await_reply` (durable_agents/client.py does).
+message before anything else and then, when the sender waits, waits here for its turn to
+end. Between turns (or idle, once the run has taken many updates), a conversation
+continues as new; the updates still waiting then answer `carried`, new ones are refused
+until the fresh run takes them, and their senders ask it with `await_reply`
+(control/conversations.py does).
 """
 
 from __future__ import annotations
 
 from temporalio import workflow
+from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
+    from workflows import prompts, signed_changes
     from workflows.contract_base import preview
     from workflows.conversation_records import (
         IDS_REMEMBERED,
         MAX_QUEUED,
+        MAX_WAITERS,
         MESSAGE_PREVIEW_CHARS,
+        MOVING,
         TURNS_KEPT,
         TURNS_PER_RUN,
+        UPDATES_PER_RUN,
         ConversationFields,
         QueuedMessage,
         TurnRecord,
@@ -29,13 +36,17 @@ with workflow.unsafe.imports_passed_through():
     )
     from workflows.records import FINAL_ANSWER_CHARS, PlanStep, RunStatus, StepStatus
 
-from workflows.phases.base import RunFailed
+from workflows.phases.base import RunFailed, failure_reason, is_cancellation
 from workflows.phases.story import Story
 
 
 class Conversing(Story):
     # True while the run waits to continue as new: waiting senders answer `carried`.
     _carrying: bool = False
+    # Senders waiting in an update for a reply now, and updates this run has taken (both
+    # counted by the handlers, so a replay counts the same).
+    _waiters: int = 0
+    _updates_seen: int = 0
 
     @property
     def _conversation(self) -> ConversationFields:
@@ -55,25 +66,34 @@ class Conversing(Story):
             self._publish()
         while True:
             # Idle: no activity, no timer; a cache may evict the run until a message comes.
-            await workflow.wait_condition(lambda: bool(convo.queue) or convo.closed)
+            await workflow.wait_condition(
+                lambda: bool(convo.queue) or convo.closed or self._continue_due()
+            )
+            if self._continue_due():
+                await self._continue_conversation()
             if not convo.queue:
                 break
-            await self._continue_conversation_if_due()
             await self._take_turn(convo.queue[0])
         return f"Conversation closed by {convo.closed_by or '?'} after {convo.turns_total} turns."
 
-    async def _continue_conversation_if_due(self) -> None:
+    def _continue_due(self) -> bool:
         info = workflow.info()
-        length = info.get_current_history_length()
         limit = self.state.limits.continue_as_new_after_events
-        due = info.is_continue_as_new_suggested() or (limit is not None and length >= limit)
-        if not due and self._conversation.turns_this_run < TURNS_PER_RUN:
-            return
-        # The senders still waiting hear `carried` and ask the fresh run; the queue goes
-        # along in the state, so no message is lost or answered twice.
+        return (
+            info.is_continue_as_new_suggested()
+            or (limit is not None and info.get_current_history_length() >= limit)
+            or self._conversation.turns_this_run >= TURNS_PER_RUN
+            or self._updates_seen >= UPDATES_PER_RUN
+        )
+
+    async def _continue_conversation(self) -> None:
+        # The senders still waiting hear `carried` and ask the fresh run; new updates are
+        # refused meanwhile (MOVING); the queue goes along in the state, so no message is
+        # lost or answered twice.
         self._carrying = True
         self._conversation.turns_this_run = 0
-        await self._continue_as_new(length)
+        self.state.trim_for_a_long_life()
+        await self._continue_as_new(workflow.info().get_current_history_length())
 
     async def _take_turn(self, message: QueuedMessage) -> None:
         convo = self._conversation
@@ -89,13 +109,19 @@ class Conversing(Story):
             message_seq=self.state.next_seq,
             started_at=workflow.now(),
         )
+        # What the model sees: the first message and the turns the state keeps.
+        window = convo.turns[0].message_seq if len(convo.turns) >= TURNS_KEPT else None
         self._moment("message", f"turn {step.index} from {message.by}")
         self._open_step(step, message.text, speaker=message.by)
         try:
-            reply, reply_seq = await self._answer_turn(step)
+            reply, reply_seq = await self._answer_turn(step, window)
             record.reply, record.reply_seq = reply, reply_seq
-        except RunFailed as err:
-            record.status, record.error = "failed", str(err)
+        except (RunFailed, ActivityError) as err:
+            if is_cancellation(err):
+                raise
+            # A turn that cannot be answered (the endpoint refused it, a tool that keeps
+            # failing the run's way) fails alone: the conversation goes on.
+            record.status, record.error = "failed", failure_reason(err)
             step.status = StepStatus.DONE
             self.state.current_step = None
         record.finished_at = workflow.now()
@@ -105,8 +131,10 @@ class Conversing(Story):
         convo.turns_this_run += 1
         self._moment("replied", f"turn {step.index}: {preview(record.reply or record.error, 80)}")
 
-    async def _answer_turn(self, step: PlanStep) -> tuple[str, int]:
-        """Model turns until a reply calls no tool: that reply answers the message."""
+    async def _answer_turn(self, step: PlanStep, window: int | None) -> tuple[str, int]:
+        """Model turns until a reply calls no tool: that reply answers the message (a
+        reply cut short is sent back, as in a plain loop)."""
+        parts: list[str] = []
         for _ in range(self.state.limits.max_turns_per_step):
             step.turns += 1
             turn = await self._model_turn(
@@ -114,23 +142,41 @@ class Conversing(Story):
                 self._step_tools(),
                 answer_chars=FINAL_ANSWER_CHARS,
                 stream=True,
+                context_from=window,
             )
             if turn.tool_calls:
+                parts = []
                 for call in turn.tool_calls:
                     await self._handle_tool_call(step, call, turn.content_preview)
                 continue
-            self.state.complete_step(step, turn.content_preview, workflow.now())
-            return turn.content_preview, turn.seq
+            parts.append(turn.content_preview)
+            if self._cut_short(turn):
+                reason = turn.finish_reason or "?"
+                self.state.queue_message("user", prompts.FINAL_CUT_SHORT.format(reason=reason))
+                continue
+            answer = " ".join(part for part in parts if part)
+            self.state.complete_step(step, answer, workflow.now())
+            return answer, turn.seq
         raise RunFailed(f"no reply within {self.state.limits.max_turns_per_step} model turns")
 
     # -- what the handlers ask (workflows/agent.py) --------------------------------------
 
     def _message_error(self, message: UserMessage) -> str | None:
+        """Why a message is refused before it reaches the history (None: taken). The
+        signature is checked here too: an unsigned message never counts against the run's
+        updates or its audit."""
         convo = self.state.conversation
         if convo is None:
             return f"run {self.state.run_id} is not a conversation; it takes no messages"
         if self.state.status.is_closed or convo.closed:
             return f"the conversation {self.state.run_id} is closed; it takes no messages"
+        if self._carrying:
+            return MOVING
+        if message.wait and self._waiters >= MAX_WAITERS:
+            return (
+                f"{self._waiters} senders already wait on this conversation; send without "
+                "waiting (the reply comes on its events) or later"
+            )
         if convo.knows(message.message_id):
             return None  # the same message again: its sender waits for the one reply
         if len(convo.queue) >= MAX_QUEUED:
@@ -138,7 +184,19 @@ class Conversing(Story):
                 f"the conversation has {len(convo.queue)} messages waiting for their turn; "
                 "send again once it has answered"
             )
-        return None
+        # A conversation takes v2 signatures (it began after they existed); the run may not
+        # have settled its version yet when a message comes with its very first task.
+        signing = self.state
+        if signing.policy.require_signed_decisions and not self._signatures_settled:
+            signing = self.state.model_copy(update={"signature_version": 2})
+        return signed_changes.change_error(
+            signing,
+            "message",
+            message.by,
+            message.signed,
+            message.what_it_says(),
+            workflow.now(),
+        )
 
     def _enqueue(self, message: UserMessage) -> None:
         """Queue a message (once per id): before the handler awaits anything, so messages
@@ -155,19 +213,26 @@ class Conversing(Story):
                 received_at=workflow.now(),
             )
         )
-        self.state.log(workflow.now(), message.by, "message", preview(message.text, 120))
 
     def _reply_error(self, message_id: str) -> str | None:
         convo = self.state.conversation
         if convo is None:
             return f"run {self.state.run_id} is not a conversation"
+        if self._carrying:
+            return MOVING
+        if self._waiters >= MAX_WAITERS:
+            return f"{self._waiters} senders already wait on this conversation; ask later"
         if not convo.knows(message_id):
             return f"the conversation has no message {message_id!r} (or it is too old to wait on)"
         return None
 
     async def _reply_to(self, message_id: str) -> TurnReply:
         """Wait until the message's turn is over, stops for a person, or the run moves on."""
-        await workflow.wait_condition(lambda: self._reply_now(message_id) is not None)
+        self._waiters += 1
+        try:
+            await workflow.wait_condition(lambda: self._reply_now(message_id) is not None)
+        finally:
+            self._waiters -= 1
         reply = self._reply_now(message_id)
         assert reply is not None
         return reply

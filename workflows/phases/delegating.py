@@ -48,7 +48,8 @@ class Delegating(Gate):
             self._delegate_answered(step, call, spec, reused.child_id, "completed", reused.answer)
             return
         now = workflow.now()
-        child_id = child_run_id(self.state.run_id, self.state.store_key, step.index, call.id)
+        call_key = self.state.call_key(call.id)
+        child_id = child_run_id(self.state.run_id, self.state.store_key, step.index, call_key)
         delegation = Delegation(
             child_id=child_id,
             agent=agent,

@@ -31,6 +31,7 @@ class ModelTurns(Budgeting):
         preview_chars: int = PREVIEW_CHARS,
         answer_chars: int | None = None,
         stream: bool | None = None,
+        context_from: int | None = None,
     ) -> ModelTurn:
         await self._pause_point()
         await self._within_budget("model")
@@ -48,7 +49,7 @@ class ModelTurns(Budgeting):
             answer_chars=answer_chars,
             stream=stream,
             context_from_seq=(
-                self.state.phase_start_seq if self.state.limits.context == "step" else None
+                self.state.phase_start_seq if self.state.limits.context == "step" else context_from
             ),
             **self.state.call_budget(),
         )

@@ -117,8 +117,12 @@ class ToolCalls(Delegating):
         self, step: PlanStep, call: ToolCall, spec: Tool, args: BaseModel, record: ToolRecord
     ) -> None:
         key = None
+        call_key = self.state.call_key(call.id)
         if spec.risk is not ToolRisk.READ_ONLY:
-            key = idempotency_key(self.state.store_key, step.index, call.id)
+            key = idempotency_key(self.state.store_key, step.index, call_key)
+        # The activity derives the usual key itself; a conversation's (its message in it)
+        # is sent whole.
+        derived = key is not None and call_key == call.id
         tool_input = ToolCallInput(
             run_id=self.state.store_key,
             step=step.index,
@@ -126,7 +130,8 @@ class ToolCalls(Delegating):
             name=spec.name,
             arguments=args.model_dump(mode="json"),
             result_seq=self.state.take_seq(),
-            side_effect=key is not None or None,
+            side_effect=derived or None,
+            idempotency_key=None if derived else key,
             agent=self._agent.name if record.mcp else None,
             mcp=record.mcp,
             mcp_name=record.mcp_name,

@@ -1,0 +1,76 @@
+"""What keeps a conversation usable under load or attack: an idle conversation that has
+taken many updates continues as new by itself (Temporal refuses updates past 2,000 in one
+run); senders waiting on replies never take the update slots a decision needs; a turn the
+endpoint refuses fails alone and the conversation goes on."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from activities.model_client import CallMeta, ModelRefused, ModelReply, ModelRequest
+from control.runs import RunError
+from durable_agents.testing import AgentTestbed, ScriptedModel, call, say
+from tests.agents.support_desk import support_desk
+from tests.conftest import eventually
+from workflows.phases import conversation as conversation_phase
+
+
+async def test_an_idle_conversation_continues_as_new_after_many_updates(time_env, monkeypatch):
+    monkeypatch.setattr(conversation_phase, "UPDATES_PER_RUN", 6)
+    model = ScriptedModel([say("first"), say("second")])
+    async with AgentTestbed(support_desk, model=model, env=time_env) as bed:
+        chat = await bed.open_conversation(support_desk, "chat-updates")
+        first = await chat.send("one", by="jane")
+        for _ in range(5):  # anyone may ask for a reply again: each is an update
+            assert (await chat.reply(first.message_id)).reply == "first"
+
+        async def moved_on() -> bool:
+            return (await chat.state()).chain == 2
+
+        await eventually(moved_on)  # idle, and continued as new all the same
+        second = await chat.send("two", by="jane")
+    assert (second.turn, second.reply) == (2, "second")
+
+
+async def test_waiting_senders_leave_room_for_the_person_who_decides(time_env):
+    model = ScriptedModel(
+        [call("refund_order", order_id="A-1001", amount="5.00"), say("done"), say("later")]
+    )
+    async with AgentTestbed(support_desk, model=model, env=time_env) as bed:
+        chat = await bed.open_conversation(support_desk, "chat-waiters")
+        head = await chat.send("refund please", by="jane")
+        assert head.status == "waiting"
+        behind = await chat.post("and then?", by="jane")  # queued, nobody waits
+        waiters = [asyncio.create_task(chat.reply(behind)) for _ in range(5)]
+
+        async def all_waiting() -> bool:
+            return (await chat.thread()).waiters == 5
+
+        await eventually(all_waiting)
+        with pytest.raises(RunError, match="5 senders already wait"):
+            await chat.reply(behind)  # a sixth: the slots left are for deciding
+        await chat.approve(by="support-lead")
+        replies = await asyncio.gather(*waiters)
+    assert {(r.turn, r.reply) for r in replies} == {(2, "later")}
+
+
+async def test_a_turn_the_endpoint_refuses_fails_alone(time_env):
+    class Picky(ScriptedModel):
+        async def complete(self, request: ModelRequest, meta: CallMeta) -> ModelReply:
+            if "forbidden" in str(request.messages[-1].get("content")):
+                raise ModelRefused("model endpoint refused the request (HTTP 400): too long")
+            return await super().complete(request, meta)
+
+    model = Picky([say("fine"), say("still here")])
+    async with AgentTestbed(support_desk, model=model, env=time_env) as bed:
+        chat = await bed.open_conversation(support_desk, "chat-refused-turn")
+        ok = await chat.send("hello", by="jane")
+        refused = await chat.send("forbidden words", by="jane")
+        after = await chat.send("are you there?", by="jane")
+        state = await chat.state()
+    assert ok.reply == "fine"
+    assert refused.status == "failed" and "HTTP 400" in (refused.error or "")
+    assert (after.turn, after.reply) == (3, "still here")
+    assert state.status.value == "running"
