@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from activities.ledger import EffectLedger
+from activities.memory import MemoryStore
 from activities.sql import PostgresDatabase, SqlDatabase, SqliteDatabase
 from activities.stream import DeltaStore
 from activities.transcript import TranscriptStore
@@ -24,6 +25,7 @@ class Stores:
     transcript: TranscriptStore
     ledger: EffectLedger
     live: DeltaStore
+    memory: MemoryStore
 
     @classmethod
     def open(cls, settings: Settings) -> Stores:
@@ -34,4 +36,5 @@ class Stores:
             transcript=TranscriptStore(db, keyring),
             ledger=EffectLedger(db, keyring),
             live=DeltaStore(db, keyring),
+            memory=MemoryStore(db, keyring),
         )

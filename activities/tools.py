@@ -23,6 +23,7 @@ from activities import observe
 from activities.crash_points import CrashPoints
 from activities.heartbeat import finish_even_if_cancelled, heartbeating
 from activities.ledger import IdempotencyConflict, fingerprint
+from activities.memory import BoundMemory
 from activities.sql import store_call
 from activities.stores import Stores
 from workflows.activity_io import CallVerdict, EvaluationInput, ToolCallInput, ToolOutcome
@@ -88,6 +89,7 @@ class ToolActivities:
             idempotency_key=call.key,
             data_dir=self.data_dir,
             heartbeat=activity.heartbeat,
+            memory=self._memory(call),
         )
         kwargs = spec.call_arguments(args, ctx)
         assert spec.fn is not None
@@ -103,6 +105,25 @@ class ToolActivities:
         except Exception as err:
             raise ApplicationError(f"{type(err).__name__}: {err}", type=type(err).__name__) from err
         return _plain(result, spec.name)
+
+    def _memory(self, call: ToolCallInput) -> BoundMemory | None:
+        """A memory tool's store, on the run's namespace (sent by the workflow, never by
+        the model), bounded as the run's agent declares."""
+        if call.namespace is None:
+            return None
+        agent = self.registry.agents.get(call.agent or "")
+        declared = agent.memory if agent is not None else None
+        if declared is None:
+            raise ApplicationError(f"this worker's agent {call.agent!r} has no memory")
+        return BoundMemory(
+            store=self.stores.memory,
+            namespace=call.namespace,
+            run_id=call.run_id,
+            step=call.step,
+            key=call.key,
+            recall_limit=declared.recall_limit,
+            recall_bytes=declared.recall_bytes,
+        )
 
     async def _effect_once(
         self, spec: Tool, args: BaseModel, call: ToolCallInput

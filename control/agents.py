@@ -10,6 +10,7 @@ from control.runs import RunError
 from runtime.settings import load_settings
 from workflows.agents import Agent
 from workflows.contracts import RunLimits
+from workflows.memory import MemoryDeclarationError
 from workflows.registry import AgentRegistry, load_registry
 from workflows.rules import rule_name
 from workflows.tools import ToolDefinitionError
@@ -74,3 +75,14 @@ def describe(registry: AgentRegistry) -> list[dict[str, Any]]:
         }
         for agent in sorted(registry.agents.values(), key=lambda a: a.name)
     ]
+
+
+def check_subject(agent: Agent, subject: dict[str, str] | None) -> None:
+    """An agent with memory keeps it per subject: a run missing what its namespace names
+    is refused before it starts (RunError, one line)."""
+    if agent.memory is None:
+        return
+    try:
+        agent.memory.resolve(subject or {})
+    except MemoryDeclarationError as err:
+        raise RunError(f"agent {agent.name}: {err}") from None

@@ -47,6 +47,7 @@ def conversation_request(
     policy: RunPolicy | None = None,
     limits: RunLimits | None = None,
     budget: RunBudget | None = None,
+    subject: dict[str, str] | None = None,
 ) -> RunRequest:
     try:
         return RunRequest(
@@ -57,6 +58,7 @@ def conversation_request(
             limits=limits,
             budget=budget,
             conversation=True,
+            subject=subject,
         )
     except ValueError as err:
         raise RunError(f"invalid conversation: {runs.one_line_of(str(err))}") from None

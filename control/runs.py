@@ -121,6 +121,7 @@ def _what_it_asks(request: RunRequest) -> tuple[Any, ...]:
         request.limits,
         request.budget,
         request.conversation,
+        request.subject,
     )
 
 

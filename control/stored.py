@@ -32,13 +32,13 @@ def _local_note(settings: Settings) -> str:
     )
 
 
-def _check_reachable(settings: Settings) -> None:
+def check_reachable(settings: Settings) -> None:
     if settings.database_url is None and not settings.database_path.exists():
         raise RunError(f"no store here: {_local_note(settings)}")
 
 
 @contextmanager
-def _store_errors(settings: Settings) -> Iterator[None]:
+def store_errors(settings: Settings) -> Iterator[None]:
     """A database that is down, refuses us or is not ours: one line, not a traceback."""
     try:
         yield
@@ -50,21 +50,21 @@ def _store_errors(settings: Settings) -> Iterator[None]:
 
 
 def transcript_store(settings: Settings) -> TranscriptStore:
-    _check_reachable(settings)
-    with _store_errors(settings):
+    check_reachable(settings)
+    with store_errors(settings):
         return TranscriptStore(open_database(settings), keyring_from(settings))
 
 
 def effect_ledger(settings: Settings) -> EffectLedger:
-    _check_reachable(settings)
-    with _store_errors(settings):
+    check_reachable(settings)
+    with store_errors(settings):
         return EffectLedger(open_database(settings), keyring_from(settings))
 
 
 def read_messages(settings: Settings, store_key: str) -> list[dict[str, Any]]:
     """A run's conversation from our transcript store, as this machine can reach it."""
     store = transcript_store(settings)
-    with _store_errors(settings):
+    with store_errors(settings):
         return store.read(store_key)
 
 
@@ -101,7 +101,7 @@ async def run_effects(client: Client, settings: Settings, run_id: str) -> list[d
     """The effects our ledger recorded for a run: what the run really did."""
     key = await store_key(client, run_id)
     ledger = effect_ledger(settings)
-    with _store_errors(settings):
+    with store_errors(settings):
         found = ledger.effects(key)
         if found or settings.database_url is not None:
             return found

@@ -11,6 +11,7 @@ runs an agent against a scripted model on Temporal's time-skipping test server.
 
 from workflows.agents import Agent, MCPServer, Model, delegate
 from workflows.contracts import RunBudget, RunLimits, RunPolicy
+from workflows.memory import Memory
 from workflows.rules import CallToReview, Evaluator, Verdict, evaluator
 from workflows.tools import Tool, ToolContext, ToolRisk, tool
 
@@ -19,6 +20,7 @@ __all__ = [
     "CallToReview",
     "Evaluator",
     "MCPServer",
+    "Memory",
     "Model",
     "RunBudget",
     "RunLimits",

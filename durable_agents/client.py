@@ -21,7 +21,7 @@ from temporalio.client import Client, WorkflowFailureError
 from temporalio.exceptions import CancelledError
 
 from control import conversations, runs, schedules
-from control.agents import check_limits, known_agent, local_agents
+from control.agents import check_limits, check_subject, known_agent, local_agents
 from control.runs import RunError
 from runtime.client import connect
 from runtime.settings import Settings, load_settings
@@ -79,16 +79,21 @@ class AgentClient:
         limits: RunLimits | None = None,
         label: str | None = None,
         budget: RunBudget | None = None,
+        subject: dict[str, str] | None = None,
     ) -> RunHandle:
         """Start a run of `agent` (or attach to the same request already running under
         `run_id`). An unknown agent or an invalid request is refused before anything starts;
-        policy, limits and budget default to the agent's own."""
+        policy, limits and budget default to the agent's own. `subject`: what the run is
+        about (`{"customer": "jane"}`), which an agent with memory keeps its memories by."""
         name = agent.name if isinstance(agent, Agent) else agent
-        check_limits(known_agent(name, self.agents or local_agents()), limits)
+        found = known_agent(name, self.agents or local_agents())
+        check_limits(found, limits)
+        check_subject(found, subject)
         try:
             request = RunRequest(
-                goal=goal, agent=name, policy=policy, limits=limits, label=label, budget=budget
-            )
+                goal=goal, agent=name, policy=policy, limits=limits, label=label, budget=budget,
+                subject=subject,
+            )  # fmt: skip
         except ValueError as err:
             raise RunError(f"invalid run request: {_first_error(err)}") from None
         started = await runs.start_run(self.temporal, self.settings, request, run_id)
@@ -104,15 +109,19 @@ class AgentClient:
         limits: RunLimits | None = None,
         label: str | None = None,
         budget: RunBudget | None = None,
+        subject: dict[str, str] | None = None,
     ) -> Conversation:
         """Open a conversation with `agent`, or resume the one running under
         `conversation_id` (opened with the same agent and settings). It lasts until closed:
         send it messages, each answered by a turn of the agent's tool loop."""
         name = agent.name if isinstance(agent, Agent) else agent
-        check_limits(known_agent(name, self.agents or local_agents()), limits)
+        found = known_agent(name, self.agents or local_agents())
+        check_limits(found, limits)
+        check_subject(found, subject)
         request = conversations.conversation_request(
-            name, title=title, label=label, policy=policy, limits=limits, budget=budget
-        )
+            name, title=title, label=label, policy=policy, limits=limits, budget=budget,
+            subject=subject,
+        )  # fmt: skip
         started = await conversations.open_conversation(
             self.temporal, self.settings, request, conversation_id
         )

@@ -115,10 +115,12 @@ class ScriptedModel:
     """Plays `turns` in order, per run. A retried call (same run, same place in the
     conversation) gets the same reply, as a memoizing endpoint would. After the script,
     it says "(scripted) done.". Sub-agents play their own script from `agents`, by agent
-    name (a sub-agent without one plays `turns`)."""
+    name (a sub-agent without one plays `turns`), and a run named in `runs` its own."""
 
     turns: Sequence[Turn]
     agents: dict[str, Sequence[Turn]] = field(default_factory=dict)
+    # Scripts of particular runs, by run id (a conversation's id): they take precedence.
+    runs: dict[str, Sequence[Turn]] = field(default_factory=dict)
     requests: list[ModelRequest] = field(default_factory=list)
     # Refusals of scripted calls the script did not expect ("call id: the run's words").
     refused: list[str] = field(default_factory=list)
@@ -136,7 +138,8 @@ class ScriptedModel:
             self._given[slot] = self._next.get(meta.run_id, 0)
             self._next[meta.run_id] = self._given[slot] + 1
         index = self._given[slot]
-        turns = self.agents.get(meta.agent or "", self.turns)
+        run = meta.run_id.partition("@")[0]  # the run's id, before its identity's mark
+        turns = self.runs.get(run) or self.agents.get(meta.agent or "", self.turns)
         turn = turns[index] if index < len(turns) else say("(scripted) done.")
         if turn.refusal_expected:
             self._expected |= {f"call_{index}_{i}" for i in range(len(turn.calls))}
@@ -258,10 +261,12 @@ class AgentTestbed:
         policy: RunPolicy | None = None,
         limits: RunLimits | None = None,
         budget: RunBudget | None = None,
+        subject: dict[str, str] | None = None,
     ) -> RunHandle:
         return await self.client.start(
-            agent, goal, run_id=run_id, policy=policy, limits=limits, budget=budget
-        )
+            agent, goal, run_id=run_id, policy=policy, limits=limits, budget=budget,
+            subject=subject,
+        )  # fmt: skip
 
     async def open_conversation(
         self,
@@ -272,11 +277,13 @@ class AgentTestbed:
         limits: RunLimits | None = None,
         budget: RunBudget | None = None,
         label: str | None = None,
+        subject: dict[str, str] | None = None,
     ) -> Conversation:
         """Open a conversation with `agent` on the testbed's worker."""
         return await self.client.open_conversation(
-            agent, conversation_id, policy=policy, limits=limits, budget=budget, label=label
-        )
+            agent, conversation_id, policy=policy, limits=limits, budget=budget, label=label,
+            subject=subject,
+        )  # fmt: skip
 
 
 async def _time_skipping_server() -> WorkflowEnvironment:

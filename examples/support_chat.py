@@ -4,7 +4,8 @@ for a support lead's approval before any money moves (once per idempotency key, 
 often the worker crashes). Replies stream to the console and `agentctl chat` as the model
 writes them.
 
-    agentctl chat support-chat --id chat-jane        # talk to it (resume with the same id)
+    agentctl chat support-chat --id chat-jane --subject customer=jane
+    # talk to it (resume with the same id); it remembers Jane across conversations
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from durable_agents import Agent, ToolContext, ToolRisk, tool
+from durable_agents import Agent, Memory, ToolContext, ToolRisk, tool
 from examples.invoice import act
 
 ORDER_ID = Field(pattern=r"^A-\d{4}$")
@@ -70,4 +71,7 @@ support_chat = Agent(
     ),
     tools=[look_up_order, refund_order],
     planning=False,
+    # What it learns about a customer (a preference, say) is kept for their next
+    # conversations: `--subject customer=jane`. Without a customer, no memory.
+    memory=Memory("customer/{customer}", optional=True),
 )

@@ -113,7 +113,10 @@ class ToolCallInput(CompactModel):
     # history a second time.
     idempotency_key: str | None = None
     side_effect: bool | None = None
-    # An MCP tool: the run's agent, the server and the tool's name there.
+    # A memory tool (workflows/memory.py): the run's namespace, never the model's choice.
+    namespace: str | None = None
+    # An MCP tool or a memory tool: the run's agent; an MCP tool: the server and the
+    # tool's name there.
     agent: str | None = None
     mcp: str | None = None
     mcp_name: str | None = None

@@ -20,6 +20,7 @@ from workflows.agent_records import (
     ToolRecord,
 )
 from workflows.contracts import RunBudget, RunLimits, RunPolicy
+from workflows.memory import MEMORY_TOOLS, Memory, memory_tools
 from workflows.rules import (
     Evaluator,
     Rule,
@@ -168,6 +169,9 @@ class Agent:
     mcp_servers: Sequence[MCPServer] = ()
     # What a run of this agent may spend, its sub-agents included (None: no limit).
     budget: RunBudget | None = None
+    # Memory across runs (workflows/memory.py): the built-in remember, recall and forget
+    # tools on a namespace made from the run's subject.
+    memory: Memory | None = None
 
     def __post_init__(self) -> None:
         where = f"agent {self.name!r}"
@@ -186,7 +190,7 @@ class Agent:
         if len(set(servers)) != len(servers):
             raise ToolDefinitionError(f"{where}: two MCP servers share a name")
         object.__setattr__(self, "mcp_servers", tuple(self.mcp_servers))
-        seen: set[str] = set()
+        seen: set[str] = set(MEMORY_TOOLS) if self.memory is not None else set()
         for item in (*self.tools, *delegates):
             if not isinstance(item, Tool):
                 raise ToolDefinitionError(f"{where}: {item!r} is not a tool; decorate it @tool")
@@ -207,8 +211,10 @@ class Agent:
 
     @property
     def all_tools(self) -> tuple[Tool, ...]:
-        """Its own tools and its delegates (MCP tools are listed when a run starts)."""
-        return (*self.tools, *self.delegate_tools)
+        """Its own tools, its delegates and its memory's (MCP tools are listed when a run
+        starts)."""
+        memory = memory_tools() if self.memory is not None else ()
+        return (*self.tools, *self.delegate_tools, *memory)
 
     @property
     def delegate_tools(self) -> tuple[Tool, ...]:

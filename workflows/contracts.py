@@ -190,6 +190,15 @@ class RunRequest(StrictModel):
     # A conversation: the run answers people's messages, a turn each, until it is closed
     # (workflows/phases/conversation.py); the goal is its title.
     conversation: bool = False
+    # What the run is about ({"customer": "jane"}): an agent with memory keeps its
+    # memories under a namespace made from it (workflows/memory.py).
+    subject: (
+        dict[
+            Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]{0,49}$")],
+            Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,99}$")],
+        ]
+        | None
+    ) = Field(default=None, max_length=10)
     # Set only by the workflow itself when it continues as new: the state it carries,
     # packed (workflows/state.py: pack_state); plain JSON in runs of earlier versions.
     resume_state: dict[str, Any] | None = None
@@ -210,12 +219,15 @@ class RunRequest(StrictModel):
         return self.resume_state is not None or self.resume_state_packed is not None
 
     @model_serializer(mode="wrap")
-    def _conversation_only_when_one(self, handler: SerializerFunctionWrapHandler) -> Any:
-        """A run that is no conversation is sent as before conversations existed: a worker
-        of an earlier build (a rolling deploy) reads its start, strict as it is."""
+    def _newer_fields_only_when_set(self, handler: SerializerFunctionWrapHandler) -> Any:
+        """A run that is no conversation and has no subject is sent as before those
+        existed: a worker of an earlier build (a rolling deploy) reads its start, strict
+        as it is."""
         data = handler(self)
-        if isinstance(data, dict) and not data.get("conversation"):
-            data.pop("conversation", None)
+        if isinstance(data, dict):
+            for name in ("conversation", "subject"):
+                if not data.get(name):
+                    data.pop(name, None)
         return data
 
 

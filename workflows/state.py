@@ -72,6 +72,7 @@ class RunState(BudgetRules):
             budget=request.budget,
             delegated_by=request.delegated_by,
             conversation=ConversationFields() if request.conversation else None,
+            subject=request.subject,
             created_at=now,
             updated_at=now,
         )

@@ -84,6 +84,10 @@ class RunFields(BaseModel):
     # Set when the run is a conversation (workflows/conversation_records.py): its queue and
     # the thread's tail. None for a run of one goal.
     conversation: ConversationFields | None = None
+    # What the run is about (RunRequest.subject), and the memory namespace its agent's
+    # memory tools use, resolved when it started (None: no memory).
+    subject: dict[str, str] | None = None
+    memory_namespace: str | None = None
     created_at: datetime
     updated_at: datetime
 

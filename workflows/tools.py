@@ -60,6 +60,8 @@ class ToolContext:
     # A directory of the worker where tools may keep files of their own.
     data_dir: Path
     heartbeat: Callable[..., None] = field(repr=False, default=lambda *details: None)
+    # The run's memory namespace, for the built-in memory tools (workflows/memory.py).
+    memory: Any = field(repr=False, default=None)
 
 
 @dataclass(frozen=True, eq=False)

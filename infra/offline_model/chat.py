@@ -1,6 +1,7 @@
 """The `chat` scenario: a support conversation, answered from the conversation itself.
 
-Each turn reads the last message: a person's message that names an order and asks for a
+Each turn reads the last message: "remember that ..." calls the memory's remember tool,
+"what do you know ..." its recall, a person's message that names an order and asks for a
 refund calls the refund tool, one that names an order looks it up, anything else is
 echoed; after tool results, the reply says what they were. Stateless like the rest of the
 offline model. Its parameters shape the stream of the reply: `chunk_ms` between pieces,
@@ -17,6 +18,8 @@ from typing import Any
 from infra.offline_model.scenarios import Reply, ScenarioError, ScenarioSpec, ScriptedCall, filler
 
 ORDER = re.compile(r"\b(A-\d{4})\b")
+REMEMBER = re.compile(r"\bremember that (.+)", re.IGNORECASE)
+RECALL = re.compile(r"\bwhat do you (?:know|remember)\b(.*)", re.IGNORECASE)
 REFUND = re.compile(r"\brefund\b.*?\b(A-\d{4})\b\D*(\d+(?:\.\d{1,2})?)", re.IGNORECASE)
 
 
@@ -37,6 +40,12 @@ def chat_reply(spec: ScenarioSpec, messages: list[dict[str, Any]], tools: list[s
             results.append(str(message.get("content") or "")[:200])
         return Reply(content="Done: " + " | ".join(reversed(results)))
     text = str(last.get("content") or "")
+    if (match := REMEMBER.search(text)) and "remember" in tools:
+        fact = match[1].strip().rstrip(".")
+        return Reply(tool_calls=[ScriptedCall(name="remember", arguments={"text": fact})])
+    if (match := RECALL.search(text)) and "recall" in tools:
+        query = match[1].strip(" ?.")
+        return Reply(tool_calls=[ScriptedCall(name="recall", arguments={"query": query})])
     refund_tool = next((t for t in tools if "refund" in t), None)
     look_tool = next((t for t in tools if "look" in t), None)
     if (match := REFUND.search(text)) and refund_tool:

@@ -35,6 +35,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.agents import BEFORE_AGENTS, Agent
     from workflows.contract_base import preview
     from workflows.contracts import ChildSpend
+    from workflows.memory import MEMORY_TOOLS
     from workflows.registry import AgentRegistry, served
     from workflows.state import RunState
     from workflows.tools import (
@@ -109,6 +110,9 @@ class RunBase:
 
     def _step_tools(self) -> tuple[str, ...]:
         own = tuple(t.name for t in self._agent.tools)
+        if self.state.memory_namespace is None and self._agent_code().memory is not None:
+            # Memory is optional for this agent, and this run's subject names too little.
+            own = tuple(name for name in own if name not in MEMORY_TOOLS)
         if self._agent.planning:
             return (COMPLETE_STEP, ASK_HUMAN, *own)
         return (ASK_HUMAN, *own)

@@ -22,6 +22,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.agents import BEFORE_AGENTS
     from workflows.contract_base import preview
     from workflows.contracts import ForkSpec, RunRequest
+    from workflows.memory import MemoryDeclarationError
     from workflows.records import IDENTITY_SEPARATOR, workflow_id_of
     from workflows.state import RunState
     from workflows.tools import (
@@ -35,6 +36,17 @@ from workflows.phases.inputs import describe
 
 
 class Beginnings(Conversing):
+    def _settle_memory(self) -> None:
+        """A fresh run of an agent with memory: its namespace, from the run's subject
+        (a fork keeps its parent's, a continued run its own)."""
+        memory = self._agent_code().memory
+        if memory is None or self.state.memory_namespace is not None:
+            return
+        try:
+            self.state.memory_namespace = memory.resolve(self.state.subject or {})
+        except MemoryDeclarationError as err:
+            self._fail(RunFailed(str(err)))
+
     async def _adopt_agent(self, request: RunRequest) -> None:
         """Record the agent this run may use, through a local activity so the record is in
         the history (a replay on changed code reads it back); its defaults fill what the

@@ -28,6 +28,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.agents import DelegateArgs
     from workflows.contract_base import preview
     from workflows.contracts import EffectSummary
+    from workflows.memory import MEMORY_TOOLS
     from workflows.policy import approval_rule, idempotency_key
     from workflows.records import ApprovalStatus, PlanStep, ToolResultRecord
     from workflows.tools import (
@@ -123,6 +124,7 @@ class ToolCalls(Delegating):
         # The activity derives the usual key itself; a conversation's (its message in it)
         # is sent whole.
         derived = key is not None and call_key == call.id
+        memory = spec.name in MEMORY_TOOLS and self.state.memory_namespace is not None
         tool_input = ToolCallInput(
             run_id=self.state.store_key,
             step=step.index,
@@ -132,7 +134,8 @@ class ToolCalls(Delegating):
             result_seq=self.state.take_seq(),
             side_effect=derived or None,
             idempotency_key=None if derived else key,
-            agent=self._agent.name if record.mcp else None,
+            namespace=self.state.memory_namespace if memory else None,
+            agent=self._agent.name if record.mcp or memory else None,
             mcp=record.mcp,
             mcp_name=record.mcp_name,
         )

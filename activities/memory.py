@@ -1,0 +1,274 @@
+"""Memory across runs: what an agent remembers about a customer (a user, a case) outlives
+the run, under a namespace the run's agent and metadata choose (workflows/memory.py).
+
+Kept on the stores' database (SQLite with FTS5, PostgreSQL with its full-text search),
+each memory's text and fields sealed like every store row (encrypted at rest with the
+stores' keys, bound to the row). Search runs on an index of terms: the words themselves
+without keys, and with keys a keyed hash of each word (a blind index), so an encrypted
+store is searched without its texts in plain sight. A write is exactly once per
+idempotency key: the key is the row's, and a second write under it answers the first.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import re
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from activities.fingerprints import now_text
+from activities.sql import Sealed, SqlDatabase, Tx, apply_schema
+from runtime.encryption import Keyring
+
+SQLITE_SCHEMA = """
+CREATE TABLE IF NOT EXISTS memories (
+    memory_id TEXT PRIMARY KEY,
+    namespace TEXT NOT NULL,
+    idempotency_key TEXT UNIQUE,
+    body TEXT NOT NULL,
+    terms TEXT NOT NULL,
+    run_id TEXT NOT NULL,
+    step INTEGER NOT NULL,
+    created_at TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS memories_namespace ON memories (namespace, created_at);
+CREATE VIRTUAL TABLE IF NOT EXISTS memory_terms USING fts5 (
+    memory_id UNINDEXED, namespace UNINDEXED, terms
+)
+"""
+POSTGRES_SCHEMA = """
+CREATE TABLE IF NOT EXISTS memories (
+    memory_id TEXT PRIMARY KEY,
+    namespace TEXT NOT NULL,
+    idempotency_key TEXT UNIQUE,
+    body TEXT NOT NULL,
+    terms TEXT NOT NULL,
+    run_id TEXT NOT NULL,
+    step INTEGER NOT NULL,
+    created_at TEXT NOT NULL,
+    search tsvector GENERATED ALWAYS AS (to_tsvector('simple', terms)) STORED
+);
+CREATE INDEX IF NOT EXISTS memories_namespace ON memories (namespace, created_at);
+CREATE INDEX IF NOT EXISTS memories_search ON memories USING GIN (search)
+"""
+WORD = re.compile(r"[^\W_]+", re.UNICODE)
+# Words shorter than this are not indexed (they match everything).
+MIN_WORD = 2
+
+
+@dataclass(frozen=True)
+class MemoryRecord:
+    memory_id: str
+    namespace: str
+    text: str
+    fields: dict[str, Any]
+    run_id: str
+    step: int
+    created_at: str
+
+    def as_result(self) -> dict[str, Any]:
+        """What a recall hands the model (and the history keeps)."""
+        return {"memory_id": self.memory_id, "text": self.text, "fields": self.fields}
+
+
+class MemoryStore:
+    def __init__(self, db: SqlDatabase, keyring: Keyring | None = None) -> None:
+        self.db = db
+        self.sealed = Sealed(keyring)
+        self.keyring = keyring
+        apply_schema(db, SQLITE_SCHEMA if db.local else POSTGRES_SCHEMA)
+
+    # -- writing -------------------------------------------------------------------------
+
+    def remember(
+        self,
+        namespace: str,
+        text: str,
+        fields: dict[str, Any],
+        *,
+        key: str,
+        run_id: str,
+        step: int,
+    ) -> str:
+        """Keep a memory once per key: a write under a key already used answers the
+        memory it made (a crash and a retry make one memory, not two)."""
+        with self.db.transaction() as tx:
+            found = tx.execute("SELECT memory_id FROM memories WHERE idempotency_key = ?", (key,))
+            if found:
+                return str(found[0]["memory_id"])
+            memory_id = f"mem-{uuid.uuid4().hex[:16]}"
+            body = self.sealed.dump({"text": text, "fields": fields}, _row(memory_id))
+            terms = self.terms(text, fields)
+            tx.execute(
+                "INSERT INTO memories (memory_id, namespace, idempotency_key, body, terms, "
+                "run_id, step, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (memory_id, namespace, key, body, terms, run_id, step, now_text()),
+            )
+            if self.db.local:
+                tx.execute(
+                    "INSERT INTO memory_terms (memory_id, namespace, terms) VALUES (?, ?, ?)",
+                    (memory_id, namespace, terms),
+                )
+        return memory_id
+
+    def forget(self, namespace: str, memory_ids: list[str] | None = None) -> list[str]:
+        """Remove memories of a namespace (all of them without ids); the ids removed."""
+        with self.db.transaction() as tx:
+            rows = tx.execute("SELECT memory_id FROM memories WHERE namespace = ?", (namespace,))
+            found = [str(r["memory_id"]) for r in rows]
+            gone = [m for m in found if memory_ids is None or m in memory_ids]
+            for memory_id in gone:
+                self._delete(tx, memory_id)
+        return gone
+
+    def prune(self, older_than: str) -> int:
+        """Remove memories written before `older_than` (ISO time): the retention."""
+        with self.db.transaction() as tx:
+            rows = tx.execute("SELECT memory_id FROM memories WHERE created_at < ?", (older_than,))
+            for row in rows:
+                self._delete(tx, str(row["memory_id"]))
+        return len(rows)
+
+    def _delete(self, tx: Tx, memory_id: str) -> None:
+        tx.execute("DELETE FROM memories WHERE memory_id = ?", (memory_id,))
+        if self.db.local:
+            tx.execute("DELETE FROM memory_terms WHERE memory_id = ?", (memory_id,))
+
+    # -- reading -------------------------------------------------------------------------
+
+    def recall(self, namespace: str, query: str, limit: int, max_bytes: int) -> list[MemoryRecord]:
+        """The memories of a namespace that best match the query's words, at most `limit`
+        and `max_bytes` of text; with no word to search, the latest."""
+        words = self.query_terms(query)
+        if not words:
+            return self._bounded(self.listing(namespace, limit), max_bytes)
+        if self.db.local:
+            match = " OR ".join(f'"{w}"' for w in words)
+            rows = self.db.query(
+                "SELECT m.memory_id, m.namespace, m.body, m.run_id, m.step, m.created_at "
+                "FROM memory_terms t JOIN memories m ON m.memory_id = t.memory_id "
+                "WHERE memory_terms MATCH ? AND t.namespace = ? ORDER BY bm25(memory_terms) "
+                "LIMIT ?",
+                (f"terms: ({match})", namespace, limit),
+            )
+        else:
+            rows = self.db.query(
+                "SELECT memory_id, namespace, body, run_id, step, created_at FROM memories "
+                "WHERE namespace = ? AND search @@ to_tsquery('simple', ?) "
+                "ORDER BY ts_rank(search, to_tsquery('simple', ?)) DESC, created_at DESC "
+                "LIMIT ?",
+                (namespace, " | ".join(words), " | ".join(words), limit),
+            )
+        return self._bounded([self._record(r) for r in rows], max_bytes)
+
+    def listing(self, namespace: str, limit: int = 100) -> list[MemoryRecord]:
+        rows = self.db.query(
+            "SELECT memory_id, namespace, body, run_id, step, created_at FROM memories "
+            "WHERE namespace = ? ORDER BY created_at DESC LIMIT ?",
+            (namespace, limit),
+        )
+        return [self._record(r) for r in rows]
+
+    def one(self, namespace: str, memory_id: str) -> MemoryRecord | None:
+        rows = self.db.query(
+            "SELECT memory_id, namespace, body, run_id, step, created_at FROM memories "
+            "WHERE namespace = ? AND memory_id = ?",
+            (namespace, memory_id),
+        )
+        return self._record(rows[0]) if rows else None
+
+    def namespaces(self) -> dict[str, int]:
+        rows = self.db.query(
+            "SELECT namespace, COUNT(*) AS n FROM memories GROUP BY namespace ORDER BY namespace"
+        )
+        return {str(r["namespace"]): int(r["n"]) for r in rows}
+
+    def _record(self, row: dict[str, Any]) -> MemoryRecord:
+        body = self.sealed.load(row["body"], _row(str(row["memory_id"])))
+        return MemoryRecord(
+            memory_id=str(row["memory_id"]),
+            namespace=str(row["namespace"]),
+            text=body["text"],
+            fields=body["fields"],
+            run_id=str(row["run_id"]),
+            step=int(row["step"]),
+            created_at=str(row["created_at"]),
+        )
+
+    @staticmethod
+    def _bounded(records: list[MemoryRecord], max_bytes: int) -> list[MemoryRecord]:
+        kept, used = [], 0
+        for record in records:
+            size = len(json.dumps(record.as_result()))
+            if used + size > max_bytes:
+                break
+            kept.append(record)
+            used += size
+        return kept
+
+    # -- the search index ----------------------------------------------------------------
+
+    def query_terms(self, query: str) -> list[str]:
+        """A query's terms under every key of the keyring (a memory indexed before a key
+        rotation is still found), or its words without keys."""
+        words = list(dict.fromkeys(_words(query)))
+        if self.keyring is None:
+            return words
+        return [_blind(secret, w) for secret in self.keyring.keys.values() for w in words]
+
+    def terms(self, text: str, fields: dict[str, Any]) -> str:
+        """The words to index (or search), lowercased: as they are without keys, a keyed
+        hash of each with keys (the stores' active key: a word's term is the same for
+        every memory, and says nothing without the key)."""
+        unique = dict.fromkeys(_words(" ".join([text, *(str(v) for v in fields.values())])))
+        if self.keyring is None:
+            return " ".join(unique)
+        secret = self.keyring.keys[self.keyring.active]
+        return " ".join(_blind(secret, w) for w in unique)
+
+
+def _words(text: str) -> list[str]:
+    return [w for w in WORD.findall(text.lower()) if len(w) >= MIN_WORD]
+
+
+def _blind(secret: bytes, word: str) -> str:
+    return "t" + hmac.new(secret, word.encode(), hashlib.sha256).hexdigest()[:20]
+
+
+def _row(memory_id: str) -> str:
+    return f"memories:{memory_id}"
+
+
+@dataclass(frozen=True)
+class BoundMemory:
+    """The store on one run's namespace: what a memory tool's context holds
+    (workflows/memory.MemoryAccess). Its writes carry the call's idempotency key."""
+
+    store: MemoryStore
+    namespace: str
+    run_id: str
+    step: int
+    key: str | None
+    recall_limit: int
+    recall_bytes: int
+
+    def remember(self, text: str, fields: dict[str, str]) -> dict[str, Any]:
+        if self.key is None:
+            raise RuntimeError("remember is a side effect: it needs the call's idempotency key")
+        memory_id = self.store.remember(
+            self.namespace, text, fields, key=self.key, run_id=self.run_id, step=self.step
+        )
+        return {"ok": True, "memory_id": memory_id}
+
+    def recall(self, query: str) -> dict[str, Any]:
+        found = self.store.recall(self.namespace, query, self.recall_limit, self.recall_bytes)
+        return {"ok": True, "memories": [record.as_result() for record in found]}
+
+    def forget(self, memory_id: str) -> dict[str, Any]:
+        gone = self.store.forget(self.namespace, [memory_id])
+        if not gone:
+            return {"ok": False, "error": f"no memory {memory_id} here"}
+        return {"ok": True, "forgot": gone}

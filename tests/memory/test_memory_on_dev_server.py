@@ -1,0 +1,77 @@
+"""Memory on the dev server, through the offline model's chat: a worker SIGKILLed at each
+instant around a remember (before the write, after it, after the ledger's record) leaves
+exactly one memory; and a run that recalled replays to the same state after the memories
+changed (the recall is in its history, never read again)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import uuid
+
+import pytest
+
+from control import conversations, memory, timeline
+from infra.stack import worker_polling
+from tests.conftest import eventually, spawn_worker
+from worker.main import build_worker
+
+JANE = {"customer": "jane"}
+
+
+async def open_chat(client, settings, subject: dict[str, str]) -> str:
+    cid = f"chat-{uuid.uuid4().hex[:8]}"
+    request = conversations.conversation_request("support-chat", label="chat", subject=subject)
+    await conversations.open_conversation(client, settings, request, cid)
+    return cid
+
+
+@pytest.mark.parametrize("instant", ["before_provider", "after_provider", "after_ledger"])
+async def test_a_crash_at_each_instant_of_a_remember_leaves_one_memory(
+    dev_env, settings, tmp_path, instant
+):
+    client = dev_env.client
+    subject = {"customer": f"c{uuid.uuid4().hex[:8]}"}
+    doomed = spawn_worker(settings, tmp_path / "w1.log", AGENT_CRASH_AT=f"{instant}:remember")
+    try:
+        await eventually(lambda: worker_polling(settings), within=30)
+        cid = await open_chat(client, settings, subject)
+        sent = conversations.message("Please remember that I prefer email", by="jane")
+        await conversations.post(client, cid, sent)
+        code = await asyncio.to_thread(doomed.wait, 60)
+    finally:
+        if doomed.poll() is None:
+            doomed.kill()
+    assert code == -signal.SIGKILL, "the fault hook must have killed the worker"
+    rescuer = spawn_worker(settings, tmp_path / "w2.log")
+    try:
+        reply = await conversations.await_reply(client, cid, sent.message_id)
+    finally:
+        rescuer.send_signal(signal.SIGTERM)
+        await asyncio.to_thread(rescuer.wait, 30)
+    kept = memory.listing(settings, f"customer/{subject['customer']}")
+    assert reply.status == "answered" and reply.reply.startswith("Done: ")
+    assert [m.text for m in kept] == ["I prefer email"]
+
+
+async def test_a_replay_sees_what_the_run_recalled_after_the_memories_changed(dev_env, settings):
+    client = dev_env.client
+    async with build_worker(client, settings):
+        first = await open_chat(client, settings, JANE)
+        await conversations.send(
+            client, first, conversations.message("Remember that I like tea", by="jane")
+        )
+        second = await open_chat(client, settings, JANE)
+        asked = conversations.message("What do you know about tea?", by="jane")
+        answer = await conversations.send(client, second, asked)
+        before = await timeline.rebuild(client, second)
+        memory.forget(settings, "customer/jane")  # the memories change after the run
+        after = await timeline.rebuild(client, second)
+    assert "I like tea" in answer.reply
+    last = before.moments[-1].state.model_dump(mode="json")
+    assert after.moments[-1].state.model_dump(mode="json") == last
+    recalled = [r for r in before.moments[-1].state.results if r.tool == "recall"]
+    assert recalled and "I like tea" in recalled[0].summary
+    assert memory.listing(settings, "customer/jane") == []
+    assert json.dumps(last)  # the rebuilt state is plain JSON

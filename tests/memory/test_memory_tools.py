@@ -1,0 +1,66 @@
+"""Memory across runs, through the public testing kit: a conversation remembers a
+customer's preference, a later one recalls it (and only that customer's), forgetting the
+namespace removes it, and a run without a subject is offered no memory tools."""
+
+from __future__ import annotations
+
+import json
+
+from control import memory
+from durable_agents.testing import AgentTestbed, ScriptedModel, call, say
+from examples.support_chat import support_chat
+from workflows.memory import MEMORY_TOOLS
+
+JANE = {"customer": "jane"}
+
+
+def tool_results(model: ScriptedModel) -> list[str]:
+    return [
+        str(m.get("content")) for r in model.requests for m in r.messages if m.get("role") == "tool"
+    ]
+
+
+async def test_a_preference_is_remembered_recalled_and_forgotten(time_env):
+    recall = [call("recall", query="contact preference email"), say("ok")]
+    model = ScriptedModel(
+        [],
+        runs={
+            "chat-jane-1": [
+                call("remember", text="Jane prefers email over phone", fields={"channel": "email"}),
+                say("Noted: email it is."),
+            ],
+            "chat-jane-2": recall,
+            "chat-omar": recall,
+            "chat-jane-3": recall,
+        },
+    )
+    async with AgentTestbed(support_chat, model=model, env=time_env) as bed:
+        first = await bed.open_conversation(support_chat, "chat-jane-1", subject=JANE)
+        await first.send("Please contact me by email, not phone.", by="jane")
+        kept = memory.listing(bed.settings, "customer/jane")
+        second = await bed.open_conversation(support_chat, "chat-jane-2", subject=JANE)
+        await second.send("How should you reach me?", by="jane")
+        other = await bed.open_conversation(support_chat, "chat-omar", subject={"customer": "omar"})
+        await other.send("How should you reach me?", by="omar")
+        removed = memory.forget(bed.settings, "customer/jane")
+        third = await bed.open_conversation(support_chat, "chat-jane-3", subject=JANE)
+        await third.send("How should you reach me?", by="jane")
+    assert [(m.text, m.fields, m.step) for m in kept] == [
+        ("Jane prefers email over phone", {"channel": "email"}, 1)
+    ]
+    assert kept[0].run_id.startswith("chat-jane-1@")  # who wrote it: the run (and step)
+    recalled = [json.loads(text) for text in tool_results(model) if '"memories"' in text]
+    jane_saw, omar_saw, after_forget = recalled
+    assert [m["text"] for m in jane_saw["memories"]] == ["Jane prefers email over phone"]
+    assert omar_saw["memories"] == []  # another customer's namespace: nothing of Jane's
+    assert removed == [kept[0].memory_id]
+    assert after_forget["memories"] == []
+
+
+async def test_a_run_without_a_subject_is_offered_no_memory(time_env):
+    model = ScriptedModel([say("hello")])
+    async with AgentTestbed(support_chat, model=model, env=time_env) as bed:
+        chat = await bed.open_conversation(support_chat, "chat-anonymous")
+        await chat.send("hi", by="someone")
+    offered = {t.name for t in model.requests[0].tools}
+    assert offered.isdisjoint(MEMORY_TOOLS) and "look_up_order" in offered

@@ -1,0 +1,133 @@
+"""Memory across runs, as an agent declares it: `Agent(memory=Memory("customer/{customer}"))`
+gives its runs three built-in tools — `remember`, `recall`, `forget` — on a namespace made
+from the template and the run's `subject` (its metadata: `{"customer": "jane"}`).
+
+The model never chooses the namespace: the workflow resolves it when the run starts and
+sends it with each memory tool's call, so a run reads and writes only its subject's
+memories. `remember` and `forget` are side effects (once per idempotency key); `recall`
+is a read whose result the history keeps, so a replay or time travel never reads again.
+The store is activities/memory.py; here, pure declarations.
+"""
+
+from __future__ import annotations
+
+import re
+import string
+from dataclasses import dataclass
+from typing import Annotated, Any, Protocol
+
+from pydantic import Field
+
+from workflows.tools import Tool, ToolArgs, ToolContext, ToolRisk, tool
+
+REMEMBER, RECALL, FORGET = "remember", "recall", "forget"
+MEMORY_TOOLS = (REMEMBER, RECALL, FORGET)
+NAMESPACE_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:/@-]{0,199}$"
+# A subject's values end up in a namespace: the same characters, one path part each.
+SUBJECT_VALUE = r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,99}$"
+
+
+class MemoryDeclarationError(ValueError):
+    """A memory declaration or a run's subject that cannot make a namespace."""
+
+
+@dataclass(frozen=True)
+class Memory:
+    """Where an agent's memories live and how much of them a model call may see.
+
+    `namespace`: a template over the run's subject, e.g. "customer/{customer}" (or a
+    fixed name). `recall_limit` and `recall_bytes` bound what one recall returns. With
+    `shared_with_sub_agents`, the sub-agents this agent delegates to use its namespace
+    (when they declare memory of their own)."""
+
+    namespace: str
+    recall_limit: int = 5
+    recall_bytes: int = 4000
+    shared_with_sub_agents: bool = False
+    # A run whose subject does not name what the namespace needs: refused (False), or run
+    # without memory, its memory tools not offered to the model (True).
+    optional: bool = False
+
+    def __post_init__(self) -> None:
+        fields = self.placeholders
+        probe = self.namespace.format(**{name: "x" for name in fields})
+        if not re.fullmatch(NAMESPACE_PATTERN, probe):
+            raise MemoryDeclarationError(
+                f"memory namespace {self.namespace!r}: letters, digits and . _ : / @ -, "
+                "with {placeholders} for the run's subject"
+            )
+        if not (1 <= self.recall_limit <= 50 and 100 <= self.recall_bytes <= 100_000):
+            raise MemoryDeclarationError("recall_limit is 1..50 and recall_bytes 100..100000")
+
+    @property
+    def placeholders(self) -> list[str]:
+        return [name for _, name, _, _ in string.Formatter().parse(self.namespace) if name]
+
+    def resolve(self, subject: dict[str, str]) -> str | None:
+        """The namespace of a run with this subject; None when it names too little and
+        memory is optional (MemoryDeclarationError when it is not: what is missing)."""
+        missing = [name for name in self.placeholders if name not in subject]
+        if missing and self.optional:
+            return None
+        if missing:
+            raise MemoryDeclarationError(
+                f"the agent's memory is kept per {', '.join(missing)}: start the run with "
+                f"a subject naming {' and '.join(missing)}"
+            )
+        return self.namespace.format(**subject)
+
+
+class RememberArgs(ToolArgs):
+    text: str = Field(min_length=1, max_length=2000, description="What to remember, in a sentence.")
+    fields: dict[Annotated[str, Field(max_length=50)], Annotated[str, Field(max_length=200)]] = (
+        Field(default_factory=dict, max_length=10, description="Small facts, by name.")
+    )
+
+
+class RecallArgs(ToolArgs):
+    query: str = Field(max_length=500, description="Words to look for; empty: the latest.")
+
+
+class ForgetArgs(ToolArgs):
+    memory_id: str = Field(min_length=1, max_length=100, pattern=r"^mem-[0-9a-f]{16}$")
+
+
+@tool(name=REMEMBER, risk=ToolRisk.SIDE_EFFECT)
+def remember(ctx: ToolContext, args: RememberArgs) -> dict[str, Any]:
+    """Remember something about this conversation's subject for later runs (a preference,
+    a fact): one sentence, and small named fields if useful."""
+    return _memory(ctx).remember(args.text, dict(args.fields))
+
+
+@tool(name=RECALL)
+def recall(ctx: ToolContext, args: RecallArgs) -> dict[str, Any]:
+    """Look up what earlier runs remembered about this subject, by words."""
+    return _memory(ctx).recall(args.query)
+
+
+@tool(name=FORGET, risk=ToolRisk.SIDE_EFFECT)
+def forget(ctx: ToolContext, args: ForgetArgs) -> dict[str, Any]:
+    """Forget one memory of this subject (by the id a recall gave)."""
+    return _memory(ctx).forget(args.memory_id)
+
+
+def memory_tools() -> tuple[Tool, ...]:
+    return (remember, recall, forget)
+
+
+class MemoryAccess(Protocol):
+    """What the worker puts in a memory tool's context: the store, on the run's namespace
+    (activities/memory.py)."""
+
+    def remember(self, text: str, fields: dict[str, str]) -> dict[str, Any]: ...
+
+    def recall(self, query: str) -> dict[str, Any]: ...
+
+    def forget(self, memory_id: str) -> dict[str, Any]: ...
+
+
+def _memory(ctx: ToolContext) -> MemoryAccess:
+    if ctx.memory is None:
+        raise RuntimeError("this call has no memory namespace (the run's agent declares none)")
+    access: MemoryAccess = ctx.memory
+    return access
