@@ -15,6 +15,7 @@ from starters import (
     cli_chat,
     cli_console,
     cli_history,
+    cli_memory,
     cli_ops,
     cli_people,
     cli_release,
@@ -39,6 +40,7 @@ cli_console.register(app)
 cli_schedule.register(app)
 cli_release.register(app)
 cli_chat.register(app)
+cli_memory.register(app)
 app.command()(demo)
 
 

@@ -17,6 +17,7 @@ import typer
 from temporalio.client import Client
 
 from control import conversations, runs
+from control.agents import check_subject, known_agent, local_agents
 from control.live import LiveReplies
 from control.runs import RunError
 from control.signer import Signer
@@ -52,14 +53,20 @@ async def chat(
         list[str] | None,
         typer.Option("--message", "-m", help="Send this (repeatable), print the replies, leave."),
     ] = None,
+    subject: Annotated[
+        list[str] | None,
+        typer.Option(help="What the conversation is about, KEY=VALUE (repeatable): its memory."),
+    ] = None,
 ) -> None:
     """Talk to an agent: each line you type is a message, answered by a turn."""
     settings = load_settings()
     signer = own_signer(settings)
     speaker = by or getpass.getuser()
     label = _label(settings, label)
+    about = parse_subject(subject or [])
+    check_subject(known_agent(agent, local_agents()), about)
     client = await connect(settings)
-    request = conversations.conversation_request(agent, label=label)
+    request = conversations.conversation_request(agent, label=label, subject=about)
     started = await conversations.open_conversation(client, settings, request, conversation_id)
     cid = started.run_id
     verb = "resumed" if started.attached else "opened"
@@ -75,6 +82,17 @@ async def chat(
         await talk.interactive()
     finally:
         await talk.close()
+
+
+def parse_subject(pairs: list[str]) -> dict[str, str] | None:
+    """`--subject customer=jane` as the run's subject; RunError on a pair without `=`."""
+    subject: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key or not value:
+            raise RunError(f"--subject takes KEY=VALUE, not {pair!r}")
+        subject[key] = value
+    return subject or None
 
 
 def printable(text: str) -> str:

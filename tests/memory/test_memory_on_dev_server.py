@@ -75,3 +75,39 @@ async def test_a_replay_sees_what_the_run_recalled_after_the_memories_changed(de
     assert recalled and "I like tea" in recalled[0].summary
     assert memory.listing(settings, "customer/jane") == []
     assert json.dumps(last)  # the rebuilt state is plain JSON
+
+
+async def test_remembered_recalled_then_forgotten_from_the_cli(dev_env, settings):
+    """The acceptance, as a person types it: one conversation remembers a preference, a
+    second (another id) recalls it, `agentctl memory forget` removes it and says so, and
+    a third does not find it."""
+    from tests.starters.test_cli_chat import agentctl
+
+    who = f"c{uuid.uuid4().hex[:8]}"
+    about = ["--subject", f"customer={who}", "--as", who]
+    async with build_worker(dev_env.client, settings):
+        code, said, err = await agentctl(
+            settings, "chat", "support-chat", *about, "-m", "Remember that I prefer email"
+        )
+        assert code == 0, err
+        code, found, err = await agentctl(
+            settings, "chat", "support-chat", *about, "-m", "What do you know about email?"
+        )
+        assert code == 0, err
+        code, listed, err = await agentctl(settings, "memory", "list", f"customer/{who}")
+        assert code == 0, err
+        code, forgot, err = await agentctl(settings, "memory", "forget", f"customer/{who}")
+        assert code == 0, err
+        code, after, err = await agentctl(
+            settings, "chat", "support-chat", *about, "-m", "What do you know about email?"
+        )
+        assert code == 0, err
+        code, _, err = await agentctl(
+            settings, "chat", "support-chat", "--subject", "customer", "-m", "x"
+        )
+    assert '"memory_id"' in said  # the remember's result, told back
+    assert "I prefer email" in found
+    assert "I prefer email" in listed and "step 1" in listed
+    assert forgot.startswith(f"forgot 1 memories of customer/{who}: mem-")
+    assert '"memories": []' in after
+    assert code == 1 and "--subject takes KEY=VALUE" in err

@@ -1,0 +1,50 @@
+"""The memory store on both backends: one memory per key, search by words within a
+namespace only, bounded recall, forgetting and pruning; sealed at rest and searched
+through a blind index with keys, across a key rotation."""
+
+from __future__ import annotations
+
+import pytest
+
+from activities.memory import MemoryStore
+from runtime.encryption import Keyring, new_key
+
+K1, K2 = new_key(), new_key()
+
+
+def remember(store: MemoryStore, namespace: str, text: str, key: str) -> str:
+    return store.remember(namespace, text, {}, key=key, run_id="run-1@x", step=2)
+
+
+@pytest.mark.parametrize("keys", [None, f"k1={K1}"], ids=["plain", "sealed"])
+def test_one_memory_per_key_found_by_its_words_in_its_namespace(sql_database, keys):
+    store = MemoryStore(sql_database, Keyring.parse(keys) if keys else None)
+    first = remember(store, "customer/jane", "Jane prefers email over phone", "key-1")
+    again = remember(store, "customer/jane", "Jane prefers email over phone", "key-1")
+    remember(store, "customer/jane", "Jane lives in Lyon", "key-2")
+    remember(store, "customer/omar", "Omar prefers email too", "key-3")
+    assert again == first and store.namespaces() == {"customer/jane": 2, "customer/omar": 1}
+    found = store.recall("customer/jane", "Which channel? email", limit=5, max_bytes=4000)
+    assert [m.text for m in found] == ["Jane prefers email over phone"]
+    latest = store.recall("customer/jane", "?", limit=5, max_bytes=4000)  # no word: latest
+    assert {m.text for m in latest} == {"Jane prefers email over phone", "Jane lives in Lyon"}
+    assert store.recall("customer/jane", "jane", limit=1, max_bytes=4000)[0].namespace == (
+        "customer/jane"
+    )
+    assert store.recall("customer/jane", "jane", limit=5, max_bytes=60) == []  # bounded
+    rows = sql_database.query("SELECT body, terms FROM memories")
+    if keys:
+        assert all("Jane" not in r["body"] and "jane" not in r["terms"] for r in rows)
+    assert store.forget("customer/jane", [first]) == [first]
+    assert [m.text for m in store.listing("customer/jane")] == ["Jane lives in Lyon"]
+    assert store.forget("customer/jane") and store.listing("customer/jane") == []
+    assert store.prune("9999-01-01") == 1 and store.namespaces() == {}
+
+
+def test_a_key_rotation_keeps_older_memories_findable(sql_database):
+    old = MemoryStore(sql_database, Keyring.parse(f"k1={K1}"))
+    remember(old, "customer/jane", "Jane prefers email", "key-1")
+    rotated = MemoryStore(sql_database, Keyring.parse(f"k2={K2},k1={K1}"))
+    remember(rotated, "customer/jane", "Jane likes tea with email receipts", "key-2")
+    found = rotated.recall("customer/jane", "email", limit=5, max_bytes=4000)
+    assert {m.text for m in found} == {"Jane prefers email", "Jane likes tea with email receipts"}
