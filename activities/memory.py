@@ -124,11 +124,12 @@ class MemoryStore:
                 self._delete(tx, memory_id)
         return gone
 
-    def prune(self, older_than: str) -> int:
-        """Remove memories written before `older_than` (ISO time): the retention."""
+    def prune(self, older_than: str, dry_run: bool = False) -> int:
+        """Remove memories written before `older_than` (ISO time): the retention. How
+        many went (or would go, dry)."""
         with self.db.transaction() as tx:
             rows = tx.execute("SELECT memory_id FROM memories WHERE created_at < ?", (older_than,))
-            for row in rows:
+            for row in [] if dry_run else rows:
                 self._delete(tx, str(row["memory_id"]))
         return len(rows)
 

@@ -14,6 +14,7 @@ from temporalio import activity
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
+from activities.memory import MemoryStore
 from activities.sql import SqlDatabase
 from workflows.activity_io import PruneReport, PruneRequest
 from workflows.records import IDENTITY_SEPARATOR
@@ -24,9 +25,17 @@ TABLES = ("transcript", "model_calls", "tool_lists", "effects", "stream_log")
 
 
 class PruneActivities:
-    def __init__(self, client: Client, db: SqlDatabase) -> None:
+    def __init__(
+        self,
+        client: Client,
+        db: SqlDatabase,
+        memory: MemoryStore | None = None,
+        memory_retention_days: float | None = None,
+    ) -> None:
         self.client = client
         self.db = db
+        self.memory = memory
+        self.memory_retention_days = memory_retention_days
 
     @activity.defn(name="prune_stored_runs")
     async def prune_stored_runs(self, request: PruneRequest) -> PruneReport:
@@ -44,6 +53,11 @@ class PruneActivities:
                 report.pruned.append(run_id)
                 if not request.dry_run:
                     report.rows_deleted += await asyncio.to_thread(self._delete, run_id)
+        if self.memory is not None and self.memory_retention_days is not None:
+            kept_since = datetime.now(UTC) - timedelta(days=self.memory_retention_days)
+            report.memories_deleted = await asyncio.to_thread(
+                self.memory.prune, kept_since.isoformat(), request.dry_run
+            )
         activity.logger.info("prune: %s", report)
         return report
 

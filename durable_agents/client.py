@@ -20,7 +20,8 @@ from typing import TypeVar
 from temporalio.client import Client, WorkflowFailureError
 from temporalio.exceptions import CancelledError
 
-from control import conversations, runs, schedules
+from activities.memory import MemoryRecord
+from control import conversations, memory, runs, schedules
 from control.agents import check_limits, check_subject, known_agent, local_agents
 from control.runs import RunError
 from runtime.client import connect
@@ -40,6 +41,7 @@ __all__ = [
     "ApprovalRequest",
     "Conversation",
     "ConversationView",
+    "MemoryRecord",
     "Question",
     "RunError",
     "RunHandle",
@@ -168,6 +170,15 @@ class AgentClient:
 
     async def delete_schedule(self, name: str) -> None:
         await schedules.delete(self.temporal, name)
+
+    def memories(self, namespace: str, limit: int = 100) -> list[MemoryRecord]:
+        """A namespace's memories, newest first, each with the run and step that wrote it
+        (from the stores, where this machine reaches them)."""
+        return memory.listing(self.settings, namespace, limit)
+
+    def forget_memories(self, namespace: str, memory_ids: list[str] | None = None) -> list[str]:
+        """Forget a namespace's memories (all, or those named): the ids removed."""
+        return memory.forget(self.settings, namespace, memory_ids)
 
     def run(self, run_id: str) -> RunHandle:
         """A handle on an existing run."""

@@ -41,6 +41,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
+from activities.memory import MemoryRecord
 from activities.model import openai_clients
 from activities.model_client import (
     CallMeta,
@@ -50,6 +51,7 @@ from activities.model_client import (
     ModelRequest,
     RawToolCall,
 )
+from control.memory import memory_store
 from durable_agents.client import AgentClient, Conversation, RunHandle
 from infra.binaries import BinaryMissing, temporal_test_server
 from infra.temporal_setup import register_search_attributes
@@ -267,6 +269,16 @@ class AgentTestbed:
             agent, goal, run_id=run_id, policy=policy, limits=limits, budget=budget,
             subject=subject,
         )  # fmt: skip
+
+    def seed_memory(self, namespace: str, text: str, fields: dict[str, str] | None = None) -> str:
+        """A memory the agent finds as if an earlier run had remembered it: its id."""
+        key = f"seeded/{uuid.uuid4().hex}"
+        store = memory_store(self.settings)
+        return store.remember(namespace, text, fields or {}, key=key, run_id="seeded", step=0)
+
+    def memories(self, namespace: str) -> list[MemoryRecord]:
+        """What the runs remembered under a namespace, newest first."""
+        return self.client.memories(namespace)
 
     async def open_conversation(
         self,

@@ -54,6 +54,8 @@ class Settings(BaseSettings):
     )
     # How long Temporal keeps closed runs, and how old our own data of closed runs may get.
     retention_days: float = Field(default=7.0, gt=0, le=3650)
+    # How long agents' memories are kept (workflows/memory.py); None: until forgotten.
+    memory_retention_days: float | None = Field(default=None, gt=0, le=36500)
     prune_schedule_id: str = "durable-agents-prune"
     # PostgreSQL for our stores (transcript, ledger); unset: SQLite under the data dir.
     database_url: str | None = None

@@ -88,6 +88,10 @@ async def prune(
     )
     for run_id in report.pruned:
         console.print(f"  {run_id}")
+    if report.memories_deleted:
+        console.print(
+            f"{verb} {report.memories_deleted} memories older than AGENT_MEMORY_RETENTION_DAYS"
+        )
 
 
 def worker() -> None:

@@ -91,7 +91,9 @@ def build_worker(
             await_run,
             fork_origin,
             TranscriptActivities(stores.transcript).copy_transcript,
-            PruneActivities(client, stores.db).prune_stored_runs,
+            PruneActivities(
+                client, stores.db, stores.memory, settings.memory_retention_days
+            ).prune_stored_runs,
         ],
         workflow_runner=SandboxedWorkflowRunner(restrictions=sandbox_restrictions(settings)),
         graceful_shutdown_timeout=timedelta(seconds=settings.graceful_shutdown_seconds),

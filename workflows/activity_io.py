@@ -175,3 +175,5 @@ class PruneReport(StrictModel):
     kept_recent: int = 0
     rows_deleted: int = 0
     dry_run: bool = False
+    # Agents' memories older than AGENT_MEMORY_RETENTION_DAYS, removed (or found, dry).
+    memories_deleted: int = 0

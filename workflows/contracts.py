@@ -199,6 +199,11 @@ class RunRequest(StrictModel):
         ]
         | None
     ) = Field(default=None, max_length=10)
+    # Set only by a parent run whose agent shares its memory with its sub-agents: the
+    # namespace the child's memory tools use (checked: it must come from that parent).
+    memory_namespace: str | None = Field(
+        default=None, pattern=r"^[A-Za-z0-9][A-Za-z0-9._:/@-]{0,199}$"
+    )
     # Set only by the workflow itself when it continues as new: the state it carries,
     # packed (workflows/state.py: pack_state); plain JSON in runs of earlier versions.
     resume_state: dict[str, Any] | None = None
@@ -225,7 +230,7 @@ class RunRequest(StrictModel):
         as it is."""
         data = handler(self)
         if isinstance(data, dict):
-            for name in ("conversation", "subject"):
+            for name in ("conversation", "subject", "memory_namespace"):
                 if not data.get(name):
                     data.pop(name, None)
         return data

@@ -85,3 +85,26 @@ async def test_namespace_set_up_sets_retention_and_the_daily_schedule(dev_env, s
     action = schedule.schedule.action
     assert action.workflow == "PruneWorkflow"
     assert schedule.schedule.spec.intervals[0].every.days == 1
+
+
+async def test_prune_removes_memories_past_their_retention(dev_env, settings):
+    """AGENT_MEMORY_RETENTION_DAYS: memories older than it go with the daily prune (a dry
+    run counts them); without it they stay until forgotten."""
+    from activities.stores import Stores
+    from worker.main import build_worker
+
+    kept = settings.model_copy(update={"task_queue": f"{settings.task_queue}-m"})
+    store = Stores.open(settings).memory
+    store.remember("customer/old", "an old fact", {}, key="k-old", run_id="r@1", step=1)
+    with store.db.transaction() as tx:
+        tx.execute("UPDATE memories SET created_at = '2020-01-01T00:00:00+00:00'")
+    store.remember("customer/old", "a new fact", {}, key="k-new", run_id="r@1", step=2)
+    client = dev_env.client
+    async with build_worker(client, kept):
+        assert (await pruning.prune(client, kept, "30d", dry_run=True)).memories_deleted == 0
+    limited = kept.model_copy(update={"memory_retention_days": 30.0})
+    async with build_worker(client, limited):
+        dry = await pruning.prune(client, limited, "30d", dry_run=True)
+        done = await pruning.prune(client, limited, "30d", dry_run=False)
+    assert (dry.memories_deleted, done.memories_deleted) == (1, 1)
+    assert [m.text for m in store.listing("customer/old")] == ["a new fact"]

@@ -64,3 +64,42 @@ async def test_a_run_without_a_subject_is_offered_no_memory(time_env):
         await chat.send("hi", by="someone")
     offered = {t.name for t in model.requests[0].tools}
     assert offered.isdisjoint(MEMORY_TOOLS) and "look_up_order" in offered
+
+
+async def test_a_sub_agent_shares_its_parents_namespace_only_when_given_by_it(time_env):
+    from control import runs
+    from durable_agents import Agent, Memory
+    from workflows.contracts import RunRequest
+
+    helper = Agent(
+        name="helper",
+        instructions="Keep notes.",
+        planning=False,
+        memory=Memory("helper-notes/{customer}"),
+    )
+    desk = Agent(
+        name="desk",
+        instructions="Delegate the notes.",
+        planning=False,
+        delegates=[helper],
+        memory=Memory("customer/{customer}", shared_with_sub_agents=True),
+    )
+    model = ScriptedModel(
+        [call("helper", task="note Jane's preference"), say("done")],
+        agents={"helper": [call("remember", text="Jane likes tea"), say("noted")]},
+    )
+    async with AgentTestbed(desk, model=model, env=time_env) as bed:
+        seeded = bed.seed_memory("customer/jane", "Jane was seeded")
+        run = await bed.start(desk, "Take a note", subject=JANE)
+        assert (await run.result()).status == "completed"
+        shared = [m.text for m in bed.memories("customer/jane")]
+        own = bed.memories("helper-notes/jane")
+        # Naming a namespace from outside (not as the delegating parent) is refused.
+        forged = RunRequest(
+            goal="read", agent="helper", subject=JANE, memory_namespace="customer/jane"
+        )
+        started = await runs.start_run(bed.client.temporal, bed.settings, forged, "forged-ns")
+        refused = await bed.client.run(started.run_id).result()
+    assert shared == ["Jane likes tea", "Jane was seeded"] and seeded.startswith("mem-")
+    assert own == []
+    assert refused.status == "failed" and "only by the run that delegates" in (refused.error or "")

@@ -36,16 +36,30 @@ from workflows.phases.inputs import describe
 
 
 class Beginnings(Conversing):
-    def _settle_memory(self) -> None:
-        """A fresh run of an agent with memory: its namespace, from the run's subject
-        (a fork keeps its parent's, a continued run its own)."""
+    def _settle_memory(self, request: RunRequest) -> None:
+        """A fresh run of an agent with memory: its namespace, from the run's subject, or
+        the one its parent shares (a fork keeps its parent's, a continued run its own)."""
+        if request.memory_namespace is not None and not self._from_parent(request):
+            self._fail(RunFailed("a memory namespace is given only by the run that delegates"))
         memory = self._agent_code().memory
         if memory is None or self.state.memory_namespace is not None:
+            return
+        if request.memory_namespace is not None:
+            self.state.memory_namespace = request.memory_namespace
             return
         try:
             self.state.memory_namespace = memory.resolve(self.state.subject or {})
         except MemoryDeclarationError as err:
             self._fail(RunFailed(str(err)))
+
+    @staticmethod
+    def _from_parent(request: RunRequest) -> bool:
+        """Whether this run is the child workflow of the run its request names."""
+        parent = workflow.info().parent
+        delegated = request.delegated_by
+        return (
+            parent is not None and delegated is not None and parent.workflow_id == delegated.run_id
+        )
 
     async def _adopt_agent(self, request: RunRequest) -> None:
         """Record the agent this run may use, through a local activity so the record is in

@@ -62,10 +62,14 @@ class Delegating(Gate):
         )
         self.state.start_delegation(delegation, now)
         self._moment("delegated", f"{agent}: {child_id}")
+        memory = self._agent_code().memory
+        shared = memory is not None and memory.shared_with_sub_agents
         request = RunRequest(
             goal=args.task,
             agent=agent,
             label=self.state.label,
+            subject=self.state.subject,
+            memory_namespace=self.state.memory_namespace if shared else None,
             policy=self.state.policy,
             budget=self.state.remaining_budget(now, delegation),
             delegated_by=DelegatedBy(
