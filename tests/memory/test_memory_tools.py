@@ -85,7 +85,7 @@ async def test_a_sub_agent_shares_its_parents_namespace_only_when_given_by_it(ti
         memory=Memory("customer/{customer}", shared_with_sub_agents=True),
     )
     model = ScriptedModel(
-        [call("helper", task="note Jane's preference"), say("done")],
+        [call("ask_helper", task="note Jane's preference"), say("done")],
         agents={"helper": [call("remember", text="Jane likes tea"), say("noted")]},
     )
     async with AgentTestbed(desk, model=model, env=time_env) as bed:
