@@ -19,7 +19,7 @@ from starlette.datastructures import MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from temporalio.client import Client
 
-from console import actions, chat, events, users
+from console import actions, chat, events, memory, users
 from console.deltas import Resume, resume_from
 from console.identity import CSRF_FIELD, Identity
 from console.throttle import OpenStreams, SignInThrottle
@@ -140,6 +140,7 @@ def create_app(settings: Settings, client: Client | None = None) -> FastAPI:
     _pages(app)
     actions.register(app)
     chat.register(app)
+    memory.register(app)
     return app
 
 

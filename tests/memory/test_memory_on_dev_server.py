@@ -16,6 +16,7 @@ from control import conversations, memory, timeline
 from infra.stack import worker_polling
 from tests.conftest import eventually, spawn_worker
 from worker.main import build_worker
+from workflows.people_inputs import Actor
 
 JANE = {"customer": "jane"}
 
@@ -111,3 +112,30 @@ async def test_remembered_recalled_then_forgotten_from_the_cli(dev_env, settings
     assert forgot.startswith(f"forgot 1 memories of customer/{who}: mem-")
     assert '"memories": []' in after
     assert code == 1 and "--subject takes KEY=VALUE" in err
+
+
+async def test_forks_and_rewinds_never_duplicate_a_memory(dev_env, settings):
+    """A fork made after the remember keeps the memory as it is; a fork from before it
+    remembers under its own key (its own memory, once); a rewind to before it finds the
+    ledger's answer and writes nothing again."""
+    client = dev_env.client
+    who = f"c{uuid.uuid4().hex[:8]}"
+    namespace = f"customer/{who}"
+    async with build_worker(client, settings):
+        cid = await open_chat(client, settings, {"customer": who})
+        told = conversations.message("Remember that I like tea", by="jane")
+        await conversations.send(client, cid, told)
+        found = await timeline.rebuild(client, cid, states=False)
+        began = next(m for m in found.moments if m.kind == "message")
+        replied = next(m for m in found.moments if m.kind == "replied")
+        after = await timeline.fork(client, settings, cid, replied.index)
+        before = await timeline.fork(client, settings, cid, began.index)
+        for fork in (after, before):
+            await conversations.close(client, fork.run_id, Actor(by="t"))
+        await client.get_workflow_handle(before.run_id).result()
+        once = [(m.text, m.run_id.split("@")[0]) for m in memory.listing(settings, namespace)]
+        await timeline.rewind(client, cid, began.index, by="ops")
+        again = await conversations.await_reply(client, cid, told.message_id)
+        twice = memory.listing(settings, namespace)
+    assert sorted(once) == sorted([("I like tea", cid), ("I like tea", before.run_id)])
+    assert again.status == "answered" and len(twice) == 2

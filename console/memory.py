@@ -1,0 +1,56 @@
+"""The console's memory page: a namespace's memories with the run and step that wrote
+each, and forgetting the namespace (a person's right to deletion), by a signed-in user;
+what went is said back. Read where the console reaches the stores."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+
+from fastapi import FastAPI, Request, Response
+from fastapi.responses import HTMLResponse
+from pydantic import Field
+
+from console.actions import Form, done, parse_form
+from console.identity import CSRF_FIELD
+from console.web import PageError, console_of, read_form, render, signed_in
+from control import memory
+from control.runs import RunError
+from workflows.memory import NAMESPACE_PATTERN
+
+
+class ForgetForm(Form):
+    namespace: str = Field(pattern=NAMESPACE_PATTERN)
+
+
+def register(app: FastAPI) -> None:
+    @app.get("/memory", response_class=HTMLResponse)
+    async def memory_page(request: Request, namespace: str = "") -> Response:
+        signed_in(request)
+        settings = console_of(request).settings
+        if namespace and not re.fullmatch(NAMESPACE_PATTERN, namespace):
+            raise PageError(400, "a namespace is letters, digits and . _ : / @ -")
+        try:
+            names = await asyncio.to_thread(memory.namespaces, settings)
+            found = (
+                await asyncio.to_thread(memory.listing, settings, namespace) if namespace else []
+            )
+        except RunError as err:
+            raise PageError(503, str(err)) from None
+        context = {"namespace": namespace, "namespaces": list(names), "memories": found}
+        return render(request, "memory.html", context)
+
+    @app.post("/memory/forget")
+    async def forget(request: Request) -> Response:
+        user = signed_in(request)
+        console = console_of(request)
+        fields = await read_form(request)
+        if not console.identity.csrf_ok(request, fields.get(CSRF_FIELD)):
+            raise PageError(403, "the form is stale or forged (CSRF token): reload and retry")
+        form = parse_form(ForgetForm, fields)
+        try:
+            gone = await asyncio.to_thread(memory.forget, console.settings, form.namespace)
+        except RunError as err:
+            raise PageError(503, str(err)) from None
+        message = f"{user} forgot {len(gone)} memories of {form.namespace}"
+        return done(request, "", message, f"/memory?namespace={form.namespace}")

@@ -1,0 +1,36 @@
+"""The console's memory page: a signed-in person sees a namespace's memories with the run
+and step that wrote each, and forgets the namespace (CSRF-checked), told what went; input
+that is no namespace is refused in one line."""
+
+from __future__ import annotations
+
+from activities.stores import Stores
+from tests.console.live import LiveConsole, csrf_of, signed_in
+
+
+async def test_a_namespace_is_shown_then_forgotten(console: LiveConsole) -> None:
+    store = Stores.open(console.settings).memory
+    store.remember("customer/jane", "Jane prefers <b>email</b>", {"channel": "email"},
+                   key="k1", run_id="chat-9@abc", step=3)  # fmt: skip
+    store.remember("customer/omar", "Omar prefers phone", {}, key="k2", run_id="r@1", step=1)
+    http, csrf = await signed_in(console, "alice")
+    page = await http.get("/memory", params={"namespace": "customer/jane"})
+    assert page.status_code == 200
+    assert "Jane prefers &lt;b&gt;email&lt;/b&gt;" in page.text  # escaped, never markup
+    assert 'href="/runs/chat-9"' in page.text and "step 3" in page.text
+    assert "Omar" not in page.text
+    bad = await http.get("/memory", params={"namespace": "../etc passwd"})
+    assert bad.status_code == 400
+    forged = await http.post("/memory/forget", data={"csrf": "nope", "namespace": "customer/jane"})
+    assert forged.status_code == 403
+    gone = await http.post(
+        "/memory/forget",
+        data={"csrf": csrf_of(page.text), "namespace": "customer/jane"},
+        headers={"Accept": "application/json"},
+    )
+    assert gone.status_code == 200 and gone.json()["message"] == (
+        "alice forgot 1 memories of customer/jane"
+    )
+    assert store.listing("customer/jane") == [] and len(store.listing("customer/omar")) == 1
+    anonymous = await console.client().get("/memory")
+    assert anonymous.status_code in (303, 401)
