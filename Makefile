@@ -33,6 +33,7 @@ test: $(STAMP)
 bench: $(BENCH_STAMP)
 	$(BIN)/python -m bench.side_by_side
 	$(BIN)/python -m bench.conversation_cost
+	$(BIN)/python -m bench.memory_recall
 
 histories: $(STAMP)
 	$(BIN)/python -m tests.histories.record

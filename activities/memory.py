@@ -114,6 +114,25 @@ class MemoryStore:
                 )
         return memory_id
 
+    def remember_many(self, namespace: str, texts: list[str], *, run_id: str) -> int:
+        """Seed many memories at once (a benchmark, an import), in one transaction."""
+        with self.db.transaction() as tx:
+            for text in texts:
+                memory_id = f"mem-{uuid.uuid4().hex[:16]}"
+                body = self.sealed.dump({"text": text, "fields": {}}, _row(memory_id))
+                terms = self.terms(text, {})
+                tx.execute(
+                    "INSERT INTO memories (memory_id, namespace, idempotency_key, body, terms, "
+                    "run_id, step, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    (memory_id, namespace, None, body, terms, run_id, 0, now_text()),
+                )
+                if self.db.local:
+                    tx.execute(
+                        "INSERT INTO memory_terms (memory_id, namespace, terms) VALUES (?, ?, ?)",
+                        (memory_id, namespace, terms),
+                    )
+        return len(texts)
+
     def forget(self, namespace: str, memory_ids: list[str] | None = None) -> list[str]:
         """Remove memories of a namespace (all of them without ids); the ids removed."""
         with self.db.transaction() as tx:
