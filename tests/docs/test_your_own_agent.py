@@ -30,7 +30,7 @@ def blocks(kind: str) -> list[str]:
 
 GUIDE_MODULES = (
     "support_agent", "test_support_agent", "rules", "desk", "test_desk",
-    "test_support_chat", "gateway_client", "test_gateway_client",
+    "test_support_chat", "gateway_client", "test_gateway_client", "test_support_memory",
 )  # fmt: skip
 
 
@@ -49,7 +49,13 @@ def guide_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 @pytest.mark.parametrize(
     "module_name",
-    ["test_support_agent", "test_desk", "test_support_chat", "test_gateway_client"],
+    [
+        "test_support_agent",
+        "test_desk",
+        "test_support_chat",
+        "test_gateway_client",
+        "test_support_memory",
+    ],
 )
 async def test_the_guides_tests_pass(guide_dir, module_name, monkeypatch, model_server):
     monkeypatch.setenv("KB_DIR", str(guide_dir / "kb"))  # the desk's MCP server's notes
