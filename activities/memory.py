@@ -14,8 +14,10 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import math
 import re
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,6 +32,7 @@ CREATE TABLE IF NOT EXISTS memories (
     idempotency_key TEXT UNIQUE,
     body TEXT NOT NULL,
     terms TEXT NOT NULL,
+    vector TEXT,
     run_id TEXT NOT NULL,
     step INTEGER NOT NULL,
     created_at TEXT NOT NULL
@@ -46,6 +49,7 @@ CREATE TABLE IF NOT EXISTS memories (
     idempotency_key TEXT UNIQUE,
     body TEXT NOT NULL,
     terms TEXT NOT NULL,
+    vector TEXT,
     run_id TEXT NOT NULL,
     step INTEGER NOT NULL,
     created_at TEXT NOT NULL,
@@ -92,9 +96,11 @@ class MemoryStore:
         key: str,
         run_id: str,
         step: int,
+        vector: list[float] | None = None,
     ) -> str:
         """Keep a memory once per key: a write under a key already used answers the
-        memory it made (a crash and a retry make one memory, not two)."""
+        memory it made (a crash and a retry make one memory, not two). `vector`: its
+        embedding, for a search by meaning (sealed like its text)."""
         with self.db.transaction() as tx:
             found = tx.execute("SELECT memory_id FROM memories WHERE idempotency_key = ?", (key,))
             if found:
@@ -102,10 +108,13 @@ class MemoryStore:
             memory_id = f"mem-{uuid.uuid4().hex[:16]}"
             body = self.sealed.dump({"text": text, "fields": fields}, _row(memory_id))
             terms = self.terms(text, fields)
+            sealed_vector = (
+                self.sealed.dump(vector, _row(memory_id) + ":vector") if vector else None
+            )
             tx.execute(
                 "INSERT INTO memories (memory_id, namespace, idempotency_key, body, terms, "
-                "run_id, step, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (memory_id, namespace, key, body, terms, run_id, step, now_text()),
+                "vector, run_id, step, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (memory_id, namespace, key, body, terms, sealed_vector, run_id, step, now_text()),
             )
             if self.db.local:
                 tx.execute(
@@ -184,6 +193,24 @@ class MemoryStore:
             )
         return self._bounded([self._record(r) for r in rows], max_bytes)
 
+    def recall_by_meaning(
+        self, namespace: str, vector: list[float], limit: int, max_bytes: int
+    ) -> list[MemoryRecord]:
+        """The memories whose embeddings point nearest the query's (cosine), best first.
+        Every vector of the namespace is read (and unsealed): for namespaces of thousands,
+        not of the hundred thousands the word search serves in milliseconds."""
+        rows = self.db.query(
+            "SELECT memory_id, vector FROM memories WHERE namespace = ? AND vector IS NOT NULL",
+            (namespace,),
+        )
+        scored = []
+        for row in rows:
+            other = self.sealed.load(row["vector"], _row(str(row["memory_id"])) + ":vector")
+            scored.append((_cosine(vector, other), str(row["memory_id"])))
+        best = [memory_id for score, memory_id in sorted(scored, reverse=True)[:limit] if score > 0]
+        found = [self.one(namespace, memory_id) for memory_id in best]
+        return self._bounded([f for f in found if f is not None], max_bytes)
+
     def listing(self, namespace: str, limit: int = 100) -> list[MemoryRecord]:
         rows = self.db.query(
             "SELECT memory_id, namespace, body, run_id, step, created_at FROM memories "
@@ -250,6 +277,12 @@ class MemoryStore:
         return " ".join(_blind(secret, w) for w in unique)
 
 
+def _cosine(a: list[float], b: list[float]) -> float:
+    dot = sum(x * y for x, y in zip(a, b, strict=False))
+    norm = math.sqrt(sum(x * x for x in a)) * math.sqrt(sum(y * y for y in b))
+    return dot / norm if norm else 0.0
+
+
 def _words(text: str) -> list[str]:
     return [w for w in WORD.findall(text.lower()) if len(w) >= MIN_WORD]
 
@@ -274,17 +307,26 @@ class BoundMemory:
     key: str | None
     recall_limit: int
     recall_bytes: int
+    # Memories searched by meaning: the endpoint's embedding of a text (None: by words).
+    embed: Callable[[str], list[float]] | None = None
 
     def remember(self, text: str, fields: dict[str, str]) -> dict[str, Any]:
         if self.key is None:
             raise RuntimeError("remember is a side effect: it needs the call's idempotency key")
+        vector = self.embed(text) if self.embed is not None else None
         memory_id = self.store.remember(
-            self.namespace, text, fields, key=self.key, run_id=self.run_id, step=self.step
-        )
+            self.namespace, text, fields, key=self.key, run_id=self.run_id, step=self.step,
+            vector=vector,
+        )  # fmt: skip
         return {"ok": True, "memory_id": memory_id}
 
     def recall(self, query: str) -> dict[str, Any]:
-        found = self.store.recall(self.namespace, query, self.recall_limit, self.recall_bytes)
+        if self.embed is not None and query.strip():
+            found = self.store.recall_by_meaning(
+                self.namespace, self.embed(query), self.recall_limit, self.recall_bytes
+            )
+        else:
+            found = self.store.recall(self.namespace, query, self.recall_limit, self.recall_bytes)
         return {"ok": True, "memories": [record.as_result() for record in found]}
 
     def forget(self, memory_id: str) -> dict[str, Any]:
@@ -292,3 +334,17 @@ class BoundMemory:
         if not gone:
             return {"ok": False, "error": f"no memory {memory_id} here"}
         return {"ok": True, "forgot": gone}
+
+
+def embedder(base_url: str, api_key: str, model: str) -> Callable[[str], list[float]]:
+    """A text's embedding from an OpenAI-compatible endpoint (the worker's model endpoint,
+    or the offline model's deterministic ones). Called in a tool's thread."""
+    import openai
+
+    client = openai.OpenAI(base_url=base_url, api_key=api_key, max_retries=0)
+
+    def embed(text: str) -> list[float]:
+        response = client.embeddings.create(model=model, input=text)
+        return list(response.data[0].embedding)
+
+    return embed

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -36,12 +37,22 @@ from workflows.tools import Tool, ToolContext, ToolRisk
 
 class ToolActivities:
     def __init__(
-        self, stores: Stores, crash_points: CrashPoints, registry: AgentRegistry, data_dir: Path
+        self,
+        stores: Stores,
+        crash_points: CrashPoints,
+        registry: AgentRegistry,
+        data_dir: Path,
+        embed: Callable[[str], list[float]] | None = None,
+        recall_caps: tuple[int, int] = (10, 8000),
     ) -> None:
         self.stores = stores
         self.crash_points = crash_points
         self.registry = registry
         self.data_dir = data_dir
+        # Embeddings for memories searched by meaning (activities/memory.py: embedder).
+        self.embed = embed
+        # The worker's bound on a recall (count, bytes): an agent may declare less.
+        self.recall_caps = recall_caps
 
     @activity.defn(name="run_tool")
     async def run_tool(self, call: ToolCallInput) -> ToolOutcome:
@@ -121,8 +132,9 @@ class ToolActivities:
             run_id=call.run_id,
             step=call.step,
             key=call.key,
-            recall_limit=declared.recall_limit,
-            recall_bytes=declared.recall_bytes,
+            recall_limit=min(declared.recall_limit, self.recall_caps[0]),
+            recall_bytes=min(declared.recall_bytes, self.recall_caps[1]),
+            embed=self.embed if declared.search == "embeddings" else None,
         )
 
     async def _effect_once(

@@ -54,6 +54,12 @@ class Settings(BaseSettings):
     )
     # How long Temporal keeps closed runs, and how old our own data of closed runs may get.
     retention_days: float = Field(default=7.0, gt=0, le=3650)
+    # The embeddings model for memories searched by meaning (Memory(search="embeddings")),
+    # on the model endpoint (the offline model's deterministic ones when none is set).
+    embedding_model: str = "text-embedding-3-small"
+    # What one recall may hand a model call at most, whatever an agent declares.
+    memory_recall_limit: int = Field(default=10, ge=1, le=50)
+    memory_recall_bytes: int = Field(default=8000, ge=100, le=100_000)
     # How long agents' memories are kept (workflows/memory.py); None: until forgotten.
     memory_retention_days: float | None = Field(default=None, gt=0, le=36500)
     prune_schedule_id: str = "durable-agents-prune"

@@ -23,6 +23,7 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxR
 
 from activities.crash_points import CrashPoints
 from activities.mcp import MCPActivities
+from activities.memory import embedder
 from activities.model import ClientFactory, ModelActivities, openai_clients
 from activities.pruning import PruneActivities
 from activities.runs import await_run, fork_origin
@@ -72,7 +73,9 @@ def build_worker(
     model = ModelActivities(settings, stores, registry, model_clients)
     crash_points = CrashPoints(settings.crash_at, settings.data_dir)
     faults.install(crash_points.workflow_hook())
-    tools = ToolActivities(stores, crash_points, registry, settings.data_dir)
+    embed = embedder(settings.model_base_url, settings.model_api_key, settings.embedding_model)
+    caps = (settings.memory_recall_limit, settings.memory_recall_bytes)
+    tools = ToolActivities(stores, crash_points, registry, settings.data_dir, embed, caps)
     if settings.worker_versioning:
         workflows = [AutoUpgradingPruneWorkflow if w is PruneWorkflow else w for w in workflows]
     mcp = MCPActivities(settings, stores, registry)

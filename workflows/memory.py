@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 import string
 from dataclasses import dataclass
-from typing import Annotated, Any, Protocol
+from typing import Annotated, Any, Literal, Protocol
 
 from pydantic import Field
 
@@ -44,6 +44,9 @@ class Memory:
     recall_limit: int = 5
     recall_bytes: int = 4000
     shared_with_sub_agents: bool = False
+    # How recall searches: by the words (full text), or by meaning ("embeddings": each
+    # memory's vector from the endpoint's embeddings, compared with the query's).
+    search: Literal["words", "embeddings"] = "words"
     # A run whose subject does not name what the namespace needs: refused (False), or run
     # without memory, its memory tools not offered to the model (True).
     optional: bool = False

@@ -18,6 +18,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 
 from infra.offline_model import engine, streaming
 from infra.offline_model.chat import StreamShape, chat_reply, stream_shape
+from infra.offline_model.embeddings import embed
 from infra.offline_model.loop import loop_reply
 from infra.offline_model.scenarios import ScenarioError, ScenarioSpec, load
 from runtime.settings import OFFLINE_MODEL_NAME
@@ -80,6 +81,29 @@ def create_app() -> FastAPI:
         """Completions served, per run and one by one (run, seq, when): lets tests and the
         chaos run prove that no answer already stored was paid for again."""
         return {"totals": dict(stats), "completions_by_run": dict(by_run), "served": served}
+
+    @app.post("/v1/embeddings", response_model=None)
+    async def embeddings(request: Request) -> dict[str, Any] | JSONResponse:
+        """OpenAI's embeddings shape, with deterministic vectors (offline_model/embeddings)."""
+        try:
+            body = await request.json()
+            given = body["input"]
+            texts = [given] if isinstance(given, str) else list(given)
+            if not texts or not all(isinstance(t, str) for t in texts):
+                raise ValueError
+        except (ValueError, KeyError, TypeError):
+            return _error(400, "invalid_request_error", "input must be a string or strings")
+        stats["embeddings"] += len(texts)
+        tokens = sum(len(t) // 4 + 1 for t in texts)
+        return {
+            "object": "list",
+            "data": [
+                {"object": "embedding", "index": i, "embedding": embed(text)}
+                for i, text in enumerate(texts)
+            ],
+            "model": body.get("model") or "offline-embeddings",
+            "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
+        }
 
     @app.post("/v1/chat/completions", response_model=None)
     async def completions(

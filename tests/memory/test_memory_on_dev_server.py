@@ -139,3 +139,49 @@ async def test_forks_and_rewinds_never_duplicate_a_memory(dev_env, settings):
         twice = memory.listing(settings, namespace)
     assert sorted(once) == sorted([("I like tea", cid), ("I like tea", before.run_id)])
     assert again.status == "answered" and len(twice) == 2
+
+
+async def test_memories_searched_by_meaning_use_the_endpoints_embeddings(
+    dev_env, settings, model_server
+):
+    """Memory(search="embeddings"): each memory's vector comes from the endpoint (the
+    offline model's deterministic embeddings here), sealed beside its text, and a recall
+    ranks by cosine; the history keeps what it found, as for the word search."""
+    import urllib.request
+
+    from durable_agents import Agent, Memory
+    from examples.support_chat import look_up_order
+    from workflows.registry import AgentRegistry
+
+    agent = Agent(
+        name="support-embed",
+        instructions="Remember what customers prefer.",
+        tools=[look_up_order],
+        planning=False,
+        memory=Memory("customer/{customer}", search="embeddings"),
+    )
+    client, who = dev_env.client, f"c{uuid.uuid4().hex[:8]}"
+
+    def embedded() -> int:
+        with urllib.request.urlopen(f"{model_server.base_url}/scripted/stats") as response:
+            return int(json.loads(response.read())["totals"].get("embeddings", 0))
+
+    before = await asyncio.to_thread(embedded)
+    async with build_worker(client, settings, registry=AgentRegistry().add(agent)):
+        request = conversations.conversation_request(
+            "support-embed", label="chat", subject={"customer": who}
+        )
+        cid = f"chat-{uuid.uuid4().hex[:8]}"
+        await conversations.open_conversation(client, settings, request, cid)
+        for fact in ("green tea in the morning", "parcels left at the door"):
+            said = conversations.message(f"Remember that I like {fact}", by="jo")
+            await conversations.send(client, cid, said)
+        asked = conversations.message("What do you know about tea?", by="jo")
+        found = await conversations.send(client, cid, asked)
+    vectors = memory.memory_store(settings).db.query(
+        "SELECT vector FROM memories WHERE namespace = ?", (f"customer/{who}",)
+    )
+    assert len(vectors) == 2 and all(row["vector"] for row in vectors)
+    assert await asyncio.to_thread(embedded) - before == 3  # two memories, one query
+    recalled = json.loads(found.reply.removeprefix("Done: "))["memories"]
+    assert recalled[0]["text"] == "I like green tea in the morning"

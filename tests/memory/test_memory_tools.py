@@ -103,3 +103,16 @@ async def test_a_sub_agent_shares_its_parents_namespace_only_when_given_by_it(ti
     assert shared == ["Jane likes tea", "Jane was seeded"] and seeded.startswith("mem-")
     assert own == []
     assert refused.status == "failed" and "only by the run that delegates" in (refused.error or "")
+
+
+async def test_what_a_recall_hands_the_model_is_bounded_by_the_worker(time_env):
+    model = ScriptedModel([call("recall", query="tea"), say("ok")])
+    bed = AgentTestbed(support_chat, model=model, env=time_env)
+    bed.settings = bed.settings.model_copy(update={"memory_recall_limit": 2})
+    async with bed:
+        for i in range(4):
+            bed.seed_memory("customer/jane", f"Jane drinks tea number {i}")
+        chat = await bed.open_conversation(support_chat, "chat-bounded", subject=JANE)
+        await chat.send("What do you know?", by="jane")
+    recalled = [json.loads(t) for t in tool_results(model) if '"memories"' in t]
+    assert len(recalled[0]["memories"]) == 2  # the agent allows 5; the worker, 2
