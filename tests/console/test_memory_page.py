@@ -13,7 +13,7 @@ async def test_a_namespace_is_shown_then_forgotten(console: LiveConsole) -> None
     store.remember("customer/jane", "Jane prefers <b>email</b>", {"channel": "email"},
                    key="k1", run_id="chat-9@abc", step=3)  # fmt: skip
     store.remember("customer/omar", "Omar prefers phone", {}, key="k2", run_id="r@1", step=1)
-    http, csrf = await signed_in(console, "alice")
+    http, _ = await signed_in(console, "alice")
     page = await http.get("/memory", params={"namespace": "customer/jane"})
     assert page.status_code == 200
     assert "Jane prefers &lt;b&gt;email&lt;/b&gt;" in page.text  # escaped, never markup
