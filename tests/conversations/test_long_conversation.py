@@ -9,18 +9,14 @@ from __future__ import annotations
 
 import asyncio
 import statistics
-from collections.abc import AsyncIterator
 from datetime import timedelta
 
-import pytest
 from temporalio.testing import WorkflowEnvironment
 
 from control import conversations, timeline
 from durable_agents.client import Conversation
 from durable_agents.testing import AgentTestbed, ScriptedModel, Turn, call, say
 from examples.support_chat import support_chat
-from infra.binaries import temporal_test_server
-from infra.temporal_setup import register_search_attributes
 from tests.conftest import count_effects, eventually
 from workflows.contracts import RunLimits
 
@@ -28,20 +24,6 @@ TURNS = 50
 APPROVAL_TURN = 7
 # A continue-as-new every few turns: the chain, not one run, holds the conversation.
 LIMITS = RunLimits(continue_as_new_after_events=150)
-
-
-@pytest.fixture(scope="module")
-async def own_clock() -> AsyncIterator[WorkflowEnvironment]:
-    from temporalio.contrib.pydantic import pydantic_data_converter
-
-    env = await WorkflowEnvironment.start_time_skipping(
-        test_server_existing_path=str(temporal_test_server()),
-        data_converter=pydantic_data_converter,
-        test_server_startup_timeout=timedelta(seconds=60),
-    )
-    await register_search_attributes(env.client)
-    yield env
-    await env.shutdown()
 
 
 def script() -> list[Turn]:

@@ -5,6 +5,7 @@ namespace removes it, and a run without a subject is offered no memory tools."""
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 
 from control import memory
 from durable_agents.testing import AgentTestbed, ScriptedModel, call, say
@@ -20,7 +21,7 @@ def tool_results(model: ScriptedModel) -> list[str]:
     ]
 
 
-async def test_a_preference_is_remembered_recalled_and_forgotten(time_env):
+async def test_a_preference_is_remembered_recalled_and_forgotten(own_clock):
     recall = [call("recall", query="contact preference email"), say("ok")]
     model = ScriptedModel(
         [],
@@ -34,10 +35,12 @@ async def test_a_preference_is_remembered_recalled_and_forgotten(time_env):
             "chat-jane-3": recall,
         },
     )
-    async with AgentTestbed(support_chat, model=model, env=time_env) as bed:
+    async with AgentTestbed(support_chat, model=model, env=own_clock) as bed:
         first = await bed.open_conversation(support_chat, "chat-jane-1", subject=JANE)
         await first.send("Please contact me by email, not phone.", by="jane")
+        await first.close(by="jane")
         kept = memory.listing(bed.settings, "customer/jane")
+        await own_clock.sleep(timedelta(days=3))  # the next conversation, days later
         second = await bed.open_conversation(support_chat, "chat-jane-2", subject=JANE)
         await second.send("How should you reach me?", by="jane")
         other = await bed.open_conversation(support_chat, "chat-omar", subject={"customer": "omar"})
