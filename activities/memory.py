@@ -38,8 +38,12 @@ CREATE TABLE IF NOT EXISTS memories (
     created_at TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS memories_namespace ON memories (namespace, created_at);
-CREATE VIRTUAL TABLE IF NOT EXISTS memory_terms USING fts5 (
-    memory_id UNINDEXED, namespace UNINDEXED, terms
+CREATE VIRTUAL TABLE IF NOT EXISTS memory_terms USING fts5 (terms);
+CREATE TABLE IF NOT EXISTS memories_forgotten (
+    idempotency_key TEXT PRIMARY KEY,
+    namespace TEXT NOT NULL,
+    answer TEXT NOT NULL,
+    created_at TEXT NOT NULL
 )
 """
 POSTGRES_SCHEMA = """
@@ -56,11 +60,20 @@ CREATE TABLE IF NOT EXISTS memories (
     search tsvector GENERATED ALWAYS AS (to_tsvector('simple', terms)) STORED
 );
 CREATE INDEX IF NOT EXISTS memories_namespace ON memories (namespace, created_at);
-CREATE INDEX IF NOT EXISTS memories_search ON memories USING GIN (search)
+CREATE INDEX IF NOT EXISTS memories_search ON memories USING GIN (search);
+CREATE TABLE IF NOT EXISTS memories_forgotten (
+    idempotency_key TEXT PRIMARY KEY,
+    namespace TEXT NOT NULL,
+    answer TEXT NOT NULL,
+    created_at TEXT NOT NULL
+)
 """
 WORD = re.compile(r"[^\W_]+", re.UNICODE)
 # Words shorter than this are not indexed (they match everything).
 MIN_WORD = 2
+# What the index's keyed terms are made with: a key of their own, derived from each of the
+# stores' keys, never the encryption key itself.
+TERMS_CONTEXT = b"durable-agents/memory-terms/v1"
 
 
 @dataclass(frozen=True)
@@ -102,86 +115,130 @@ class MemoryStore:
         memory it made (a crash and a retry make one memory, not two). `vector`: its
         embedding, for a search by meaning (sealed like its text)."""
         with self.db.transaction() as tx:
-            found = tx.execute("SELECT memory_id FROM memories WHERE idempotency_key = ?", (key,))
+            found = tx.execute(
+                "SELECT memory_id, namespace FROM memories WHERE idempotency_key = ?", (key,)
+            )
             if found:
+                if found[0]["namespace"] != namespace:
+                    raise ValueError(f"key {key!r} was used in another namespace")
                 return str(found[0]["memory_id"])
-            memory_id = f"mem-{uuid.uuid4().hex[:16]}"
-            body = self.sealed.dump({"text": text, "fields": fields}, _row(memory_id))
-            terms = self.terms(text, fields)
-            sealed_vector = (
-                self.sealed.dump(vector, _row(memory_id) + ":vector") if vector else None
-            )
-            tx.execute(
-                "INSERT INTO memories (memory_id, namespace, idempotency_key, body, terms, "
-                "vector, run_id, step, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (memory_id, namespace, key, body, terms, sealed_vector, run_id, step, now_text()),
-            )
-            if self.db.local:
-                tx.execute(
-                    "INSERT INTO memory_terms (memory_id, namespace, terms) VALUES (?, ?, ?)",
-                    (memory_id, namespace, terms),
-                )
-        return memory_id
+            return self._insert(tx, namespace, text, fields, key, run_id, step, vector)
 
     def remember_many(self, namespace: str, texts: list[str], *, run_id: str) -> int:
         """Seed many memories at once (a benchmark, an import), in one transaction."""
         with self.db.transaction() as tx:
             for text in texts:
-                memory_id = f"mem-{uuid.uuid4().hex[:16]}"
-                body = self.sealed.dump({"text": text, "fields": {}}, _row(memory_id))
-                terms = self.terms(text, {})
-                tx.execute(
-                    "INSERT INTO memories (memory_id, namespace, idempotency_key, body, terms, "
-                    "run_id, step, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                    (memory_id, namespace, None, body, terms, run_id, 0, now_text()),
-                )
-                if self.db.local:
-                    tx.execute(
-                        "INSERT INTO memory_terms (memory_id, namespace, terms) VALUES (?, ?, ?)",
-                        (memory_id, namespace, terms),
-                    )
+                self._insert(tx, namespace, text, {}, None, run_id, 0, None)
         return len(texts)
+
+    def _insert(
+        self,
+        tx: Tx,
+        namespace: str,
+        text: str,
+        fields: dict[str, Any],
+        key: str | None,
+        run_id: str,
+        step: int,
+        vector: list[float] | None,
+    ) -> str:
+        memory_id = f"mem-{uuid.uuid4().hex[:16]}"
+        row = _row(namespace, memory_id)
+        body = self.sealed.dump({"text": text, "fields": fields}, row)
+        sealed_vector = self.sealed.dump(vector, row + ":vector") if vector else None
+        terms = self.terms(namespace, text, fields)
+        tx.execute(
+            "INSERT INTO memories (memory_id, namespace, idempotency_key, body, terms, "
+            "vector, run_id, step, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (memory_id, namespace, key, body, terms, sealed_vector, run_id, step, now_text()),
+        )
+        if self.db.local:
+            # The index row shares the memory's rowid: found and removed by it.
+            tx.execute(
+                "INSERT INTO memory_terms (rowid, terms) SELECT rowid, ? FROM memories "
+                "WHERE memory_id = ?",
+                (terms, memory_id),
+            )
+        return memory_id
 
     def forget(self, namespace: str, memory_ids: list[str] | None = None) -> list[str]:
         """Remove memories of a namespace (all of them without ids); the ids removed."""
         with self.db.transaction() as tx:
-            rows = tx.execute("SELECT memory_id FROM memories WHERE namespace = ?", (namespace,))
-            found = [str(r["memory_id"]) for r in rows]
-            gone = [m for m in found if memory_ids is None or m in memory_ids]
-            for memory_id in gone:
-                self._delete(tx, memory_id)
-        return gone
+            return self._forget(tx, namespace, memory_ids)
+
+    def forget_once(self, namespace: str, memory_id: str, key: str) -> dict[str, Any]:
+        """The `forget` tool's side effect, once per key: a retry after a crash that
+        removed the memory answers what the first attempt did, not "no such memory"."""
+        with self.db.transaction() as tx:
+            seen = tx.execute(
+                "SELECT answer FROM memories_forgotten WHERE idempotency_key = ?", (key,)
+            )
+            if seen:
+                answer: dict[str, Any] = json.loads(seen[0]["answer"])
+                return answer
+            gone = self._forget(tx, namespace, [memory_id])
+            answer = (
+                {"ok": True, "forgot": gone}
+                if gone
+                else {"ok": False, "error": f"no memory {memory_id} here"}
+            )
+            tx.execute(
+                "INSERT INTO memories_forgotten (idempotency_key, namespace, answer, created_at) "
+                "VALUES (?, ?, ?, ?)",
+                (key, namespace, json.dumps(answer), now_text()),
+            )
+        return answer
+
+    def _forget(self, tx: Tx, namespace: str, memory_ids: list[str] | None) -> list[str]:
+        rows = tx.execute(
+            "SELECT memory_id, rowid AS r FROM memories WHERE namespace = ?"
+            if self.db.local
+            else "SELECT memory_id, 0 AS r FROM memories WHERE namespace = ?",
+            (namespace,),
+        )
+        gone = [r for r in rows if memory_ids is None or r["memory_id"] in memory_ids]
+        for row in gone:
+            self._delete(tx, str(row["memory_id"]), int(row["r"]))
+        return [str(r["memory_id"]) for r in gone]
 
     def prune(self, older_than: str, dry_run: bool = False) -> int:
         """Remove memories written before `older_than` (ISO time): the retention. How
         many went (or would go, dry)."""
         with self.db.transaction() as tx:
-            rows = tx.execute("SELECT memory_id FROM memories WHERE created_at < ?", (older_than,))
+            rows = tx.execute(
+                "SELECT memory_id, rowid AS r FROM memories WHERE created_at < ?"
+                if self.db.local
+                else "SELECT memory_id, 0 AS r FROM memories WHERE created_at < ?",
+                (older_than,),
+            )
             for row in [] if dry_run else rows:
-                self._delete(tx, str(row["memory_id"]))
+                self._delete(tx, str(row["memory_id"]), int(row["r"]))
+            if not dry_run:
+                tx.execute("DELETE FROM memories_forgotten WHERE created_at < ?", (older_than,))
         return len(rows)
 
-    def _delete(self, tx: Tx, memory_id: str) -> None:
+    def _delete(self, tx: Tx, memory_id: str, rowid: int) -> None:
         tx.execute("DELETE FROM memories WHERE memory_id = ?", (memory_id,))
         if self.db.local:
-            tx.execute("DELETE FROM memory_terms WHERE memory_id = ?", (memory_id,))
+            tx.execute("DELETE FROM memory_terms WHERE rowid = ?", (rowid,))
 
     # -- reading -------------------------------------------------------------------------
 
     def recall(self, namespace: str, query: str, limit: int, max_bytes: int) -> list[MemoryRecord]:
         """The memories of a namespace that best match the query's words, at most `limit`
         and `max_bytes` of text; with no word to search, the latest."""
-        words = self.query_terms(query)
+        words = self.query_terms(namespace, query)
         if not words:
             return self._bounded(self.listing(namespace, limit), max_bytes)
         if self.db.local:
+            # The terms are the namespace's own: the match reads only its memories.
             match = " OR ".join(f'"{w}"' for w in words)
             rows = self.db.query(
                 "SELECT m.memory_id, m.namespace, m.body, m.run_id, m.step, m.created_at "
-                "FROM memory_terms t JOIN memories m ON m.memory_id = t.memory_id "
-                "WHERE memory_terms MATCH ? AND t.namespace = ? ORDER BY bm25(memory_terms) "
+                "FROM memory_terms JOIN memories m ON m.rowid = memory_terms.rowid "
+                "WHERE memory_terms MATCH ? AND m.namespace = ? ORDER BY bm25(memory_terms) "
                 "LIMIT ?",
-                (f"terms: ({match})", namespace, limit),
+                (match, namespace, limit),
             )
         else:
             rows = self.db.query(
@@ -205,8 +262,9 @@ class MemoryStore:
         )
         scored = []
         for row in rows:
-            other = self.sealed.load(row["vector"], _row(str(row["memory_id"])) + ":vector")
-            scored.append((_cosine(vector, other), str(row["memory_id"])))
+            memory_id = str(row["memory_id"])
+            other = self.sealed.load(row["vector"], _row(namespace, memory_id) + ":vector")
+            scored.append((_cosine(vector, other), memory_id))
         best = [memory_id for score, memory_id in sorted(scored, reverse=True)[:limit] if score > 0]
         found = [self.one(namespace, memory_id) for memory_id in best]
         return self._bounded([f for f in found if f is not None], max_bytes)
@@ -234,10 +292,11 @@ class MemoryStore:
         return {str(r["namespace"]): int(r["n"]) for r in rows}
 
     def _record(self, row: dict[str, Any]) -> MemoryRecord:
-        body = self.sealed.load(row["body"], _row(str(row["memory_id"])))
+        namespace, memory_id = str(row["namespace"]), str(row["memory_id"])
+        body = self.sealed.load(row["body"], _row(namespace, memory_id))
         return MemoryRecord(
-            memory_id=str(row["memory_id"]),
-            namespace=str(row["namespace"]),
+            memory_id=memory_id,
+            namespace=namespace,
             text=body["text"],
             fields=body["fields"],
             run_id=str(row["run_id"]),
@@ -258,23 +317,28 @@ class MemoryStore:
 
     # -- the search index ----------------------------------------------------------------
 
-    def query_terms(self, query: str) -> list[str]:
-        """A query's terms under every key of the keyring (a memory indexed before a key
-        rotation is still found), or its words without keys."""
+    def query_terms(self, namespace: str, query: str) -> list[str]:
+        """A query's terms in a namespace: under every key of the keyring (a memory
+        indexed before a key rotation is still found), or its words without keys."""
         words = list(dict.fromkeys(_words(query)))
         if self.keyring is None:
-            return words
-        return [_blind(secret, w) for secret in self.keyring.keys.values() for w in words]
+            return [_plain(namespace, w) for w in words]
+        return [
+            _blind(_terms_key(secret), namespace, w)
+            for secret in self.keyring.keys.values()
+            for w in words
+        ]
 
-    def terms(self, text: str, fields: dict[str, Any]) -> str:
-        """The words to index (or search), lowercased: as they are without keys, a keyed
-        hash of each with keys (the stores' active key: a word's term is the same for
-        every memory, and says nothing without the key)."""
+    def terms(self, namespace: str, text: str, fields: dict[str, Any]) -> str:
+        """The terms a memory is indexed by, each the namespace's own (a word in one
+        namespace is another term than in the next, so a search reads one namespace and
+        the index says nothing across them): a keyed hash of each word with keys (a blind
+        index, with a key derived for it), the word after a namespace mark without."""
         unique = dict.fromkeys(_words(" ".join([text, *(str(v) for v in fields.values())])))
         if self.keyring is None:
-            return " ".join(unique)
-        secret = self.keyring.keys[self.keyring.active]
-        return " ".join(_blind(secret, w) for w in unique)
+            return " ".join(_plain(namespace, w) for w in unique)
+        secret = _terms_key(self.keyring.keys[self.keyring.active])
+        return " ".join(_blind(secret, namespace, w) for w in unique)
 
 
 def _cosine(a: list[float], b: list[float]) -> float:
@@ -287,12 +351,21 @@ def _words(text: str) -> list[str]:
     return [w for w in WORD.findall(text.lower()) if len(w) >= MIN_WORD]
 
 
-def _blind(secret: bytes, word: str) -> str:
-    return "t" + hmac.new(secret, word.encode(), hashlib.sha256).hexdigest()[:20]
+def _terms_key(secret: bytes) -> bytes:
+    return hmac.new(secret, TERMS_CONTEXT, hashlib.sha256).digest()
 
 
-def _row(memory_id: str) -> str:
-    return f"memories:{memory_id}"
+def _plain(namespace: str, word: str) -> str:
+    return f"n{hashlib.sha256(namespace.encode()).hexdigest()[:8]}x{word}"
+
+
+def _blind(secret: bytes, namespace: str, word: str) -> str:
+    mac = hmac.new(secret, f"{namespace}\0{word}".encode(), hashlib.sha256)
+    return "t" + mac.hexdigest()[:20]
+
+
+def _row(namespace: str, memory_id: str) -> str:
+    return f"memories:{namespace}:{memory_id}"
 
 
 @dataclass(frozen=True)
@@ -330,10 +403,9 @@ class BoundMemory:
         return {"ok": True, "memories": [record.as_result() for record in found]}
 
     def forget(self, memory_id: str) -> dict[str, Any]:
-        gone = self.store.forget(self.namespace, [memory_id])
-        if not gone:
-            return {"ok": False, "error": f"no memory {memory_id} here"}
-        return {"ok": True, "forgot": gone}
+        if self.key is None:
+            raise RuntimeError("forget is a side effect: it needs the call's idempotency key")
+        return self.store.forget_once(self.namespace, memory_id, self.key)
 
 
 def embedder(base_url: str, api_key: str, model: str) -> Callable[[str], list[float]]:

@@ -45,4 +45,9 @@ async def fork_origin(parent_run_id: str) -> ParentFacts:
                 f"the fork's parent {parent_run_id} does not exist", non_retryable=True
             ) from err
         raise
-    return ParentFacts(store_key=state.store_key, policy=state.policy)
+    return ParentFacts(
+        store_key=state.store_key,
+        policy=state.policy,
+        memory_namespace=state.memory_namespace,
+        subject=state.subject,
+    )

@@ -5,6 +5,7 @@ what went is said back. Read where the console reaches the stores."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import re
 
 from fastapi import FastAPI, Request, Response
@@ -18,6 +19,8 @@ from control import memory
 from control.runs import RunError
 from workflows.memory import NAMESPACE_PATTERN
 
+log = logging.getLogger("durable_agents.console.memory")
+
 
 class ForgetForm(Form):
     namespace: str = Field(pattern=NAMESPACE_PATTERN)
@@ -26,7 +29,7 @@ class ForgetForm(Form):
 def register(app: FastAPI) -> None:
     @app.get("/memory", response_class=HTMLResponse)
     async def memory_page(request: Request, namespace: str = "") -> Response:
-        signed_in(request)
+        user = signed_in(request)
         settings = console_of(request).settings
         if namespace and not re.fullmatch(NAMESPACE_PATTERN, namespace):
             raise PageError(400, "a namespace is letters, digits and . _ : / @ -")
@@ -37,7 +40,13 @@ def register(app: FastAPI) -> None:
             )
         except RunError as err:
             raise PageError(503, str(err)) from None
-        context = {"namespace": namespace, "namespaces": list(names), "memories": found}
+        context = {
+            "namespace": namespace,
+            "namespaces": list(names),
+            "memories": found,
+            "me": user,
+            "admins": settings.console_memory_admins,
+        }
         return render(request, "memory.html", context)
 
     @app.post("/memory/forget")
@@ -48,9 +57,13 @@ def register(app: FastAPI) -> None:
         if not console.identity.csrf_ok(request, fields.get(CSRF_FIELD)):
             raise PageError(403, "the form is stale or forged (CSRF token): reload and retry")
         form = parse_form(ForgetForm, fields)
+        if user not in console.settings.console_memory_admins:
+            raise PageError(403, f"{user} may not forget memories (AGENT_CONSOLE_MEMORY_ADMINS)")
         try:
             gone = await asyncio.to_thread(memory.forget, console.settings, form.namespace)
         except RunError as err:
             raise PageError(503, str(err)) from None
         message = f"{user} forgot {len(gone)} memories of {form.namespace}"
+        # Kept in the console's log: who erased what, when (the memories themselves are gone).
+        log.warning("%s: %s", message, ", ".join(gone) or "none")
         return done(request, "", message, f"/memory?namespace={form.namespace}")

@@ -104,6 +104,9 @@ class Settings(BaseSettings):
     console_users_file: Path | None = None  # default: <data dir>/console-users.json
     console_proxy_header: str = "X-Forwarded-User"
     console_trusted_proxies: list[str] = []
+    # Who may forget memories from the console (JSON list of user names); empty: nobody
+    # (`agentctl memory forget`, where the stores are, still can).
+    console_memory_admins: list[str] = []
     # Signs session cookies; default: a secret made once and kept in the data dir.
     console_secret: SecretStr | None = None
     console_session_hours: float = Field(default=12.0, gt=0, le=24 * 30)

@@ -13,6 +13,8 @@ from typing import Any, Literal
 from pydantic import (
     AliasChoices,
     Field,
+    SerializerFunctionWrapHandler,
+    model_serializer,
 )
 
 from workflows.contract_base import (
@@ -23,13 +25,16 @@ from workflows.contract_base import (
 from workflows.contracts import RunPolicy
 
 
-class ParentFacts(StrictModel):
+class ParentFacts(CompactModel):
     """What Temporal says of a fork's parent (the `fork_origin` activity asks the parent
-    itself): the identity its data is under and its policy. A fork's carried state must
-    say the same, or the fork is refused."""
+    itself): the identity its data is under, its policy, and its memory's namespace and
+    subject. A fork's carried state must say the same, or the fork is refused; the memory
+    ones are taken from here, whatever the fork request says."""
 
     store_key: str
     policy: RunPolicy
+    memory_namespace: str | None = None
+    subject: dict[str, str] | None = None
 
 
 class ChatMessage(CompactModel):
@@ -177,3 +182,11 @@ class PruneReport(StrictModel):
     dry_run: bool = False
     # Agents' memories older than AGENT_MEMORY_RETENTION_DAYS, removed (or found, dry).
     memories_deleted: int = 0
+
+    @model_serializer(mode="wrap")
+    def _memories_only_when_some(self, handler: SerializerFunctionWrapHandler) -> Any:
+        """Without memories deleted, the report a prune of an earlier build reads."""
+        data = handler(self)
+        if isinstance(data, dict) and not data.get("memories_deleted"):
+            data.pop("memories_deleted", None)
+        return data

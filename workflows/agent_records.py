@@ -65,6 +65,15 @@ class MCPListRequest(CompactModel):
     server: str
 
 
+class MemoryDeclaration(CompactModel):
+    """An agent's memory as a run recorded it (workflows/memory.py: Memory): a change of
+    the declaration in code reaches new runs, never runs already going."""
+
+    namespace: str
+    optional: bool = False
+    shared_with_sub_agents: bool = False
+
+
 class AgentRecord(CompactModel):
     """The agent a run resolved when it started: changing the agent's code later does not
     change what this run may call."""
@@ -74,6 +83,7 @@ class AgentRecord(CompactModel):
     instructions_digest: str
     tools: list[ToolRecord]
     rules: list[str] = Field(default_factory=list)
+    memory: MemoryDeclaration | None = None
 
     def tool(self, name: str) -> ToolRecord | None:
         return next((t for t in self.tools if t.name == name), None)

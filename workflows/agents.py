@@ -235,4 +235,5 @@ class Agent:
             instructions_digest=digest_of(self.instructions),
             tools=[ToolRecord.of(t) for t in self.all_tools],
             rules=[rule_name(rule) for rule in self.rules],
+            memory=self.memory.declared() if self.memory is not None else None,
         )

@@ -18,6 +18,7 @@ from typing import Annotated, Any, Literal, Protocol
 
 from pydantic import Field
 
+from workflows.agent_records import MemoryDeclaration
 from workflows.tools import Tool, ToolArgs, ToolContext, ToolRisk, tool
 
 REMEMBER, RECALL, FORGET = "remember", "recall", "forget"
@@ -52,32 +53,73 @@ class Memory:
     optional: bool = False
 
     def __post_init__(self) -> None:
-        fields = self.placeholders
-        probe = self.namespace.format(**{name: "x" for name in fields})
-        if not re.fullmatch(NAMESPACE_PATTERN, probe):
-            raise MemoryDeclarationError(
-                f"memory namespace {self.namespace!r}: letters, digits and . _ : / @ -, "
-                "with {placeholders} for the run's subject"
-            )
+        check_template(self.namespace)
         if not (1 <= self.recall_limit <= 50 and 100 <= self.recall_bytes <= 100_000):
             raise MemoryDeclarationError("recall_limit is 1..50 and recall_bytes 100..100000")
 
     @property
     def placeholders(self) -> list[str]:
-        return [name for _, name, _, _ in string.Formatter().parse(self.namespace) if name]
+        return placeholders(self.namespace)
 
     def resolve(self, subject: dict[str, str]) -> str | None:
         """The namespace of a run with this subject; None when it names too little and
         memory is optional (MemoryDeclarationError when it is not: what is missing)."""
-        missing = [name for name in self.placeholders if name not in subject]
-        if missing and self.optional:
-            return None
-        if missing:
-            raise MemoryDeclarationError(
-                f"the agent's memory is kept per {', '.join(missing)}: start the run with "
-                f"a subject naming {' and '.join(missing)}"
-            )
-        return self.namespace.format(**subject)
+        return resolve_namespace(self.namespace, self.optional, subject)
+
+    def declared(self) -> MemoryDeclaration:
+        """What a run records of it when it starts."""
+        return MemoryDeclaration(
+            namespace=self.namespace,
+            optional=self.optional,
+            shared_with_sub_agents=self.shared_with_sub_agents,
+        )
+
+
+def placeholders(template: str) -> list[str]:
+    return [name for _, name, _, _ in string.Formatter().parse(template) if name]
+
+
+def check_template(template: str) -> None:
+    """A namespace template is `/`-separated parts, the first a fixed name and each other
+    either fixed or one whole placeholder ("customer/{customer}"): subject values carry no
+    `/`, so two different subjects never make the same namespace."""
+    parts = template.split("/")
+    fixed = [p for p in parts if "{" not in p and "}" not in p]
+    whole = [p for p in parts if re.fullmatch(r"\{[a-z][a-z0-9_]{0,49}\}", p)]
+    if (
+        len(fixed) + len(whole) != len(parts)
+        or "{" in parts[0]
+        or not all(re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._:@-]{0,49}", p) for p in fixed)
+    ):
+        raise MemoryDeclarationError(
+            f"memory namespace {template!r}: parts split by /, the first a fixed name "
+            "(letters, digits, . _ : @ -), each other fixed or one whole {placeholder}"
+        )
+
+
+def resolve_namespace(template: str, optional: bool, subject: dict[str, str]) -> str | None:
+    """The namespace of a run with this subject (see Memory.resolve)."""
+    missing = [name for name in placeholders(template) if name not in subject]
+    if missing and optional:
+        return None
+    if missing:
+        raise MemoryDeclarationError(
+            f"the agent's memory is kept per {', '.join(missing)}: start the run with "
+            f"a subject naming {' and '.join(missing)}"
+        )
+    resolved = template.format(**subject)
+    if not re.fullmatch(NAMESPACE_PATTERN, resolved) or "/" in "".join(
+        subject[name] for name in placeholders(template)
+    ):
+        raise MemoryDeclarationError(
+            f"the run's subject makes no namespace ({preview_of(resolved)}): values are "
+            "letters, digits and . _ : @ - (at most 100), the whole at most 200"
+        )
+    return resolved
+
+
+def preview_of(text: str) -> str:
+    return text if len(text) <= 60 else text[:59] + "…"
 
 
 class RememberArgs(ToolArgs):

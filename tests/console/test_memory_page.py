@@ -9,6 +9,7 @@ from tests.console.live import LiveConsole, csrf_of, signed_in
 
 
 async def test_a_namespace_is_shown_then_forgotten(console: LiveConsole) -> None:
+    console.settings.console_memory_admins.append("alice")  # the served app's own settings
     store = Stores.open(console.settings).memory
     store.remember("customer/jane", "Jane prefers <b>email</b>", {"channel": "email"},
                    key="k1", run_id="chat-9@abc", step=3)  # fmt: skip
@@ -32,5 +33,10 @@ async def test_a_namespace_is_shown_then_forgotten(console: LiveConsole) -> None
         "alice forgot 1 memories of customer/jane"
     )
     assert store.listing("customer/jane") == [] and len(store.listing("customer/omar")) == 1
+    bob, bob_csrf = await signed_in(console, "bob")  # not a memory admin
+    refused = await bob.post(
+        "/memory/forget", data={"csrf": bob_csrf, "namespace": "customer/omar"}
+    )
+    assert refused.status_code == 403 and len(store.listing("customer/omar")) == 1
     anonymous = await console.client().get("/memory")
     assert anonymous.status_code in (303, 401)

@@ -185,3 +185,34 @@ async def test_memories_searched_by_meaning_use_the_endpoints_embeddings(
     assert await asyncio.to_thread(embedded) - before == 3  # two memories, one query
     recalled = json.loads(found.reply.removeprefix("Done: "))["memories"]
     assert recalled[0]["text"] == "I like green tea in the morning"
+
+
+async def test_a_fork_takes_its_parents_memory_whatever_its_request_says(dev_env, settings):
+    """A fork's state comes from its request; its memory namespace and subject do not:
+    they are the parent's, as the parent itself says (a forged one reads nothing)."""
+    from control import runs
+    from workflows.contracts import ForkSpec, RunRequest
+
+    client = dev_env.client
+    async with build_worker(client, settings):
+        cid = await open_chat(client, settings, {"customer": "alice"})
+        await conversations.send(client, cid, conversations.message("hi", by="alice"))
+        found = await timeline.rebuild(client, cid, only=None)
+        moment = next(m for m in found.moments if m.kind == "replied")
+        state = moment.state.model_dump(mode="json")
+        state["memory_namespace"], state["subject"] = "customer/victim", {"customer": "victim"}
+        forged = RunRequest(
+            goal=moment.state.goal,
+            label="chat",
+            agent="support-chat",
+            policy=moment.state.policy,
+            conversation=True,
+            fork=ForkSpec(parent_run_id=cid, state=state),
+        )
+        started = await runs.start_run(client, settings, forged, f"{cid}-forged")
+        await conversations.send(
+            client, started.run_id, conversations.message("again", by="alice")
+        )
+        fork_state = await runs.get_state(client, started.run_id)
+    assert fork_state.memory_namespace == "customer/alice"
+    assert fork_state.subject == {"customer": "alice"}

@@ -66,3 +66,20 @@ def test_a_plain_runs_start_is_sent_as_before_conversations_existed():
 
 def test_a_models_text_reaches_the_terminal_without_control_characters():
     assert printable("ok\x1b[2Jgone\x07\tand\nmore") == "ok\ufffd[2Jgone\ufffd\tand\nmore"
+
+
+def test_a_memory_namespace_is_whole_parts_so_two_subjects_never_share_one():
+    import pytest
+
+    from workflows.memory import Memory, MemoryDeclarationError
+
+    assert Memory("customer/{customer}").resolve({"customer": "jane"}) == "customer/jane"
+    assert Memory("team/{team}/user/{user}").resolve({"team": "a", "user": "b"}) == (
+        "team/a/user/b"
+    )
+    for template in ("t-{tenant}-u-{user}", "{customer}", "customer/{customer}x", "a//b"):
+        with pytest.raises(MemoryDeclarationError):
+            Memory(template)
+    with pytest.raises(MemoryDeclarationError, match="kept per customer"):
+        Memory("customer/{customer}").resolve({})
+    assert Memory("customer/{customer}", optional=True).resolve({}) is None

@@ -110,7 +110,7 @@ class RunBase:
 
     def _step_tools(self) -> tuple[str, ...]:
         own = tuple(t.name for t in self._agent.tools)
-        if self.state.memory_namespace is None and self._agent_code().memory is not None:
+        if self.state.memory_namespace is None and self._agent.memory is not None:
             # Memory is optional for this agent, and this run's subject names too little.
             own = tuple(name for name in own if name not in MEMORY_TOOLS)
         if self._agent.planning:

@@ -22,7 +22,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.agents import BEFORE_AGENTS
     from workflows.contract_base import preview
     from workflows.contracts import ForkSpec, RunRequest
-    from workflows.memory import MemoryDeclarationError
+    from workflows.memory import MemoryDeclarationError, resolve_namespace
     from workflows.records import IDENTITY_SEPARATOR, workflow_id_of
     from workflows.state import RunState
     from workflows.tools import (
@@ -41,14 +41,16 @@ class Beginnings(Conversing):
         the one its parent shares (a fork keeps its parent's, a continued run its own)."""
         if request.memory_namespace is not None and not self._from_parent(request):
             self._fail(RunFailed("a memory namespace is given only by the run that delegates"))
-        memory = self._agent_code().memory
+        memory = self._agent.memory  # as recorded: code changed later changes nothing here
         if memory is None or self.state.memory_namespace is not None:
             return
         if request.memory_namespace is not None:
             self.state.memory_namespace = request.memory_namespace
             return
         try:
-            self.state.memory_namespace = memory.resolve(self.state.subject or {})
+            self.state.memory_namespace = resolve_namespace(
+                memory.namespace, memory.optional, self.state.subject or {}
+            )
         except MemoryDeclarationError as err:
             self._fail(RunFailed(str(err)))
 
@@ -140,6 +142,8 @@ class Beginnings(Conversing):
             **FIXED[FORK_ORIGIN].kwargs(),
         )
         self._parent_store_key, self.state.policy = facts.store_key, facts.policy
+        # A fork's memory is its parent's, never one its request names.
+        self.state.memory_namespace, self.state.subject = facts.memory_namespace, facts.subject
         self._settle_signatures()
         says = fork.what_it_says(workflow.info().workflow_id)
         by = fork.by or "anonymous"

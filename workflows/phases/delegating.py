@@ -62,7 +62,7 @@ class Delegating(Gate):
         )
         self.state.start_delegation(delegation, now)
         self._moment("delegated", f"{agent}: {child_id}")
-        memory = self._agent_code().memory
+        memory = self._agent.memory
         shared = memory is not None and memory.shared_with_sub_agents
         request = RunRequest(
             goal=args.task,
