@@ -210,9 +210,7 @@ async def test_a_fork_takes_its_parents_memory_whatever_its_request_says(dev_env
             fork=ForkSpec(parent_run_id=cid, state=state),
         )
         started = await runs.start_run(client, settings, forged, f"{cid}-forged")
-        await conversations.send(
-            client, started.run_id, conversations.message("again", by="alice")
-        )
+        await conversations.send(client, started.run_id, conversations.message("again", by="alice"))
         fork_state = await runs.get_state(client, started.run_id)
     assert fork_state.memory_namespace == "customer/alice"
     assert fork_state.subject == {"customer": "alice"}
