@@ -145,9 +145,9 @@ def test_agent_modules_that_do_not_load_say_so():
 
 def test_the_public_api_is_small_and_typed():
     assert sorted(durable_agents.__all__) == [
-        "Agent", "CallToReview", "Evaluator", "MCPServer", "Model", "RunBudget", "RunLimits",
-        "RunPolicy", "Tool", "ToolContext", "ToolRisk", "Verdict", "delegate", "evaluator",
-        "tool",
+        "Agent", "CallToReview", "Evaluator", "MCPServer", "Memory", "Model", "RunBudget",
+        "RunLimits", "RunPolicy", "Tool", "ToolContext", "ToolRisk", "Verdict", "delegate",
+        "evaluator", "tool",
     ]  # fmt: skip
     assert (ROOT / "durable_agents" / "py.typed").exists()
 
