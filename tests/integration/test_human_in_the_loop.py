@@ -32,7 +32,10 @@ async def start(client, settings, scenario, prefix, **fields):
     return rid
 
 
-async def until(client, rid, predicate, within=20.0):
+async def until(client, rid, predicate, within=60.0):
+    """Once the run's summary says so: a deadline for a loaded machine (a clean-clone run
+    once took over 20 s to bring a payment to its approval), not a timing assertion."""
+
     async def check():
         summary = await runs.get_summary(client, rid)
         return summary if predicate(summary) else None
