@@ -165,8 +165,10 @@ def run_id(prefix: str = "run") -> str:
     return f"{prefix}-{uuid.uuid4().hex[:10]}"
 
 
-async def eventually(check, within: float = 20.0, interval: float = 0.1):
-    """Poll an async check until it returns a truthy value."""
+async def eventually(check, within: float = 60.0, interval: float = 0.1):
+    """Poll an async check until it returns a truthy value: `within` is a deadline for a
+    loaded 2-core machine (runs there have needed over 20 s to reach an approval), never
+    a measure of speed."""
     deadline = asyncio.get_running_loop().time() + within
     while True:
         value = await check()
