@@ -24,7 +24,7 @@ from activities.heartbeat import finish_even_if_cancelled, heartbeating
 from activities.ledger import IdempotencyConflict, fingerprint
 from activities.sql import store_call
 from activities.stores import Stores
-from activities.tools import render
+from activities.tools import refuse_shadow, render
 from runtime.settings import Settings
 from workflows.activity_io import ToolCallInput, ToolOutcome
 from workflows.agent_records import MCPListing, MCPListRequest, MCPToolSpec
@@ -123,6 +123,7 @@ class MCPActivities:
 
     @activity.defn(name="call_mcp_tool")
     async def call_mcp_tool(self, call: ToolCallInput) -> ToolOutcome:
+        refuse_shadow(call)
         if call.agent is None or call.mcp is None or call.mcp_name is None:
             raise ApplicationError(
                 "call_mcp_tool needs agent, mcp and mcp_name", non_retryable=True

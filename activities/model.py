@@ -118,7 +118,7 @@ class ModelActivities:
             self.stores.db, self._prepare, call, agent, model_name
         )
         if stored is not None:
-            reply = _stored_reply(stored)
+            reply = stored_reply(stored)
             if call.stream and not await self._shown_whole(call):
                 # An attempt died after the reply was stored, before readers saw it end:
                 # they see it once more, whole, and the cut segment is closed abandoned.
@@ -250,7 +250,7 @@ async def _classified(answering: Awaitable[ModelReply]) -> ModelReply:
         raise ApplicationError(str(err), type="ModelUnavailable", next_retry_delay=delay) from err
 
 
-def _stored_reply(stored: dict[str, Any]) -> ModelReply:
+def stored_reply(stored: dict[str, Any]) -> ModelReply:
     """A memoized answer; rows of earlier versions hold the endpoint's raw response."""
     if "choices" in stored:
         return reply_from_wire(stored)

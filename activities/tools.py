@@ -56,6 +56,7 @@ class ToolActivities:
 
     @activity.defn(name="run_tool")
     async def run_tool(self, call: ToolCallInput) -> ToolOutcome:
+        refuse_shadow(call)
         spec = self._tool(call.name)
         with observe.tool_span(call, spec.risk.value) as span:
             async with heartbeating():
@@ -195,6 +196,17 @@ class ToolActivities:
         verdict = verdict_of(found, request.rule)
         return CallVerdict(
             rule=request.rule, decision=verdict.decision, reason=preview(verdict.reason, 2000)
+        )
+
+
+def refuse_shadow(call: ToolCallInput) -> None:
+    """A what-if shadow's call never acts: one reaching a production worker is refused
+    (the workflow refuses a shadow off a what-if queue first; this holds if it did not)."""
+    if call.shadow or call.shadow_of is not None:
+        raise ApplicationError(
+            f"{call.name}: a what-if shadow's call reached a production worker; refused",
+            type="ShadowRefused",
+            non_retryable=True,
         )
 
 

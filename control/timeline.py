@@ -40,7 +40,7 @@ from workflows.agent import AgentWorkflow
 from workflows.contracts import ForkSpec, RunRequest
 from workflows.people_inputs import RewindRequest, StatePatch
 from workflows.registry import AgentRegistry, serve_for_replay
-from workflows.state import unpack_state
+from workflows.state import RunState, unpack_state
 from workflows.timeline import Moment
 
 # The workflow code installed here: what a replay checks a history against.
@@ -188,6 +188,32 @@ async def rebuild(
                 raise RunError(f"cannot replay {run_id} ({temporal_run}): {result.replay_failure}")
     moments = [recorded[i] for i in sorted(recorded)]
     return Timeline(run_id, chain, moments, current_run=runs[-1].run)
+
+
+async def final_state(
+    run_id: str, chain: Sequence[WorkflowHistory], converter: DataConverter
+) -> RunState:
+    """A run's last state, replayed from its histories (a chain's, oldest first): the
+    moments are found first without their states, then the last run is replayed once more
+    keeping only the last one's (a long run's every state is most of what a replay costs)."""
+    replaying = replayer(converter, sandboxed=False)
+
+    async def replay(histories: Sequence[WorkflowHistory]) -> None:
+        for history in histories:
+            result = await replaying.replay_workflow(history, raise_on_replay_failure=False)
+            if result.replay_failure is not None:
+                raise RunError(f"cannot replay {run_id}: {_failure_line(result.replay_failure)}")
+
+    with timeline.recording(run_id, None, states=()) as glanced:
+        await replay(chain)
+    if not glanced:
+        raise RunError(f"{run_id} has no moments to read a state from")
+    last = max(glanced)
+    with timeline.recording(run_id, None, states={last}) as kept:
+        await replay(chain[-1:])
+    if last not in kept:
+        raise RunError(f"cannot rebuild the last state of {run_id}")
+    return kept[last].state
 
 
 def flatten(value: Any, path: str = "") -> dict[str, Any]:
@@ -389,7 +415,7 @@ def event_name(history: WorkflowHistory, event_id: int | None) -> str | None:
     return None
 
 
-def _agent_history(path: Path) -> WorkflowHistory:
+def agent_history(path: Path) -> WorkflowHistory:
     """A history file of an agent run, or ValueError saying why not: the SDK's core panics
     and hangs on some histories it cannot start from, so they never reach it."""
     history = WorkflowHistory.from_json(path.stem, json.loads(path.read_text()))
@@ -410,7 +436,7 @@ async def replay_files(
     outcomes = []
     for path in paths:
         try:
-            history = _agent_history(path)
+            history = agent_history(path)
         except (OSError, ValueError) as err:
             reason = err.strerror if isinstance(err, OSError) and err.strerror else err
             outcomes.append(ReplayOutcome(path, False, None, f"not a history file: {reason}"))

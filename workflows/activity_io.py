@@ -74,6 +74,8 @@ class ModelCallInput(CompactModel):
     # (the turn comes back `over_budget`); otherwise its reply is capped to what is left.
     budget_usd: float | None = None
     budget_tokens: int | None = None
+    # A what-if shadow's call: the recorded run whose memo may answer it unchanged.
+    shadow_of: str | None = Field(default=None, max_length=300)
 
 
 class ToolCall(CompactModel):
@@ -125,6 +127,10 @@ class ToolCallInput(CompactModel):
     agent: str | None = None
     mcp: str | None = None
     mcp_name: str | None = None
+    # A what-if shadow's call (workflows/whatif.py): never made; answered from the record
+    # of `shadow_of` or simulated. A production worker refuses it.
+    shadow: bool | None = None
+    shadow_of: str | None = Field(default=None, max_length=300)
 
     @property
     def key(self) -> str | None:

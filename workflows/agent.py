@@ -20,7 +20,7 @@ from temporalio.exceptions import (
 )
 
 with workflow.unsafe.imports_passed_through():
-    from workflows import patches, signed_changes
+    from workflows import patches, signed_changes, whatif
     from workflows.agents import (
         BEFORE_AGENTS,
     )
@@ -87,6 +87,10 @@ class AgentWorkflow(PeopleActions):
         if (forged := forged_start(request, self.state, workflow.info())) is not None:
             # Before anything is written: a caller never chooses a run's identity.
             raise ApplicationError(forged, type="StartRefused", non_retryable=True)
+        if (
+            misplaced := whatif.misplaced(self.state.shadow, workflow.info().task_queue)
+        ) is not None:
+            raise ApplicationError(misplaced, type="StartRefused", non_retryable=True)
         if not request.resumes and workflow.patched(patches.RUN_IDENTITY):
             self.state.identity = run_identity(workflow.info())
         self._settle_signatures()

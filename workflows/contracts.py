@@ -26,6 +26,7 @@ from workflows.contract_base import (
     StrictModel,
 )
 from workflows.people_inputs import SignedDecision, StatePatch
+from workflows.whatif import ShadowSpec
 
 
 class RunLimits(StrictModel):
@@ -204,6 +205,8 @@ class RunRequest(StrictModel):
     memory_namespace: str | None = Field(
         default=None, pattern=r"^[A-Za-z0-9][A-Za-z0-9._:/@-]{0,199}$"
     )
+    # A what-if shadow of a recorded run (workflows/whatif.py): only on a what-if queue.
+    shadow: ShadowSpec | None = None
     # Set only by the workflow itself when it continues as new: the state it carries,
     # packed (workflows/state.py: pack_state); plain JSON in runs of earlier versions.
     resume_state: dict[str, Any] | None = None
@@ -230,7 +233,7 @@ class RunRequest(StrictModel):
         as it is."""
         data = handler(self)
         if isinstance(data, dict):
-            for name in ("conversation", "subject", "memory_namespace"):
+            for name in ("conversation", "subject", "memory_namespace", "shadow"):
                 if not data.get(name):
                     data.pop(name, None)
         return data

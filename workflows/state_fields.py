@@ -25,6 +25,7 @@ from workflows.records import (
     ToolResultRecord,
     Usage,
 )
+from workflows.whatif import ShadowSpec
 
 
 class RunFields(BaseModel):
@@ -88,6 +89,8 @@ class RunFields(BaseModel):
     # memory tools use, resolved when it started (None: no memory).
     subject: dict[str, str] | None = None
     memory_namespace: str | None = None
+    # A what-if shadow's recording and what it took of it (workflows/whatif.py).
+    shadow: ShadowSpec | None = None
     created_at: datetime
     updated_at: datetime
 

@@ -87,6 +87,9 @@ class Tool:
     # A delegate (workflows.agents.delegate): the agent it hands tasks to, run as a child.
     delegate_to: str | None = None
     delegate_agent: Any = field(repr=False, default=None)
+    # What a what-if shadow gets instead of a call the recorded run never made: a function
+    # of the validated arguments (the tool's own model), never given a context.
+    simulate: Callable[[BaseModel], Any] | None = field(repr=False, default=None)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if self.fn is None:
@@ -140,6 +143,7 @@ def tool(
     retry: RetryPolicy | None = None,
     approvers: Sequence[str] = (),
     description: str | None = None,
+    simulate: Callable[[Any], Any] | None = None,
 ) -> Callable[[ToolFunction], Tool]: ...
 
 
@@ -154,13 +158,16 @@ def tool(
     retry: RetryPolicy | None = None,
     approvers: Sequence[str] = (),
     description: str | None = None,
+    simulate: Callable[[Any], Any] | None = None,
 ) -> Tool | Callable[[ToolFunction], Tool]:
     """Turn a sync or async function into a tool.
 
     The docstring is the description the model reads; the arguments come from one
     pydantic model parameter or from the typed parameters. A parameter typed
     `ToolContext` receives the call's context. Tools with `risk` SIDE_EFFECT or
-    NEEDS_APPROVAL are run once per idempotency key by the effect ledger.
+    NEEDS_APPROVAL are run once per idempotency key by the effect ledger. `simulate`
+    answers a what-if shadow's call that the recorded run never made (`agentctl whatif`):
+    it takes the validated arguments, as one model, and must not act.
     """
 
     def declare(function: ToolFunction) -> Tool:
@@ -173,6 +180,7 @@ def tool(
             retry=retry,
             approvers=tuple(approvers),
             description=description,
+            simulate=simulate,
         )
 
     return declare(fn) if fn is not None else declare

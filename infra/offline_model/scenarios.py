@@ -83,6 +83,9 @@ class Reply(BaseModel):
     content: str | None = None
     tool_calls: list[ScriptedCall] = Field(default_factory=list)
     if_any_result_contains: str | None = None
+    # Chosen when the agent's instructions (the system message) say this: a script that
+    # follows an instruction, for a what-if of changed instructions.
+    if_instructions_contain: str | None = None
 
 
 class Turn(BaseModel):
@@ -94,8 +97,11 @@ class Turn(BaseModel):
     tool_calls: list[ScriptedCall] = Field(default_factory=list)
     variants: list[Reply] = Field(default_factory=list)
 
-    def choose(self, tool_results: list[str]) -> Reply:
+    def choose(self, tool_results: list[str], instructions: str = "") -> Reply:
         for variant in self.variants:
+            told = variant.if_instructions_contain
+            if told is not None and told not in instructions:
+                continue
             needle = variant.if_any_result_contains
             if needle is None or any(needle in text for text in tool_results):
                 return variant

@@ -129,7 +129,9 @@ def create_app() -> FastAPI:
         run = x_agent_run or "-"
         try:
             # The run's label names the scenario (X-Scenario: what the benchmark's peers send).
-            spec = ScenarioSpec.parse(x_run_label or x_scenario or "generic")
+            spec = ScenarioSpec.parse(
+                _scripted_model(body) or x_run_label or x_scenario or "generic"
+            )
             tools = [t["function"]["name"] for t in body.get("tools") or []]
             if spec.name in ("loop", "chat"):
                 shape = stream_shape(spec) if spec.name == "chat" else None
@@ -162,7 +164,7 @@ def create_app() -> FastAPI:
             return _http_fault(fault.kind, fault.retry_after_seconds)
         reply = engine.told_to_complete_step(messages) or engine.scripted_turn(
             scenario, where
-        ).choose(engine.tool_results(messages))
+        ).choose(engine.tool_results(messages), _instructions(messages))
         content_fault = engine.content_fault(scenario, where)
         finish_reason = None
         if content_fault is not None and content_fault.kind in engine.CUT_FAULTS:
@@ -181,6 +183,22 @@ def create_app() -> FastAPI:
         return answer(body, _completion(body, content, calls, messages, finish_reason))
 
     return app
+
+
+def _instructions(messages: list[Any]) -> str:
+    return " ".join(str(m.get("content") or "") for m in messages if m.get("role") == "system")
+
+
+def _scripted_model(body: dict[str, Any]) -> str | None:
+    """A model named `scripted/SCENARIO` plays that scenario whatever the run's label
+    says: a changed model, for a what-if."""
+    model = body.get("model")
+    if isinstance(model, str) and model.startswith(SCRIPTED_MODEL_PREFIX):
+        return model.removeprefix(SCRIPTED_MODEL_PREFIX)
+    return None
+
+
+SCRIPTED_MODEL_PREFIX = "scripted/"
 
 
 def _completion(

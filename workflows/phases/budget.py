@@ -37,6 +37,13 @@ class Budgeting(RunBase):
         )
         self.state.request_approval(request)
         self._moment("budget reached", reason)
+        if self.state.shadow is not None:  # a what-if shadow raises no budget: it stops
+            refused = Decision(request_id=request.request_id, by="what-if", comment="no raise")
+            self.state.decide(refused, False, workflow.now())
+            self.state.request_cancel(
+                Actor(by="what-if", reason=f"stopped at its budget: {reason}"), workflow.now()
+            )
+            raise asyncio.CancelledError()
         decided = await self._wait(lambda: request.status is not ApprovalStatus.PENDING)
         self._publish()
         if decided and request.status is ApprovalStatus.APPROVED:

@@ -80,6 +80,10 @@ class Delegating(Gate):
                 identities=[*signed_changes.runs_above(self.state), self.state.store_key][-20:],
                 report_token=delegation.report_token,
             ),
+            # A shadow's child is a shadow of the recorded run's child for the same task.
+            shadow=self.state.shadow.take_delegation(spec.name, delegation.task)
+            if self.state.shadow is not None
+            else None,
         )
         self._active_child = child_id
         try:

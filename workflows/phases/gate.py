@@ -21,7 +21,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from workflows.agent_records import ToolRecord
     from workflows.contract_base import preview
-    from workflows.people_inputs import Decision
+    from workflows.people_inputs import Answer, Decision
     from workflows.records import (
         ApprovalRequest,
         ApprovalStatus,
@@ -35,9 +35,10 @@ with workflow.unsafe.imports_passed_through():
         AskHumanArgs,
         Tool,
     )
+    from workflows.whatif import POLICY_ACTOR, recorded_actor
 
 
-from workflows.phases.base import DEADLINE_ACTOR, failure_reason, is_cancellation
+from workflows.phases.base import DEADLINE_ACTOR, RunFailed, failure_reason, is_cancellation
 from workflows.phases.model_turn import ModelTurns
 
 
@@ -121,6 +122,10 @@ class Gate(ModelTurns):
         )
         self.state.request_approval(request)
         self._moment("approval requested", f"{spec.name} ({rule})")
+        if self.state.shadow is not None:
+            self._decide_as_recorded(request)
+            self._publish()
+            return request
 
         def decided() -> bool:
             return request.status is not ApprovalStatus.PENDING
@@ -138,6 +143,43 @@ class Gate(ModelTurns):
         self._publish()
         return request
 
+    def _decide_as_recorded(self, request: ApprovalRequest) -> None:
+        """A what-if shadow waits for nobody: the recorded run's decision on the same call,
+        else the what-if's policy (workflows/whatif.py)."""
+        shadow = self.state.shadow
+        assert shadow is not None
+        found = shadow.take_decision(request.tool, request.arguments)
+        if found is not None:
+            by, comment, approved = recorded_actor(found.by), found.comment, found.approved
+        elif shadow.unmatched == "stop":
+            raise RunFailed(
+                f"what-if stopped: {request.tool} asked for an approval the recorded run "
+                "never asked for"
+            )
+        else:
+            by, comment = POLICY_ACTOR, "not asked in the recorded run"
+            approved = shadow.unmatched == "approve"
+        decision = Decision(request_id=request.request_id, by=by, comment=comment)
+        self.state.decide(decision, approved, workflow.now())
+        self._moment("approved" if approved else "rejected", f"{request.tool} by {by}")
+
+    def _answer_as_recorded(self, question: Question) -> None:
+        """A shadow's question: the recorded run's answer to the same question, else none
+        (the model hears that no answer came), or the shadow stops."""
+        shadow = self.state.shadow
+        assert shadow is not None
+        found = shadow.take_answer(question.question)
+        if found is None and shadow.unmatched == "stop":
+            raise RunFailed(
+                "what-if stopped: the model asked a question the recorded run never did"
+            )
+        if found is not None and found.answer is not None:
+            by = recorded_actor(found.by or "?")
+            answer = Answer(question_id=question.question_id, answer=found.answer, by=by)
+            self.state.answer(answer, workflow.now())
+        else:
+            self.state.expire(question, workflow.now())
+
     async def _ask_human(self, step: PlanStep, call: ToolCall, args: AskHumanArgs) -> None:
         question = Question(
             question_id=call.id,
@@ -149,7 +191,9 @@ class Gate(ModelTurns):
         )
         self.state.ask(question)
         self._moment("question asked", preview(args.question, 80))
-        if not await self._wait(lambda: question.status is not QuestionStatus.PENDING):
+        if self.state.shadow is not None:
+            self._answer_as_recorded(question)
+        elif not await self._wait(lambda: question.status is not QuestionStatus.PENDING):
             self.state.expire(question, workflow.now())
             self._moment("deadline passed", "question expired")
         self._publish()

@@ -47,7 +47,9 @@ class ModelTurns(Budgeting):
             label=label,
             preview_chars=preview_chars,
             answer_chars=answer_chars,
-            stream=stream,
+            # A shadow's replies are read from its report, not watched as they come.
+            stream=None if self.state.shadow is not None else stream,
+            shadow_of=self.state.shadow.store_of if self.state.shadow is not None else None,
             context_from_seq=(
                 self.state.phase_start_seq if self.state.limits.context == "step" else context_from
             ),

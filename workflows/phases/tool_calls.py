@@ -138,6 +138,8 @@ class ToolCalls(Delegating):
             agent=self._agent.name if record.mcp or memory else None,
             mcp=record.mcp,
             mcp_name=record.mcp_name,
+            shadow=True if self.state.shadow is not None else None,
+            shadow_of=self.state.shadow.store_of if self.state.shadow is not None else None,
         )
         self.state.tool_calls += 1
         self._moment("tool", f"{spec.name} (seq {tool_input.result_seq})", tool_input.result_seq)

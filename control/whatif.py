@@ -1,0 +1,277 @@
+"""What if: recorded runs played again by a changed agent, the world held still, and the
+difference reported (docs/architecture.md, "What if").
+
+Each recorded run gets a shadow run: the same agent workflow, started with the recorded
+run's goal, label and subject and a `ShadowSpec` (workflows/whatif.py), on a what-if task
+queue that a worker inside this process serves with the variant's agents and activities
+that never act (worker/shadow.py, activities/shadow.py). A conversation's messages are
+sent again turn by turn. When every shadow has ended, each is compared with its recorded
+run (control/whatif_report.py), graded, and the report kept for the console.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import uuid
+from collections.abc import Callable, Sequence
+from contextlib import AbstractAsyncContextManager, suppress
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from temporalio.client import Client, WorkflowFailureError
+from temporalio.service import RPCError
+
+from activities.shadow import ReadOnly, Recordings
+from activities.stores import open_database
+from activities.whatif_reports import WhatIfReports
+from control import conversations, runs
+from control.agents import local_agents
+from control.runs import RunError
+from control.whatif_record import RecordedRun
+from control.whatif_report import (
+    Grader,
+    RunComparison,
+    WhatIfReport,
+    differences,
+    effect_changes,
+    grade,
+    now_side,
+    then_side,
+    totals,
+)
+from runtime.encryption import keyring_from
+from runtime.settings import Settings
+from workflows.agent import AgentWorkflow
+from workflows.agents import Agent, Model
+from workflows.contract_base import preview
+from workflows.contracts import RunPolicy, RunRequest
+from workflows.people_inputs import Actor
+from workflows.registry import AgentRegistry
+from workflows.rules import Evaluator, Rule
+from workflows.tools import Tool
+from workflows.whatif import WHATIF_QUEUE_PREFIX, Unmatched
+
+# Makes the what-if worker: (client, settings, the variant's agents, the recordings, its
+# task queue) -> a worker to run while the shadows do (worker/shadow.py's, in practice).
+ShadowWorkers = Callable[
+    [Client, Settings, AgentRegistry, Recordings, str], AbstractAsyncContextManager[Any]
+]
+
+SHADOW_ACTOR = "what-if"
+
+
+@dataclass(frozen=True)
+class Variant:
+    """The agent the recorded runs are played again with: another agent (`agent`), or each
+    run's own agent with some of it overridden. Nothing set: the same agent (a what-if of
+    an unchanged agent finds no difference and spends no tokens)."""
+
+    agent: Agent | None = None
+    instructions: str | None = None
+    model: Model | str | None = None
+    tools: Sequence[Tool] | None = None
+    rules: Sequence[Rule | Evaluator] | None = None
+    policy: RunPolicy | None = None
+
+    def agent_for(self, recorded: Agent | None) -> Agent:
+        base = self.agent or recorded
+        if base is None:
+            raise RunError("no agent to play the runs with: name one (--agent MODULE:NAME)")
+        changes: dict[str, Any] = {}
+        if self.instructions is not None:
+            changes["instructions"] = self.instructions
+        if self.model is not None:
+            changes["model"] = self.model
+        if self.tools is not None:
+            changes["tools"] = tuple(self.tools)
+        if self.rules is not None:
+            changes["rules"] = tuple(self.rules)
+        if self.policy is not None:
+            changes["policy"] = self.policy
+        return dataclasses.replace(base, **changes) if changes else base
+
+    def describe(self) -> str:
+        parts = [f"agent {self.agent.name}"] if self.agent is not None else []
+        if self.instructions is not None:
+            parts.append(f"instructions {preview(self.instructions, 60)!r}")
+        if self.model is not None:
+            name = self.model if isinstance(self.model, str) else self.model.name
+            parts.append(f"model {name}")
+        if self.tools is not None:
+            parts.append(f"tools {', '.join(t.name for t in self.tools) or 'none'}")
+        if self.rules is not None:
+            parts.append(f"{len(self.rules)} rules")
+        if self.policy is not None:
+            parts.append("its own policy")
+        return "; ".join(parts) or "the same agent"
+
+
+@dataclass(frozen=True)
+class WhatIfOptions:
+    read_only: ReadOnly = "recorded"
+    unmatched: Unmatched = "approve"
+    # Shadows played at once, and how long one may take before it is stopped and reported.
+    concurrency: int = 4
+    shadow_timeout_seconds: float = 600.0
+
+
+def new_report_id() -> str:
+    return f"wi-{uuid.uuid4().hex[:10]}"
+
+
+async def what_if(
+    client: Client,
+    settings: Settings,
+    recorded: Sequence[RecordedRun],
+    variant: Variant,
+    shadow_workers: ShadowWorkers,
+    *,
+    graders: Sequence[Grader] = (),
+    options: WhatIfOptions = WhatIfOptions(),
+    say: Callable[[str], None] = lambda line: None,
+    report_id: str | None = None,
+) -> WhatIfReport:
+    """Play every recorded run again as a shadow of `variant`, compare, grade."""
+    if not recorded:
+        raise RunError("no recorded runs to play again")
+    report_id = report_id or new_report_id()
+    known = local_agents()
+    agents = {run.agent: variant.agent_for(known.agents.get(run.agent or "")) for run in recorded}
+    registry = AgentRegistry()
+    for agent in {id(a): a for a in agents.values()}.values():
+        registry.add(agent)
+    recordings = Recordings(
+        calls={run.store_key: run.calls for root in recorded for run in root.tree()},
+        read_only=options.read_only,
+    )
+    queue = f"{WHATIF_QUEUE_PREFIX}{report_id}"
+    limit = asyncio.Semaphore(max(1, options.concurrency))
+    done = [0]
+
+    async def play(index: int, run: RecordedRun) -> RunComparison:
+        async with limit:
+            shadow_id = f"whatif-{report_id}-{index}"
+            comparison = await _play(
+                client, run, agents[run.agent], shadow_id, queue, recordings, options
+            )
+            comparison.grades = await grade(comparison, graders)
+            done[0] += 1
+            mark = "differs" if comparison.differences else "same"
+            say(f"[{done[0]}/{len(recorded)}] {run.run_id}: {mark}")
+            return comparison
+
+    async with shadow_workers(client, settings, registry, recordings, queue):
+        comparisons = await asyncio.gather(*(play(i, run) for i, run in enumerate(recorded, 1)))
+    return WhatIfReport(
+        id=report_id,
+        created_at=datetime.now(UTC),
+        variant=variant.describe(),
+        read_only=options.read_only,
+        unmatched=options.unmatched,
+        runs=list(comparisons),
+        totals=totals(comparisons),
+    )
+
+
+def shadow_request(run: RecordedRun, agent: Agent, unmatched: Unmatched) -> RunRequest:
+    """The recorded run's start, for the variant: its goal, label, subject, limits and
+    budget; the variant's policy or the run's, with nobody's signature needed (no person
+    takes part in a shadow: its decisions come from the record)."""
+    policy = agent.policy or run.request.policy or RunPolicy()
+    policy = policy.model_copy(update={"require_signed_decisions": False, "trusted_keys": {}})
+    return RunRequest(
+        goal=run.request.goal,
+        agent=agent.name,
+        label=run.request.label,
+        policy=policy,
+        limits=run.request.limits,
+        budget=run.request.budget,
+        conversation=run.request.conversation,
+        subject=run.request.subject,
+        shadow=run.shadow_spec(unmatched),
+    )
+
+
+async def _play(
+    client: Client,
+    run: RecordedRun,
+    agent: Agent,
+    shadow_id: str,
+    queue: str,
+    recordings: Recordings,
+    options: WhatIfOptions,
+) -> RunComparison:
+    request = shadow_request(run, agent, options.unmatched)
+    handle = await client.start_workflow(
+        AgentWorkflow.run,
+        request,
+        id=shadow_id,
+        task_queue=queue,
+        static_summary=f"what-if of {run.run_id}",
+    )
+    error: str | None = None
+    try:
+        await asyncio.wait_for(_story(client, handle, run), options.shadow_timeout_seconds)
+    except TimeoutError:
+        error = f"stopped: the shadow took longer than {options.shadow_timeout_seconds:g} s"
+        await _stop(handle)
+    except (WorkflowFailureError, RunError) as err:
+        error = preview(
+            str(err.cause if isinstance(err, WorkflowFailureError) and err.cause else err), 300
+        )
+    state = await runs.get_state(client, shadow_id)
+    then_calls = [(r.run_id, call) for r in run.tree() for call in r.calls]
+    now_calls = [
+        (runs_id, call)
+        for key, made in recordings.made.items()
+        if (runs_id := key.partition("@")[0]) == shadow_id or runs_id.startswith(f"{shadow_id}.")
+        for call in made
+    ]
+    then = then_side(run.state, then_calls, run.result.error if run.result else None)
+    now = now_side(state, now_calls, error)
+    changes = effect_changes(then.effects, now.effects)
+    return RunComparison(
+        run_id=run.run_id,
+        shadow_id=shadow_id,
+        agent=run.agent,
+        then=then,
+        now=now,
+        effect_changes=changes,
+        differences=differences(then, now, changes),
+    )
+
+
+async def _story(client: Client, handle: Any, run: RecordedRun) -> None:
+    """The shadow to its end: a conversation's messages sent again, each waiting for its
+    turn's reply, then closed (one still open when it was recorded too: a shadow ends)."""
+    if run.request.conversation:
+        for message in run.messages:
+            again = message.model_copy(update={"signed": None, "wait": True})
+            await conversations.send(client, handle.id, again)
+        await conversations.close(client, handle.id, Actor(by=SHADOW_ACTOR))
+    await handle.result()
+
+
+async def _stop(handle: Any) -> None:
+    with suppress(RPCError):
+        await handle.terminate("what-if: the shadow took too long")
+
+
+def _reports(settings: Settings) -> WhatIfReports:
+    return WhatIfReports(open_database(settings), keyring_from(settings))
+
+
+def keep_report(settings: Settings, report: WhatIfReport) -> None:
+    """Keep the report where the console finds it (`/whatif/ID`)."""
+    _reports(settings).save(report.id, report.variant, report.model_dump(mode="json"))
+
+
+def kept_report(settings: Settings, report_id: str) -> WhatIfReport | None:
+    found = _reports(settings).load(report_id)
+    return WhatIfReport.model_validate(found) if found is not None else None
+
+
+def kept_reports(settings: Settings, limit: int = 50) -> list[dict[str, Any]]:
+    return _reports(settings).recent(limit)

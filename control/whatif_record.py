@@ -1,0 +1,227 @@
+"""The recorded runs a what-if plays again, read from their histories (from Temporal, or
+exported files) and our stores: how each started, every tool call with what it returned,
+how people decided, what they wrote in a conversation, and the sub-agents it delegated
+to. Nothing here writes anything."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from temporalio.api.enums.v1 import EventType
+from temporalio.api.history.v1 import HistoryEvent
+from temporalio.client import Client, WorkflowHistory
+from temporalio.converter import DataConverter
+
+from activities.shadow import RecordedCall
+from activities.stores import Stores
+from control import timeline
+from control.runs import RunError
+from workflows.activity_io import ToolCallInput, ToolOutcome
+from workflows.contracts import RunRequest, RunResult
+from workflows.conversation_records import UserMessage
+from workflows.records import BUDGET_REQUEST, ApprovalStatus
+from workflows.state import RunState
+from workflows.whatif import (
+    RecordedAnswer,
+    RecordedDecision,
+    RecordedDelegation,
+    ShadowSpec,
+    Unmatched,
+)
+
+TOOL_ACTIVITIES = ("run_tool", "call_mcp_tool")
+# How deep a tree of sub-agents a what-if follows (deeper children are simulated).
+MAX_DEPTH = 5
+
+
+@dataclass(frozen=True)
+class RecordedRun:
+    """One recorded run, as a what-if needs it."""
+
+    run_id: str
+    request: RunRequest
+    state: RunState  # its last state, replayed from its history
+    result: RunResult | None  # None: it has not ended
+    calls: list[RecordedCall]
+    messages: list[UserMessage]  # a conversation's, in the order they were taken
+    children: dict[str, RecordedRun] = field(default_factory=dict)
+    source: str = "temporal"  # or the history file's path
+
+    @property
+    def agent(self) -> str | None:
+        return self.request.agent
+
+    @property
+    def store_key(self) -> str:
+        return self.state.store_key
+
+    def tree(self) -> list[RecordedRun]:
+        """This run and every recorded sub-agent under it."""
+        return [self, *(run for child in self.children.values() for run in child.tree())]
+
+    def shadow_spec(self, unmatched: Unmatched) -> ShadowSpec:
+        """What its shadow carries: people's decisions and answers, and its children's."""
+        decisions = [
+            RecordedDecision(
+                tool=a.tool,
+                arguments=a.arguments,
+                approved=a.status is ApprovalStatus.APPROVED,
+                by=(a.decided_by or "?")[:100],
+                comment=a.comment[:2000],
+            )
+            for a in self.state.approvals
+            if a.tool != BUDGET_REQUEST and a.status is not ApprovalStatus.PENDING
+        ]
+        answers = [
+            RecordedAnswer(question=q.question[:4000], answer=q.answer, by=q.answered_by)
+            for q in self.state.questions
+        ]
+        delegations = [
+            RecordedDelegation(
+                tool=d.tool,
+                task=d.task[:4000],
+                child=self.children[d.child_id].shadow_spec(unmatched),
+            )
+            for d in self.state.delegations
+            if d.child_id in self.children
+        ]
+        return ShadowSpec(
+            of=self.run_id,
+            store_of=self.store_key,
+            decisions=decisions,
+            answers=answers,
+            delegations=delegations,
+            unmatched=unmatched,
+        )
+
+
+async def recorded_run(
+    client: Client, stores: Stores, run_id: str, *, depth: int = 0
+) -> RecordedRun:
+    """A run as Temporal keeps it: its whole continue-as-new chain."""
+    chain = [history for _, history in await timeline.fetch_chain(client, run_id)]
+    found = await _read(client.data_converter, stores, run_id, chain, "temporal")
+    if depth < MAX_DEPTH:
+        for child in found.state.delegations:
+            try:
+                found.children[child.child_id] = await recorded_run(
+                    client, stores, child.child_id, depth=depth + 1
+                )
+            except RunError:
+                continue  # its shadow is simulated throughout; the report says so
+    return found
+
+
+async def recorded_file(converter: DataConverter, stores: Stores, path: Path) -> RecordedRun:
+    """A run exported to a file (`agentctl history export`, the Web UI's download)."""
+    try:
+        history = timeline.agent_history(path)
+    except (OSError, ValueError) as err:
+        reason = err.strerror if isinstance(err, OSError) and err.strerror else err
+        raise RunError(f"{path} is not a history file of an agent run: {reason}") from None
+    return await _read(converter, stores, history.workflow_id, [history], str(path))
+
+
+async def _read(
+    converter: DataConverter,
+    stores: Stores,
+    run_id: str,
+    chain: Sequence[WorkflowHistory],
+    source: str,
+) -> RecordedRun:
+    events = [event for history in chain for event in history.events]
+    if not events:
+        raise RunError(f"{run_id} has no history")
+    request = await _decoded(converter, _start_payloads(events[0]), RunRequest, run_id)
+    if not isinstance(request, RunRequest) or request.resumes or request.fork is not None:
+        raise RunError(f"{run_id} did not start as a run of its own (a fork or a resumed run)")
+    if request.shadow is not None:
+        raise RunError(f"{run_id} is itself a what-if shadow")
+    state = await timeline.final_state(run_id, chain, converter)
+    calls = await _calls(converter, stores, state.store_key, events, run_id)
+    return RecordedRun(
+        run_id=run_id,
+        request=request,
+        state=state,
+        result=await _result(converter, events[-1], run_id),
+        calls=calls,
+        messages=await _messages(converter, events, run_id),
+        source=source,
+    )
+
+
+def _start_payloads(event: HistoryEvent) -> Any:
+    return event.workflow_execution_started_event_attributes.input.payloads
+
+
+async def _decoded(converter: DataConverter, payloads: Any, kind: type, run_id: str) -> Any:
+    try:
+        [value] = await converter.decode(payloads, [kind])
+    except Exception as err:  # an encrypted history without its key, a foreign payload
+        raise RunError(f"cannot read the history of {run_id}: {err}") from None
+    return value
+
+
+async def _calls(
+    converter: DataConverter,
+    stores: Stores,
+    store_key: str,
+    events: list[HistoryEvent],
+    run_id: str,
+) -> list[RecordedCall]:
+    """Every tool call the run made, in order, with what the model read back: the text
+    our transcript keeps, or the history's preview when the store has no row for it."""
+    scheduled: dict[int, ToolCallInput] = {}
+    calls: list[RecordedCall] = []
+    for event in events:
+        if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+            attrs = event.activity_task_scheduled_event_attributes
+            if attrs.activity_type.name in TOOL_ACTIVITIES:
+                call = await _decoded(converter, attrs.input.payloads, ToolCallInput, run_id)
+                scheduled[event.event_id] = call
+        elif event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
+            done = event.activity_task_completed_event_attributes
+            call = scheduled.pop(done.scheduled_event_id, None)
+            if call is None:
+                continue
+            outcome = await _decoded(converter, done.result.payloads, ToolOutcome, run_id)
+            stored = stores.transcript.read_one(store_key, call.result_seq)
+            text = str((stored or {}).get("content") or outcome.summary)
+            calls.append(
+                RecordedCall(
+                    tool=call.name,
+                    arguments=call.arguments,
+                    text=text,
+                    ok=outcome.ok,
+                    side_effect=call.key is not None,
+                )
+            )
+    return calls
+
+
+async def _result(converter: DataConverter, last: HistoryEvent, run_id: str) -> RunResult | None:
+    if last.event_type != EventType.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED:
+        return None
+    payloads = last.workflow_execution_completed_event_attributes.result.payloads
+    result = await _decoded(converter, payloads, RunResult, run_id)
+    return result if isinstance(result, RunResult) else None
+
+
+async def _messages(
+    converter: DataConverter, events: list[HistoryEvent], run_id: str
+) -> list[UserMessage]:
+    """A conversation's messages, in the order the run accepted them (each once)."""
+    found: dict[str, UserMessage] = {}
+    for event in events:
+        if event.event_type != EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED:
+            continue
+        update = event.workflow_execution_update_accepted_event_attributes.accepted_request
+        if update.input.name != "send_message":
+            continue
+        message = await _decoded(converter, update.input.args.payloads, UserMessage, run_id)
+        if isinstance(message, UserMessage) and message.message_id not in found:
+            found[message.message_id] = message
+    return list(found.values())
