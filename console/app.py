@@ -19,7 +19,7 @@ from starlette.datastructures import MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from temporalio.client import Client
 
-from console import actions, chat, events, memory, users
+from console import actions, chat, events, memory, users, whatif
 from console.deltas import Resume, resume_from
 from console.identity import CSRF_FIELD, Identity
 from console.throttle import OpenStreams, SignInThrottle
@@ -141,6 +141,7 @@ def create_app(settings: Settings, client: Client | None = None) -> FastAPI:
     actions.register(app)
     chat.register(app)
     memory.register(app)
+    whatif.register(app)
     return app
 
 

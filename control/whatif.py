@@ -132,12 +132,14 @@ async def what_if(
     options: WhatIfOptions = WhatIfOptions(),
     say: Callable[[str], None] = lambda line: None,
     report_id: str | None = None,
+    known: AgentRegistry | None = None,
 ) -> WhatIfReport:
-    """Play every recorded run again as a shadow of `variant`, compare, grade."""
+    """Play every recorded run again as a shadow of `variant`, compare, grade. A run's
+    own agent is looked up in `known` (default: this process's AGENT_MODULES)."""
     if not recorded:
         raise RunError("no recorded runs to play again")
     report_id = report_id or new_report_id()
-    known = local_agents()
+    known = known or local_agents()
     agents = {run.agent: variant.agent_for(known.agents.get(run.agent or "")) for run in recorded}
     registry = AgentRegistry()
     for agent in {id(a): a for a in agents.values()}.values():

@@ -5,8 +5,9 @@ to. Nothing here writes anything."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -14,12 +15,15 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import Client, WorkflowHistory
 from temporalio.converter import DataConverter
+from temporalio.service import RPCError
 
 from activities.shadow import RecordedCall
 from activities.stores import Stores
 from control import timeline
 from control.runs import RunError
+from runtime.settings import Settings
 from workflows.activity_io import ToolCallInput, ToolOutcome
+from workflows.agent import AgentWorkflow
 from workflows.contracts import RunRequest, RunResult
 from workflows.conversation_records import UserMessage
 from workflows.records import BUDGET_REQUEST, ApprovalStatus
@@ -113,6 +117,55 @@ async def recorded_run(
             except RunError:
                 continue  # its shadow is simulated throughout; the report says so
     return found
+
+
+async def recorded_runs_matching(
+    client: Client,
+    stores: Stores,
+    task_queue: str,
+    *,
+    agent: str | None = None,
+    closed_within: timedelta | None = None,
+    query: str | None = None,
+    limit: int = 100,
+) -> list[RecordedRun]:
+    """The closed runs on our task queue (never shadows: theirs is a what-if queue) that a
+    visibility query names, newest first: an agent's, closed in the last `closed_within`.
+    Sub-agents' runs are left out: their parent's what-if plays them again."""
+    found: list[RecordedRun] = []
+    async for run_id in _closed_runs(client, task_queue, closed_within, query):
+        recorded = await recorded_run(client, stores, run_id)
+        if recorded.request.delegated_by is not None:
+            continue
+        if agent is not None and recorded.agent != agent:
+            continue
+        found.append(recorded)
+        if len(found) >= limit:
+            break
+    return found
+
+
+async def _closed_runs(
+    client: Client, task_queue: str, closed_within: timedelta | None, query: str | None
+) -> AsyncIterator[str]:
+    wanted = (
+        f"WorkflowType = '{AgentWorkflow.__name__}' AND TaskQueue = '{task_queue}' "
+        "AND ExecutionStatus != 'Running' AND ExecutionStatus != 'ContinuedAsNew'"
+    )
+    if closed_within is not None:
+        since = datetime.now(UTC) - closed_within
+        wanted += f" AND CloseTime > '{since.isoformat(timespec='seconds')}'"
+    if query:
+        wanted += f" AND ({query})"
+    seen: set[str] = set()
+    try:
+        async for execution in client.list_workflows(wanted):
+            if execution.id in seen or execution.parent_id:
+                continue
+            seen.add(execution.id)
+            yield execution.id
+    except RPCError as err:
+        raise RunError(f"the visibility query was refused: {err.message}") from None
 
 
 async def recorded_file(converter: DataConverter, stores: Stores, path: Path) -> RecordedRun:
@@ -225,3 +278,40 @@ async def _messages(
         if isinstance(message, UserMessage) and message.message_id not in found:
             found[message.message_id] = message
     return list(found.values())
+
+
+async def recorded_runs(
+    client: Client,
+    settings: Settings,
+    *,
+    run_ids: Sequence[str] = (),
+    files: Sequence[Path] = (),
+    agent: str | None = None,
+    closed_within: timedelta | None = None,
+    query: str | None = None,
+    limit: int = 100,
+) -> list[RecordedRun]:
+    """The runs a what-if plays again: those named, those in history files, and those a
+    visibility query finds (when an agent, an age or a query is given)."""
+    stores = Stores.open(settings)
+    found = [await recorded_run(client, stores, run_id) for run_id in run_ids]
+    found += [await recorded_file(client.data_converter, stores, path) for path in files]
+    if agent is not None or closed_within is not None or query is not None:
+        found += await recorded_runs_matching(
+            client,
+            stores,
+            settings.task_queue,
+            agent=agent,
+            closed_within=closed_within,
+            query=query,
+            limit=limit,
+        )
+    for run in found:
+        if run.request.delegated_by is not None:
+            raise RunError(
+                f"{run.run_id} is a sub-agent's run: play its parent "
+                f"{run.request.delegated_by.run_id} again, which plays it too"
+            )
+    if not found:
+        raise RunError("no recorded runs found to play again")
+    return found

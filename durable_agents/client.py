@@ -13,19 +13,23 @@ asked (unknown agent, closed run, a decision refused by the run's policy).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import timedelta
-from typing import TypeVar
+from pathlib import Path
+from typing import Literal, TypeVar
 
 from temporalio.client import Client, WorkflowFailureError
 from temporalio.exceptions import CancelledError
 
 from activities.memory import MemoryRecord
-from control import conversations, memory, runs, schedules
+from control import conversations, memory, runs, schedules, whatif, whatif_record
 from control.agents import check_limits, check_subject, known_agent, local_agents
 from control.runs import RunError
+from control.whatif import Variant
+from control.whatif_report import Grader, WhatIfReport
 from runtime.client import connect
 from runtime.settings import Settings, load_settings
+from worker.shadow import build_shadow_worker
 from workflows.agents import Agent
 from workflows.contracts import RunBudget, RunLimits, RunPolicy, RunRequest, RunResult
 from workflows.conversation_records import ConversationView, TurnRecord, TurnReply
@@ -100,6 +104,49 @@ class AgentClient:
             raise RunError(f"invalid run request: {_first_error(err)}") from None
         started = await runs.start_run(self.temporal, self.settings, request, run_id)
         return RunHandle(self.temporal, started.run_id, attached=started.attached)
+
+    async def what_if(
+        self,
+        run_ids: Sequence[str] = (),
+        *,
+        variant: Variant = Variant(),
+        agent: str | None = None,
+        closed_within: timedelta | None = None,
+        query: str | None = None,
+        history_files: Sequence[Path] = (),
+        limit: int = 100,
+        graders: Sequence[Grader] = (),
+        read_only: Literal["recorded", "live"] = "recorded",
+        unmatched: Literal["approve", "reject", "stop"] = "approve",
+        progress: Callable[[str], None] | None = None,
+    ) -> WhatIfReport:
+        """Play recorded runs again as shadows of `variant` (durable_agents/whatif.py):
+        the runs named, those in `history_files`, and the closed runs of `agent` (within
+        `closed_within`, matching the visibility `query`). No tool with effects is called;
+        the report is kept for the console's /whatif page too."""
+        recorded = await whatif_record.recorded_runs(
+            self.temporal,
+            self.settings,
+            run_ids=run_ids,
+            files=history_files,
+            agent=agent,
+            closed_within=closed_within,
+            query=query,
+            limit=limit,
+        )
+        report = await whatif.what_if(
+            self.temporal,
+            self.settings,
+            recorded,
+            variant,
+            build_shadow_worker,
+            graders=graders,
+            options=whatif.WhatIfOptions(read_only=read_only, unmatched=unmatched),
+            say=progress or (lambda line: None),
+            known=self.agents,
+        )
+        whatif.keep_report(self.settings, report)
+        return report
 
     async def open_conversation(
         self,

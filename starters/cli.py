@@ -22,6 +22,7 @@ from starters import (
     cli_runs,
     cli_schedule,
     cli_stack,
+    cli_whatif,
 )
 from starters.demo import demo
 
@@ -41,6 +42,7 @@ cli_schedule.register(app)
 cli_release.register(app)
 cli_chat.register(app)
 cli_memory.register(app)
+cli_whatif.register(app)
 app.command()(demo)
 
 

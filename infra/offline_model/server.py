@@ -133,6 +133,9 @@ def create_app() -> FastAPI:
                 _scripted_model(body) or x_run_label or x_scenario or "generic"
             )
             tools = [t["function"]["name"] for t in body.get("tools") or []]
+            if spec.name == "judge":
+                stats["completions"] += 1
+                return answer(body, _completion(body, judge_reply(messages), [], messages))
             if spec.name in ("loop", "chat"):
                 shape = stream_shape(spec) if spec.name == "chat" else None
                 said = chat_reply(spec, messages, tools) if shape else loop_reply(spec, messages)
@@ -183,6 +186,17 @@ def create_app() -> FastAPI:
         return answer(body, _completion(body, content, calls, messages, finish_reason))
 
     return app
+
+
+def judge_reply(messages: list[Any]) -> str:
+    """The scripted judge: PASS when the run played again answered and acted as it did
+    (its THEN and NOW sections agree), else FAIL. A stand-in for a model's judgement."""
+    text = str(messages[-1].get("content") or "") if messages else ""
+    _, _, sides = text.partition("THEN:")
+    then, _, now = sides.partition("NOW:")
+    if then.strip() and then.strip() == now.strip():
+        return "PASS"
+    return "FAIL: the run played again answered or acted differently than it did."
 
 
 def _instructions(messages: list[Any]) -> str:
