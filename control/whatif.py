@@ -247,12 +247,15 @@ async def _play(
 
 async def _story(client: Client, handle: Any, run: RecordedRun) -> None:
     """The shadow to its end: a conversation's messages sent again, each waiting for its
-    turn's reply, then closed (one still open when it was recorded too: a shadow ends)."""
+    turn's reply, then closed by whoever closed the recorded one (one still open then is
+    closed by the what-if: a shadow ends)."""
     if run.request.conversation:
         for message in run.messages:
             again = message.model_copy(update={"signed": None, "wait": True})
             await conversations.send(client, handle.id, again)
-        await conversations.close(client, handle.id, Actor(by=SHADOW_ACTOR))
+        recorded = run.state.conversation
+        closer = (recorded.closed_by if recorded is not None else None) or SHADOW_ACTOR
+        await conversations.close(client, handle.id, Actor(by=closer))
     await handle.result()
 
 

@@ -22,11 +22,11 @@ from activities.stores import Stores
 from control import timeline
 from control.runs import RunError
 from runtime.settings import Settings
-from workflows.activity_io import ToolCallInput, ToolOutcome
+from workflows.activity_io import ModelCallInput, ToolCallInput, ToolOutcome
 from workflows.agent import AgentWorkflow
 from workflows.contracts import RunRequest, RunResult
 from workflows.conversation_records import UserMessage
-from workflows.records import BUDGET_REQUEST, ApprovalStatus
+from workflows.records import BUDGET_REQUEST, ApprovalStatus, workflow_id_of
 from workflows.state import RunState
 from workflows.whatif import (
     RecordedAnswer,
@@ -194,7 +194,15 @@ async def _read(
     if request.shadow is not None:
         raise RunError(f"{run_id} is itself a what-if shadow")
     state = await timeline.final_state(run_id, chain, converter)
-    calls = await _calls(converter, stores, state.store_key, events, run_id)
+    # The key its rows are stored under, as its own activities were sent it: a history
+    # file's name need not be the run's id (a replay of it takes the name for one).
+    store_key = await _stored_under(converter, events, run_id) or state.store_key
+    if store_key != state.store_key:
+        state = state.model_copy(
+            update={"identity": store_key, "run_id": workflow_id_of(store_key)}
+        )
+        run_id = state.run_id
+    calls = await _calls(converter, stores, store_key, events, run_id)
     return RecordedRun(
         run_id=run_id,
         request=request,
@@ -204,6 +212,19 @@ async def _read(
         messages=await _messages(converter, events, run_id),
         source=source,
     )
+
+
+async def _stored_under(
+    converter: DataConverter, events: list[HistoryEvent], run_id: str
+) -> str | None:
+    for event in events:
+        if event.event_type != EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+            continue
+        attrs = event.activity_task_scheduled_event_attributes
+        if attrs.activity_type.name == "call_model":
+            call = await _decoded(converter, attrs.input.payloads, ModelCallInput, run_id)
+            return str(call.run_id)
+    return None
 
 
 def _start_payloads(event: HistoryEvent) -> Any:

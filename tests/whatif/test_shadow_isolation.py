@@ -1,0 +1,134 @@
+"""A shadow cannot be turned on production: anyone who reaches Temporal can send a start
+request with a `shadow` spec (whose approvals decide themselves), and the plain `temporal`
+CLI does so here; the run is refused before anything is asked or paid. A plain run sent to
+a what-if queue is refused too, a production worker refuses a shadow's tool call outright,
+and every bad input of `agentctl whatif` is one line."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from temporalio.client import WorkflowFailureError
+from temporalio.exceptions import ApplicationError
+from temporalio.testing import ActivityEnvironment, WorkflowEnvironment
+
+from activities.crash_points import CrashPoints
+from activities.shadow import Recordings
+from activities.stores import Stores
+from activities.tools import ToolActivities
+from infra.stack import settings_env
+from runtime.settings import Settings
+from tests.conftest import EXAMPLE_AGENTS, count_effects, pay_invoice_call, run_id
+from tests.starters.test_verb_walk import agentctl, assert_one_error_line
+from tests.temporal_cli import temporal
+from worker.shadow import build_shadow_worker
+from workflows.agent import AgentWorkflow
+from workflows.contracts import RunRequest
+from workflows.whatif import RecordedDecision, ShadowSpec
+
+APPROVED_PAYMENT = RecordedDecision(
+    tool="pay_invoice",
+    arguments={"invoice_id": "INV-1001", "amount": "1250.00", "currency": "EUR"},
+    approved=True,
+    by="alice",
+)
+
+
+async def test_a_shadow_sent_to_production_with_the_temporal_cli_is_refused(
+    dev_env: WorkflowEnvironment, settings: Settings, worker: Any
+) -> None:
+    rid = run_id("forged-shadow")
+    request = RunRequest(
+        goal="Pay invoice INV-1001",
+        agent="invoice",
+        label="pay-invoice",
+        shadow=ShadowSpec(decisions=[APPROVED_PAYMENT]),
+    )
+    started = await temporal(
+        dev_env.client, "workflow", "start", "--type", "AgentWorkflow",
+        "--task-queue", settings.task_queue, "--workflow-id", rid,
+        "--input", request.model_dump_json(),
+    )  # fmt: skip
+    assert started.returncode == 0, started.stderr
+    with pytest.raises(WorkflowFailureError) as failed:
+        await dev_env.client.get_workflow_handle(rid).result()
+    assert "a what-if shadow runs only on a what-if task queue" in str(failed.value.cause)
+    assert count_effects(settings, rid, "charge") == 0
+    history = await dev_env.client.get_workflow_handle(rid).fetch_history()
+    scheduled = [
+        e for e in history.events if e.HasField("activity_task_scheduled_event_attributes")
+    ]
+    assert scheduled == []  # no model call, no tool call, no approval asked: nothing ran
+
+
+async def test_a_plain_run_on_a_what_if_queue_is_refused(
+    dev_env: WorkflowEnvironment, settings: Settings
+) -> None:
+    queue = "whatif-isolation-test"
+    recordings = Recordings(calls={})
+    async with build_shadow_worker(dev_env.client, settings, EXAMPLE_AGENTS, recordings, queue):
+        handle = await dev_env.client.start_workflow(
+            AgentWorkflow.run,
+            RunRequest(goal="Pay invoice INV-1001", agent="invoice", label="pay-invoice"),
+            id=run_id("plain-on-whatif"),
+            task_queue=queue,
+        )
+        with pytest.raises(WorkflowFailureError) as failed:
+            await asyncio.wait_for(handle.result(), 60)
+    assert "a what-if task queue runs only what-if shadows" in str(failed.value.cause)
+    assert recordings.made == {}
+
+
+async def test_a_production_worker_refuses_a_shadows_tool_call(settings: Settings) -> None:
+    tools = ToolActivities(
+        Stores.open(settings),
+        CrashPoints(None, settings.data_dir),
+        EXAMPLE_AGENTS,
+        settings.data_dir,
+    )
+    call = pay_invoice_call("shadow-x@1").model_copy(update={"shadow": True})
+    with pytest.raises(ApplicationError) as refused:
+        await ActivityEnvironment().run(tools.run_tool, call)
+    assert refused.value.type == "ShadowRefused" and refused.value.non_retryable
+    assert count_effects(settings, "shadow-x", "charge") == 0
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["whatif"], "name the runs"),
+        (["whatif", "r1", "--since", "a week"], "bad --since"),
+        (["whatif", "r1", "--grader", "nomodule"], "bad --grader"),
+        (["whatif", "r1", "--grader", "tests.whatif.graders:nothing"], "has no 'nothing'"),
+        (["whatif", "r1", "--agent", "examples.invoice:pay_invoice"], "not an Agent"),
+        (["whatif", "r1", "--unmatched", "maybe"], "bad --unmatched"),
+        (["whatif", "r1", "--read-only", "sometimes"], "bad --read-only"),
+        (["whatif", "r1", "--instructions", "  "], "instructions are empty"),
+        (["whatif", "r1", "--instructions", "x", "--instructions-file", "f"], "not both"),
+    ],
+)
+async def test_bad_input_is_one_line(args: list[str], says: str, settings: Settings) -> None:
+    result = await agentctl(settings_env(settings), *args)
+    assert_one_error_line(result, args, says)
+
+
+async def test_bad_runs_and_files_are_one_line(
+    dev_env: WorkflowEnvironment, settings: Settings, tmp_path: Path
+) -> None:
+    env = settings_env(settings)
+    policy = tmp_path / "policy.json"
+    policy.write_text(json.dumps({"approve_payments_above": "lots"}))
+    bogus = tmp_path / "history.json"
+    bogus.write_text('{"events": []}')
+    for args, says in (
+        (["whatif", "no-such-run"], "no-such-run"),
+        (["whatif", "--history", str(bogus)], "is not a history file of an agent run"),
+        (["whatif", "r1", "--policy-file", str(policy)], "approve_payments_above"),
+        (["whatif", "--agent-runs", "invoice", "--query", "Bogus ==="], "visibility query"),
+        (["whatif", "--agent-runs", "nobody-here"], "no recorded runs found"),
+    ):
+        assert_one_error_line(await agentctl(env, *args), args, says)
