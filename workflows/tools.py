@@ -200,6 +200,8 @@ def _declare(fn: ToolFunction, *, name: str, description: str | None, **options:
     timeout = options["timeout"]
     if timeout is not None and timeout.total_seconds() <= 0:
         raise ToolDefinitionError(f"{where}: timeout must be positive")
+    if options["simulate"] is not None and not callable(options["simulate"]):
+        raise ToolDefinitionError(f"{where}: simulate must be a function of the arguments")
     return Tool(
         name=name,
         description=text.strip(),

@@ -1,0 +1,118 @@
+"""The what-if worker's tools, called as Temporal calls them: a recorded call answers from
+the record once per recorded call, a side effect the record lacks is simulated (by the
+tool's own `simulate` when it declares one) and its function never runs, a read-only tool
+answers from the record or runs for real, and a retried attempt takes nothing twice."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from temporalio.exceptions import ApplicationError
+from temporalio.testing import ActivityEnvironment
+
+from activities.crash_points import CrashPoints
+from activities.mcp import MCPActivities
+from activities.shadow import RecordedCall, Recordings, ShadowToolActivities
+from activities.stores import Stores
+from activities.tools import ToolActivities
+from runtime.settings import Settings
+from workflows.activity_io import ToolCallInput
+from workflows.agents import Agent
+from workflows.registry import AgentRegistry
+from workflows.tools import ToolRisk, tool
+
+called: list[str] = []
+
+
+@tool(risk=ToolRisk.SIDE_EFFECT, simulate=lambda args: {"ok": True, "ticket": f"SIM-{args.title}"})
+def open_ticket(title: str) -> dict[str, Any]:
+    """Open a ticket."""
+    called.append(f"open_ticket {title}")
+    return {"ok": True, "ticket": "T-1"}
+
+
+@tool(risk=ToolRisk.SIDE_EFFECT)
+def send_sms(text: str) -> dict[str, Any]:
+    """Send a text message."""
+    called.append(f"send_sms {text}")
+    return {"ok": True}
+
+
+@tool
+def weather(city: str) -> str:
+    """Today's weather."""
+    called.append(f"weather {city}")
+    return f"sunny in {city}"
+
+
+AGENT = Agent(name="shadowed", instructions="x", tools=[open_ticket, send_sms, weather])
+RECORDED = "orig@1"
+
+
+def shadow_tools(settings: Settings, read_only: str = "recorded") -> ShadowToolActivities:
+    registry = AgentRegistry().add(AGENT)
+    stores = Stores.open(settings)
+    tools = ToolActivities(
+        stores, CrashPoints(None, settings.data_dir), registry, settings.data_dir
+    )
+    recordings = Recordings(
+        calls={
+            RECORDED: [
+                RecordedCall("send_sms", {"text": "hi"}, '{"ok": true, "id": "sms-1"}', True, True),
+                RecordedCall("weather", {"city": "Oslo"}, "snow in Oslo", True, False),
+            ]
+        },
+        read_only=read_only,  # type: ignore[arg-type]
+    )
+    return ShadowToolActivities(tools, MCPActivities(settings, stores, registry), recordings)
+
+
+def call(name: str, seq: int, **arguments: Any) -> ToolCallInput:
+    effect = name != "weather"
+    return ToolCallInput(
+        run_id="shadow@1", step=1, tool_call_id=f"c{seq}", name=name, arguments=arguments,
+        result_seq=seq, side_effect=effect or None, shadow=True, shadow_of=RECORDED,
+    )  # fmt: skip
+
+
+@pytest.fixture
+def settings(tmp_path: Path) -> Settings:
+    called.clear()
+    return Settings(data_dir=tmp_path)
+
+
+async def test_recorded_then_simulated_and_never_called(settings: Settings) -> None:
+    shadow = shadow_tools(settings)
+    env = ActivityEnvironment()
+    first = await env.run(shadow.run_tool, call("send_sms", 1, text="hi"))
+    again = await env.run(shadow.run_tool, call("send_sms", 1, text="hi"))  # a retry
+    second = await env.run(shadow.run_tool, call("send_sms", 2, text="hi"))
+    ticket = await env.run(shadow.run_tool, call("open_ticket", 3, title="late"))
+    made = shadow.recordings.made["shadow@1"]
+    assert [(m.tool, m.source) for m in made] == [
+        ("send_sms", "recorded"), ("send_sms", "simulated"), ("open_ticket", "simulated by the tool")
+    ]  # fmt: skip
+    assert first.summary == again.summary == '{"ok": true, "id": "sms-1"}'
+    assert "was not called" in second.summary and '"SIM-late"' in ticket.summary
+    assert called == []  # no function with effects ran
+    stored = Stores.open(settings).transcript.read_one("shadow@1", 3)
+    assert stored is not None and "SIM-late" in stored["content"]  # what the model reads
+
+
+async def test_read_only_tools_from_the_record_or_for_real(settings: Settings) -> None:
+    recorded = shadow_tools(settings)
+    found = await ActivityEnvironment().run(recorded.run_tool, call("weather", 1, city="Oslo"))
+    assert found.summary == "snow in Oslo" and called == []
+    live = shadow_tools(settings, read_only="live")
+    found = await ActivityEnvironment().run(live.run_tool, call("weather", 1, city="Oslo"))
+    assert found.summary == "sunny in Oslo" and called == ["weather Oslo"]
+
+
+async def test_a_plain_call_is_refused_by_the_what_if_worker(settings: Settings) -> None:
+    shadow = shadow_tools(settings)
+    plain = call("send_sms", 1, text="hi").model_copy(update={"shadow": None})
+    with pytest.raises(ApplicationError) as refused:
+        await ActivityEnvironment().run(shadow.run_tool, plain)
+    assert refused.value.type == "ShadowRefused" and called == []
