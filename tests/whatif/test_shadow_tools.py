@@ -92,8 +92,10 @@ async def test_recorded_then_simulated_and_never_called(settings: Settings) -> N
     ticket = await env.run(shadow.run_tool, call("open_ticket", 3, title="late"))
     made = shadow.recordings.made["shadow@1"]
     assert [(m.tool, m.source) for m in made] == [
-        ("send_sms", "recorded"), ("send_sms", "simulated"), ("open_ticket", "simulated by the tool")
-    ]  # fmt: skip
+        ("send_sms", "recorded"),
+        ("send_sms", "simulated"),
+        ("open_ticket", "simulated by the tool"),
+    ]
     assert first.summary == again.summary == '{"ok": true, "id": "sms-1"}'
     assert "was not called" in second.summary and '"SIM-late"' in ticket.summary
     assert called == []  # no function with effects ran
