@@ -34,6 +34,7 @@ bench: $(BENCH_STAMP)
 	$(BIN)/python -m bench.side_by_side
 	$(BIN)/python -m bench.conversation_cost
 	$(BIN)/python -m bench.memory_recall
+	$(BIN)/python -m bench.whatif_cost
 
 histories: $(STAMP)
 	$(BIN)/python -m tests.histories.record

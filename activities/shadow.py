@@ -12,6 +12,7 @@ is logged here for the report (control/whatif_report.py).
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -63,13 +64,21 @@ class Recordings:
 
     calls: dict[str, list[RecordedCall]]
     read_only: ReadOnly = "recorded"
+    # Tools with effects whatever the variant declares: those the recorded runs called as
+    # side effects, and those production declares so (a variant that calls a payment
+    # tool read-only must not make it run for real).
+    effect_tools: frozenset[str] = frozenset()
     made: dict[str, list[ShadowCall]] = field(default_factory=dict)
     _taken: dict[str, set[int]] = field(default_factory=dict)
-    # Each shadow call answered once, whatever Temporal retries: (shadow run, seq).
-    _answered: dict[tuple[str, int], ShadowCall] = field(default_factory=dict)
+    # Each shadow call answered once, whatever Temporal retries: (shadow run, seq, call).
+    _answered: dict[tuple[str, int, str], ShadowCall] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        recorded = {c.tool for calls in self.calls.values() for c in calls if c.side_effect}
+        self.effect_tools = self.effect_tools | recorded
 
     def answered(self, call: ToolCallInput) -> ShadowCall | None:
-        return self._answered.get((call.run_id, call.result_seq))
+        return self._answered.get((call.run_id, call.result_seq, call.tool_call_id))
 
     def take(self, call: ToolCallInput) -> RecordedCall | None:
         """The recorded run's next unused call with this tool and these arguments."""
@@ -85,7 +94,7 @@ class Recordings:
         return None
 
     def log(self, call: ToolCallInput, made: ShadowCall) -> None:
-        self._answered[(call.run_id, call.result_seq)] = made
+        self._answered[(call.run_id, call.result_seq, call.tool_call_id)] = made
         self.made.setdefault(call.run_id, []).append(made)
 
 
@@ -138,8 +147,9 @@ class ShadowToolActivities(ToolActivities):
         return ToolOutcome(ok=made.ok, summary=preview(made.result), result_seq=call.result_seq)
 
     async def _answer(self, call: ToolCallInput, *, mcp: bool) -> ShadowCall:
-        # The workflow sends a key exactly when the call has effects (its recorded risk).
-        effect = call.key is not None
+        # The workflow sends a key when the variant's tool has effects; the record and
+        # production's declarations count too.
+        effect = call.key is not None or call.name in self.recordings.effect_tools
         if effect or self.recordings.read_only == "recorded":
             recorded = self.recordings.take(call)
             if recorded is not None:
@@ -148,6 +158,8 @@ class ShadowToolActivities(ToolActivities):
             spec = None if mcp else self.registry.tools.get(call.name)
             if spec is not None and spec.simulate is not None:
                 result = spec.simulate(spec.args_model.model_validate(call.arguments))
+                if inspect.isawaitable(result):
+                    result = await result
                 text = render(result)
                 ok = not (isinstance(result, dict) and result.get("ok") is False)
                 return self._made(call, "simulated by the tool", ok, text, effect)

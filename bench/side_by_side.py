@@ -107,13 +107,17 @@ async def measure(args: argparse.Namespace) -> list[dict[str, Any]]:
         return [await run_system(system, services, args) for system in chosen]
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
+def arguments() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="side_by_side.py", description=__doc__)
     add_scale_arguments(parser)
     parser.add_argument("--size-steps", help="run lengths for bytes/step (default 10,50,100,200)")
     parser.add_argument("--only", type=lambda s: s.split(","), default=[], help="e.g. raw,ours")
     parser.add_argument("--results", type=Path, default=RESULTS_DIR)
-    args = parser.parse_args()
+    return parser
+
+
+def main() -> None:
+    args = arguments().parse_args()
     # Stopped by SIGTERM (a timeout, a CI runner): unwind like Ctrl-C, so the dev server,
     # the offline model and the system running are stopped, not left behind.
     signal.signal(signal.SIGTERM, lambda *_: signal.raise_signal(signal.SIGINT))

@@ -28,11 +28,14 @@ from activities.stores import open_database
 from activities.whatif_reports import WhatIfReports
 from control import conversations, runs
 from control.agents import local_agents
+from control.errors import one_line
 from control.runs import RunError
-from control.whatif_record import RecordedRun
+from control.whatif_record import MAX_DEPTH, RecordedRun
 from control.whatif_report import (
+    Grade,
     Grader,
     RunComparison,
+    Side,
     WhatIfReport,
     differences,
     effect_changes,
@@ -50,7 +53,8 @@ from workflows.contracts import RunPolicy, RunRequest
 from workflows.people_inputs import Actor
 from workflows.registry import AgentRegistry
 from workflows.rules import Evaluator, Rule
-from workflows.tools import Tool
+from workflows.state import RunState
+from workflows.tools import Tool, ToolRisk
 from workflows.whatif import WHATIF_QUEUE_PREFIX, Unmatched
 
 # Makes the what-if worker: (client, settings, the variant's agents, the recordings, its
@@ -116,6 +120,14 @@ class WhatIfOptions:
     concurrency: int = 4
     shadow_timeout_seconds: float = 600.0
 
+    def __post_init__(self) -> None:
+        if self.read_only not in ("recorded", "live"):
+            raise RunError(f"read_only is recorded or live, not {self.read_only!r}")
+        if self.unmatched not in ("approve", "reject", "stop"):
+            raise RunError(f"unmatched is approve, reject or stop, not {self.unmatched!r}")
+        if not 1 <= self.concurrency <= 100 or self.shadow_timeout_seconds <= 0:
+            raise RunError("concurrency is 1 to 100; the shadow timeout is positive")
+
 
 def new_report_id() -> str:
     return f"wi-{uuid.uuid4().hex[:10]}"
@@ -147,25 +159,35 @@ async def what_if(
     recordings = Recordings(
         calls={run.store_key: run.calls for root in recorded for run in root.tree()},
         read_only=options.read_only,
+        effect_tools=frozenset(
+            name for name, tool in known.tools.items() if tool.risk is not ToolRisk.READ_ONLY
+        ),
     )
     queue = f"{WHATIF_QUEUE_PREFIX}{report_id}"
-    limit = asyncio.Semaphore(max(1, options.concurrency))
+    limit = asyncio.Semaphore(options.concurrency)
     done = [0]
 
     async def play(index: int, run: RecordedRun) -> RunComparison:
         async with limit:
             shadow_id = f"whatif-{report_id}-{index}"
-            comparison = await _play(
-                client, run, agents[run.agent], shadow_id, queue, recordings, options
-            )
-            comparison.grades = await grade(comparison, graders)
+            agent = agents[run.agent]
+            try:
+                comparison = await _play(
+                    client, run, agent, variant, shadow_id, queue, recordings, options
+                )
+                comparison.grades = await grade(comparison, graders)
+            except (RunError, RPCError, WorkflowFailureError, ValueError) as err:
+                comparison = _unplayed(run, shadow_id, one_line(err))
             done[0] += 1
             mark = "differs" if comparison.differences else "same"
             say(f"[{done[0]}/{len(recorded)}] {run.run_id}: {mark}")
             return comparison
 
-    async with shadow_workers(client, settings, registry, recordings, queue):
-        comparisons = await asyncio.gather(*(play(i, run) for i, run in enumerate(recorded, 1)))
+    try:
+        async with shadow_workers(client, settings, registry, recordings, queue):
+            comparisons = await asyncio.gather(*(play(i, run) for i, run in enumerate(recorded, 1)))
+    finally:
+        await _stop_left_running(client, queue)
     return WhatIfReport(
         id=report_id,
         created_at=datetime.now(UTC),
@@ -177,11 +199,13 @@ async def what_if(
     )
 
 
-def shadow_request(run: RecordedRun, agent: Agent, unmatched: Unmatched) -> RunRequest:
+def shadow_request(
+    run: RecordedRun, agent: Agent, variant: Variant, unmatched: Unmatched
+) -> RunRequest:
     """The recorded run's start, for the variant: its goal, label, subject, limits and
-    budget; the variant's policy or the run's, with nobody's signature needed (no person
-    takes part in a shadow: its decisions come from the record)."""
-    policy = agent.policy or run.request.policy or RunPolicy()
+    budget; the variant's policy, else the run's, else its agent's, with nobody's signature
+    needed (no person takes part in a shadow: its decisions come from the record)."""
+    policy = variant.policy or run.request.policy or agent.policy or RunPolicy()
     policy = policy.model_copy(update={"require_signed_decisions": False, "trusted_keys": {}})
     return RunRequest(
         goal=run.request.goal,
@@ -200,12 +224,13 @@ async def _play(
     client: Client,
     run: RecordedRun,
     agent: Agent,
+    variant: Variant,
     shadow_id: str,
     queue: str,
     recordings: Recordings,
     options: WhatIfOptions,
 ) -> RunComparison:
-    request = shadow_request(run, agent, options.unmatched)
+    request = shadow_request(run, agent, variant, options.unmatched)
     handle = await client.start_workflow(
         AgentWorkflow.run,
         request,
@@ -224,12 +249,12 @@ async def _play(
             str(err.cause if isinstance(err, WorkflowFailureError) and err.cause else err), 300
         )
     state = await runs.get_state(client, shadow_id)
+    tree = {shadow_id: state.store_key} | await _shadow_children(client, state)
     then_calls = [(r.run_id, call) for r in run.tree() for call in r.calls]
     now_calls = [
-        (runs_id, call)
-        for key, made in recordings.made.items()
-        if (runs_id := key.partition("@")[0]) == shadow_id or runs_id.startswith(f"{shadow_id}.")
-        for call in made
+        (workflow_id, call)
+        for workflow_id, store_key in tree.items()
+        for call in recordings.made.get(store_key, [])
     ]
     then = then_side(run.state, then_calls, run.result.error if run.result else None)
     now = now_side(state, now_calls, error)
@@ -243,6 +268,47 @@ async def _play(
         effect_changes=changes,
         differences=differences(then, now, changes),
     )
+
+
+async def _shadow_children(client: Client, state: RunState, depth: int = 0) -> dict[str, str]:
+    """The shadow's sub-agents' runs, by the delegations it recorded (ids to store keys):
+    a run merely named like one of them is not counted."""
+    found: dict[str, str] = {}
+    if depth >= MAX_DEPTH:
+        return found
+    for delegation in state.delegations:
+        try:
+            child = await runs.get_state(client, delegation.child_id)
+        except RunError:
+            continue
+        found[delegation.child_id] = child.store_key
+        found |= await _shadow_children(client, child, depth + 1)
+    return found
+
+
+def _unplayed(run: RecordedRun, shadow_id: str, why: str) -> RunComparison:
+    """A run whose shadow could not be played: reported, and failing, not dropped."""
+    then = then_side(run.state, [(r.run_id, c) for r in run.tree() for c in r.calls], None)
+    now = Side(run_id=shadow_id, status="not played", error=preview(why, 300))
+    return RunComparison(
+        run_id=run.run_id,
+        shadow_id=shadow_id,
+        agent=run.agent,
+        then=then,
+        now=now,
+        differences=[f"not played: {preview(why, 200)}"],
+        grades=[Grade(grader="what-if", passed=False, reason=f"not played: {preview(why, 200)}")],
+    )
+
+
+async def _stop_left_running(client: Client, queue: str) -> None:
+    """Shadows (and their children) still running once the what-if ends, by a timeout or
+    an error or ^C: terminated, so none waits on a queue nobody polls any more."""
+    query = f"TaskQueue = '{queue}' AND ExecutionStatus = 'Running'"
+    with suppress(RPCError):
+        async for execution in client.list_workflows(query):
+            with suppress(RPCError):
+                await client.get_workflow_handle(execution.id).terminate("what-if ended")
 
 
 async def _story(client: Client, handle: Any, run: RecordedRun) -> None:

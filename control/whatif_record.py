@@ -5,7 +5,7 @@ to. Nothing here writes anything."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -128,13 +128,19 @@ async def recorded_runs_matching(
     closed_within: timedelta | None = None,
     query: str | None = None,
     limit: int = 100,
+    skipped: Callable[[str], None] = lambda why: None,
 ) -> list[RecordedRun]:
     """The closed runs on our task queue (never shadows: theirs is a what-if queue) that a
     visibility query names, newest first: an agent's, closed in the last `closed_within`.
-    Sub-agents' runs are left out: their parent's what-if plays them again."""
+    Sub-agents' runs are left out: their parent's what-if plays them again. A run that
+    cannot be read (a fork, a history the code here no longer replays) is skipped, said."""
     found: list[RecordedRun] = []
     async for run_id in _closed_runs(client, task_queue, closed_within, query):
-        recorded = await recorded_run(client, stores, run_id)
+        try:
+            recorded = await recorded_run(client, stores, run_id)
+        except RunError as err:
+            skipped(f"skipped {run_id}: {err}")
+            continue
         if recorded.request.delegated_by is not None:
             continue
         if agent is not None and recorded.agent != agent:
@@ -311,9 +317,10 @@ async def recorded_runs(
     closed_within: timedelta | None = None,
     query: str | None = None,
     limit: int = 100,
+    skipped: Callable[[str], None] = lambda why: None,
 ) -> list[RecordedRun]:
     """The runs a what-if plays again: those named, those in history files, and those a
-    visibility query finds (when an agent, an age or a query is given)."""
+    visibility query finds (when an agent, an age or a query is given); each once."""
     stores = Stores.open(settings)
     found = [await recorded_run(client, stores, run_id) for run_id in run_ids]
     found += [await recorded_file(client.data_converter, stores, path) for path in files]
@@ -326,7 +333,9 @@ async def recorded_runs(
             closed_within=closed_within,
             query=query,
             limit=limit,
+            skipped=skipped,
         )
+    found = list({run.store_key: run for run in found}.values())
     for run in found:
         if run.request.delegated_by is not None:
             raise RunError(

@@ -252,7 +252,9 @@ async def grade(comparison: RunComparison, graders: Sequence[Grader]) -> list[Gr
             if inspect.isawaitable(verdict):
                 verdict = await verdict
         except AssertionError as err:
-            grades.append(Grade(grader=name, passed=False, reason=str(err) or "assertion failed"))
+            # Its message's first line: the why (pytest's rewriting adds the expression).
+            reason = (str(err).splitlines() or ["assertion failed"])[0]
+            grades.append(Grade(grader=name, passed=False, reason=preview(reason, 300)))
             continue
         except Exception as err:
             reason = f"the grader raised {type(err).__name__}: {err}"

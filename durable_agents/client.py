@@ -133,6 +133,7 @@ class AgentClient:
             closed_within=closed_within,
             query=query,
             limit=limit,
+            skipped=progress or (lambda line: None),
         )
         report = await whatif.what_if(
             self.temporal,

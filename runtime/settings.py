@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 from typing import Literal
 
-from pydantic import AliasChoices, Field, SecretStr
+from pydantic import AliasChoices, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 OFFLINE_MODEL_NAME = "scripted-offline-model"
@@ -165,6 +165,14 @@ class Settings(BaseSettings):
     otel_service_name: str = Field(
         default="durable-agents", validation_alias=AliasChoices("OTEL_SERVICE_NAME")
     )
+
+    @field_validator("task_queue")
+    @classmethod
+    def _not_a_whatif_queue(cls, value: str) -> str:
+        # What-if queues (workflows/whatif.py) refuse every run but a what-if's shadow.
+        if value.startswith("whatif-"):
+            raise ValueError("a task queue named whatif-… is a what-if's own; choose another")
+        return value
 
     @property
     def agent_modules(self) -> list[str]:

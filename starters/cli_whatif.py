@@ -174,6 +174,11 @@ async def whatif_command(
     if not (run_ids or history or agent_runs or since or query):
         raise fail("name the runs: run ids, --history FILE, or --agent-runs NAME [--since 7d]")
     client = await connect(settings)
+
+    def say(line: str) -> None:
+        if not as_json:
+            console.print(escape(line))
+
     recorded = await whatif_record.recorded_runs(
         client,
         settings,
@@ -183,12 +188,8 @@ async def whatif_command(
         closed_within=_span(since),
         query=query,
         limit=limit,
+        skipped=lambda why: typer.echo(why, err=True),
     )
-
-    def say(line: str) -> None:
-        if not as_json:
-            console.print(escape(line))
-
     say(f"playing {len(recorded)} recorded runs again with {variant.describe()}")
     try:
         report = await whatif.what_if(

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from temporalio.client import WorkflowFailureError
+from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment, WorkflowEnvironment
 
@@ -20,9 +20,18 @@ from activities.crash_points import CrashPoints
 from activities.shadow import Recordings
 from activities.stores import Stores
 from activities.tools import ToolActivities
+from control import whatif_record
+from control.whatif import Variant, WhatIfOptions, what_if
+from durable_agents.client import AgentClient
 from infra.stack import settings_env
 from runtime.settings import Settings
-from tests.conftest import EXAMPLE_AGENTS, count_effects, pay_invoice_call, run_id
+from tests.conftest import (
+    EXAMPLE_AGENTS,
+    approve_when_asked,
+    count_effects,
+    pay_invoice_call,
+    run_id,
+)
 from tests.starters.test_verb_walk import agentctl, assert_one_error_line
 from tests.temporal_cli import temporal
 from worker.shadow import build_shadow_worker
@@ -132,3 +141,25 @@ async def test_bad_runs_and_files_are_one_line(
         (["whatif", "--agent-runs", "nobody-here"], "no recorded runs found"),
     ):
         assert_one_error_line(await agentctl(env, *args), args, says)
+
+
+async def test_a_shadow_that_overstays_is_stopped_and_reported(
+    dev_env: WorkflowEnvironment, settings: Settings, worker: Any
+) -> None:
+    """A variant whose model never answers in time (the offline model holds its first
+    reply 60 s): the shadow is terminated at the what-if's timeout, and reported."""
+    client = AgentClient(dev_env.client, settings)
+    run = await client.start("invoice", "Pay invoice INV-1001", label="pay-invoice")
+    await approve_when_asked(dev_env.client, run.run_id)
+    await run.result()
+    recorded = await whatif_record.recorded_runs(dev_env.client, settings, run_ids=[run.run_id])
+    slow = Variant(model="scripted/pay-invoice?fault=plan:delay=60")
+    options = WhatIfOptions(shadow_timeout_seconds=1)
+    report = await what_if(
+        dev_env.client, settings, recorded, slow, build_shadow_worker, options=options
+    )
+    [played] = report.runs
+    assert played.now.error == "stopped: the shadow took longer than 1 s"
+    assert played.differences  # status and answer: reported, not dropped
+    handle = dev_env.client.get_workflow_handle(played.shadow_id)
+    assert (await handle.describe()).status == WorkflowExecutionStatus.TERMINATED

@@ -118,3 +118,15 @@ async def test_a_plain_call_is_refused_by_the_what_if_worker(settings: Settings)
     with pytest.raises(ApplicationError) as refused:
         await ActivityEnvironment().run(shadow.run_tool, plain)
     assert refused.value.type == "ShadowRefused" and called == []
+
+
+async def test_a_tool_the_code_here_says_acts_never_runs_even_declared_read_only(
+    settings: Settings,
+) -> None:
+    """A variant that declares `send_sms` read-only (no key is sent) still never sends."""
+    shadow = shadow_tools(settings)
+    unkeyed = call("send_sms", 1, text="new text").model_copy(update={"side_effect": None})
+    answered = await ActivityEnvironment().run(shadow.run_tool, unkeyed)
+    assert "was not called" in answered.summary and called == []
+    [made] = shadow.recordings.made["shadow@1"]
+    assert (made.source, made.side_effect) == ("simulated", True)

@@ -7,18 +7,22 @@ payment provider's own journal watched throughout; graders gate the result in Py
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import json
+from datetime import timedelta
 from typing import Any
 
 from temporalio.testing import WorkflowEnvironment
 
-from control import runs
+from control import runs, whatif_record
+from durable_agents import ToolRisk
 from durable_agents.client import AgentClient
 from durable_agents.whatif import Variant
-from examples.invoice import invoice_agent
+from examples.invoice import draft_email, invoice_agent, lookup_invoice, pay_invoice, send_email
 from examples.providers import Providers
 from infra.stack import settings_env
 from runtime.settings import Settings
-from tests.conftest import approve_when_asked, run_id
+from tests.conftest import approve_when_asked, eventually, run_id
 from tests.console.live import live_console, signed_in
 from tests.starters.test_verb_walk import agentctl
 from tests.whatif.graders import no_payment_above_1000, pays_at_most_once
@@ -85,8 +89,10 @@ async def test_twenty_invoice_runs_played_again(
     # The CLI: a grader that fails exits 1, naming each failing run on a line of its own.
     env = settings_env(settings)
     grader = "tests.whatif.graders:no_payment_above_1000"
-    failed = await agentctl(env, "whatif", *ids[:4], "--grader", grader)
+    failed = await agentctl(env, "whatif", *ids[:4], "--grader", grader, "--json")
     assert failed.exit_code == 1, failed.stdout + failed.stderr
+    printed = json.loads(failed.stdout)  # the whole report, for machines
+    assert printed["totals"]["runs"] == 4 and printed["totals"]["failed_grades"] == 4
     lines = [line for line in failed.stderr.splitlines() if line.startswith("FAILED ")]
     assert sorted(lines) == sorted(
         f"FAILED {rid}: no_payment_above_1000: pays INV-1001 1250.00 EUR" for rid in ids[:4]
@@ -95,6 +101,38 @@ async def test_twenty_invoice_runs_played_again(
     assert passed.exit_code == 0, passed.stdout + passed.stderr
     assert "4 of 4 runs differ: 0 effects added, 8 removed, 0 changed" in passed.stdout
     assert no_payment_above_1000 is not None and journal(settings) == before
+
+    # An approval the record lacks may stop the shadow instead: reported as stopped.
+    stopped = await client.what_if(
+        ids[:2], variant=Variant(model="scripted/pay-invoice-twice"), unmatched="stop"
+    )
+    for run in stopped.runs:
+        assert (run.then.status, run.now.status) == ("completed", "failed")
+        assert "what-if stopped: pay_invoice asked for an approval" in (run.now.error or "")
+    assert journal(settings) == before
+
+    # A variant declaring the payment tool read-only (no approval, no key) still never
+    # pays: the record and the code here say it acts, so its second payment is simulated.
+    unguarded = dataclasses.replace(pay_invoice, risk=ToolRisk.READ_ONLY)
+    tools = [lookup_invoice, draft_email, unguarded, send_email]
+    careless = Variant(model="scripted/pay-invoice-twice", tools=tools)
+    sneaked = await client.what_if(ids[:2], variant=careless, read_only="live")
+    for run in sneaked.runs:
+        assert [(e.tool, e.source) for e in run.now.effects if e.tool == "pay_invoice"] == [
+            ("pay_invoice", "recorded"),
+            ("pay_invoice", "simulated"),
+        ]
+        assert run.now.approvals == []  # read-only: nobody was asked
+    assert journal(settings) == before
+
+    # The runs found by a visibility query: the agent's runs closed in the last hour.
+    async def found() -> int:
+        closed = await whatif_record.recorded_runs(
+            dev_env.client, settings, agent="invoice", closed_within=timedelta(hours=1)
+        )
+        return len(closed) if sorted(r.run_id for r in closed) == sorted(ids) else 0
+
+    assert await eventually(found) == RUNS
 
     # The console: the report, each run then and now side by side, links to both.
     async with live_console(settings, dev_env.client) as console:
