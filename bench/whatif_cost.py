@@ -24,12 +24,14 @@ from pathlib import Path
 
 from bench.harness import bench_services, bench_settings
 from bench.report import RESULTS_DIR
-from control import runs
+from control import runs, whatif, whatif_record
+from control.whatif_record import RecordedRun
 from durable_agents.client import AgentClient
 from durable_agents.whatif import Variant, WhatIfReport
 from examples.invoice import invoice_agent
 from examples.providers import Providers
 from worker.main import build_worker
+from worker.shadow import build_shadow_worker
 from workflows.contracts import RunRequest
 from workflows.people_inputs import Decision
 
@@ -38,7 +40,7 @@ STRICT = invoice_agent.instructions + " Never pay an invoice above 1,000 EUR: le
 
 def model_requests(model_url: str) -> int:
     with urllib.request.urlopen(f"{model_url}/scripted/stats", timeout=10) as answer:
-        return int(json.load(answer).get("requests", 0))
+        return int(json.load(answer)["totals"].get("requests", 0))
 
 
 async def recorded_runs(client: AgentClient, count: int) -> list[str]:
@@ -58,11 +60,14 @@ async def recorded_runs(client: AgentClient, count: int) -> list[str]:
 
 
 async def timed(
-    client: AgentClient, ids: list[str], variant: Variant, model_url: str
+    client: AgentClient, recorded: list[RecordedRun], variant: Variant, model_url: str
 ) -> tuple[WhatIfReport, float, int]:
+    """The shadows alone (the records read once, before): wall time, model requests."""
     before = model_requests(model_url)
     started = time.perf_counter()
-    report = await client.what_if(ids, variant=variant)
+    report = await whatif.what_if(
+        client.temporal, client.settings, recorded, variant, build_shadow_worker
+    )
     return report, time.perf_counter() - started, model_requests(model_url) - before
 
 
@@ -83,15 +88,21 @@ async def measure(count: int) -> str:
                 recorded_seconds = time.perf_counter() - started
                 recorded_requests = model_requests(services.model_url) - requests_before
                 effects = charges(Path(data_dir))
+                started = time.perf_counter()
+                recorded = await whatif_record.recorded_runs(
+                    services.env.client, settings, run_ids=ids
+                )
+                reading_seconds = time.perf_counter() - started
                 same, same_seconds, same_requests = await timed(
-                    client, ids, Variant(), services.model_url
+                    client, recorded, Variant(), services.model_url
                 )
                 strict, strict_seconds, strict_requests = await timed(
-                    client, ids, Variant(instructions=STRICT), services.model_url
+                    client, recorded, Variant(instructions=STRICT), services.model_url
                 )
                 effects_after = charges(Path(data_dir))
     rows = [
         ("recorded (a person approves each)", recorded_seconds, recorded_requests, None),
+        ("reading the records (histories replayed, stores read)", reading_seconds, 0, None),
         ("what-if, the same agent", same_seconds, same_requests, same),
         ("what-if, stricter instructions", strict_seconds, strict_requests, strict),
     ]
@@ -99,7 +110,7 @@ async def measure(count: int) -> str:
         f"# What a what-if costs ({datetime.now().isoformat(timespec='seconds')})",
         "",
         f"{count} recorded pay-invoice runs (plan, 4 steps, 10 model calls, 4 tools, one "
-        "approval each); the what-ifs play 4 at a time.",
+        "approval each), all started at once; the what-ifs play 4 shadows at a time.",
         "",
         "| | wall time | per run | model requests | tokens | differences |",
         "|---|---|---|---|---|---|",
