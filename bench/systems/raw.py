@@ -1,5 +1,6 @@
-"""Raw Temporal: a minimal workflow with one trivial model and one trivial tool activity
-per step, the engine's ceiling for the same activity count."""
+"""Raw Temporal: a minimal workflow with one model and one tool activity per step, the
+model's a real HTTP call to the offline model through the openai client: the floor any
+agent on Temporal stands on, for the same activity count."""
 
 from __future__ import annotations
 
@@ -7,13 +8,57 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
+import openai
+from temporalio import activity
 from temporalio.client import Client
 from temporalio.worker import Worker
 
-from bench.raw_workflow import RawWaitingWorkflow, RawWorkflow, raw_model, raw_tool
+from bench.raw_workflow import RawRun, RawStep, RawWaitingWorkflow, RawWorkflow, raw_tool
 from bench.systems.common import Options, parse_options, report, run_figures
 
 QUEUE = "bench-raw"
+
+# What the model is told and shown of the tool, as an agent would send it.
+INSTRUCTIONS = "Work through the items one by one, recording each with record_progress."
+TOOL_SCHEMA = {
+    "type": "function",
+    "function": {
+        "name": "record_progress",
+        "description": "Record that a work item is done.",
+        "parameters": {
+            "type": "object",
+            "properties": {"step": {"type": "integer"}, "note": {"type": "string"}},
+            "required": ["step", "note"],
+        },
+    },
+}
+
+
+class RawActivities:
+    def __init__(self, model_url: str) -> None:
+        self.client = openai.AsyncOpenAI(base_url=model_url, api_key="bench", max_retries=0)
+
+    @activity.defn(name="raw_model")
+    async def raw_model(self, call: RawStep) -> str:
+        """One chat completion: the goal, and the tool results so far (the `loop` scenario
+        reads its turn from them); the reply's tool call is what the workflow needs."""
+        messages: list[dict[str, Any]] = [
+            {"role": "system", "content": INSTRUCTIONS},
+            {"role": "user", "content": "Record every work item."},
+        ]
+        messages += [
+            {"role": "tool", "tool_call_id": f"c{i}", "content": f"recorded step {i}"}
+            for i in range(1, call.step)
+        ]
+        reply: dict[str, Any] = await self.client.post(
+            "/chat/completions",
+            cast_to=dict[str, Any],
+            body={"model": "offline", "messages": messages, "tools": [TOOL_SCHEMA]},
+            options={"headers": {"X-Scenario": call.scenario}},
+        )
+        message = reply["choices"][0]["message"]
+        calls = message.get("tool_calls") or []
+        return str(calls[0]["function"]["arguments"]) if calls else str(message.get("content"))
 
 
 class Raw:
@@ -26,12 +71,13 @@ class Raw:
             client,
             task_queue=QUEUE,
             workflows=[RawWorkflow, RawWaitingWorkflow],
-            activities=[raw_model, raw_tool],
+            activities=[RawActivities(options.model_url).raw_model, raw_tool],
         ) as worker:
             yield worker
 
     async def run(self, client: Client, options: Options, steps: int, workflow_id: str) -> None:
-        await client.execute_workflow(RawWorkflow.run, steps, id=workflow_id, task_queue=QUEUE)
+        run = RawRun(steps=steps, scenario=options.scenario(steps))
+        await client.execute_workflow(RawWorkflow.run, run, id=workflow_id, task_queue=QUEUE)
 
     async def start_waiting(self, client: Client, options: Options, workflow_id: str) -> None:
         handle = await client.start_workflow(
