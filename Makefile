@@ -3,7 +3,10 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-BENCH_STAMP := $(VENV)/.installed-bench
+# The benchmark runs in an environment of its own: the peers' packages never enter ours.
+BENCH_VENV ?= .venv-bench
+BENCH_BIN := $(BENCH_VENV)/bin
+BENCH_STAMP := $(BENCH_VENV)/.installed
 
 .PHONY: demo test bench chaos histories lint fmt typecheck down clean
 
@@ -15,10 +18,12 @@ $(STAMP): pyproject.toml constraints.txt
 
 venv: $(STAMP)
 
-# The benchmark's peers (pydantic-ai, the OpenAI Agents SDK, LangGraph) and matplotlib:
-# an optional extra, installed only for `make bench`.
-$(BENCH_STAMP): $(STAMP)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[dev,bench]'
+# The benchmark's peers (pydantic-ai, the OpenAI Agents SDK, Temporal's agent harness,
+# LangGraph) and matplotlib: an optional extra, installed only for `make bench`, into its
+# own environment.
+$(BENCH_STAMP): pyproject.toml constraints.txt
+	test -x $(BENCH_BIN)/python || $(PYTHON) -m venv $(BENCH_VENV)
+	$(BENCH_BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[dev,bench]'
 	touch $(BENCH_STAMP)
 
 demo: $(STAMP)
@@ -31,10 +36,11 @@ test: $(STAMP)
 	$(BIN)/python -m pytest
 
 bench: $(BENCH_STAMP)
-	$(BIN)/python -m bench.side_by_side
-	$(BIN)/python -m bench.conversation_cost
-	$(BIN)/python -m bench.memory_recall
-	$(BIN)/python -m bench.whatif_cost
+	$(BENCH_BIN)/python -m bench.side_by_side
+	$(BENCH_BIN)/python -m bench.conversation_cost
+	$(BENCH_BIN)/python -m bench.memory_recall
+	$(BENCH_BIN)/python -m bench.whatif_cost
+	$(BENCH_BIN)/python -m bench.scale
 
 histories: $(STAMP)
 	$(BIN)/python -m tests.histories.record

@@ -31,6 +31,11 @@ def render(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
         "",
     ]
     notes = [f"- {row['system']}: {row['error']}" for row in rows if "error" in row]
+    notes += [
+        f"- {row['system']} failed in its {phase} phase (its other figures are kept): {why}"
+        for row in rows
+        for phase, why in row.get("failed_phases", {}).items()
+    ]
     measured = [row for row in rows if "error" not in row]
     if any("steps_per_s_1" in row for row in measured):
         lines += _main_table(rows, raw, meta, notes)

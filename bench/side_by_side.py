@@ -43,6 +43,12 @@ SYSTEMS = (
     ),
     System("pydantic-ai (Temporal)", "bench.systems.pydantic_ai_peer", "pydantic_ai"),
     System("OpenAI Agents (Temporal)", "bench.systems.openai_agents_peer", "agents"),
+    System(
+        "Agent Harness (Temporal)",
+        "bench.systems.harness_peer",
+        "temporal_agent_harness",
+        ("--size-steps", "10,100,200,500"),
+    ),
     System("LangGraph + SqliteSaver", "bench.systems.langgraph_peer", "langgraph"),
 )
 
@@ -59,7 +65,7 @@ async def run_system(
     system: System, services: Services, args: argparse.Namespace
 ) -> dict[str, Any]:
     if system.needs and importlib.util.find_spec(system.needs) is None:
-        return {"system": system.name, "error": "not installed: pip install -e '.[bench]'"}
+        return {"system": system.name, "error": "not installed: `make bench` installs it"}
     command = [
         sys.executable,
         "-m",

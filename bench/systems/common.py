@@ -139,27 +139,65 @@ def failure_text(err: BaseException) -> str:
 
 
 async def temporal_figures(name: str, system: TemporalSystem, options: Options) -> dict[str, Any]:
+    """Each phase's figures; a phase that fails (a peer past the history limit in the cost
+    phase, say) is recorded as failing there, and the other phases' figures are kept."""
     client = await system.connect(options)
     measuring = Measuring(name, system, client, options)
     figures: dict[str, Any] = {"system": name}
+    failed: dict[str, str] = {}
     wanted = set(options.phases)
+
+    async def phase(label: str, measure: Callable[[], Awaitable[None]]) -> None:
+        try:
+            await measure()
+        except Exception as err:  # a peer's own failure, whatever it raises
+            failed[label] = failure_text(err)[:300]
+            log(name, f"{label} failed: {failed[label]}")
+
+    async def throughput() -> None:
+        figures["steps_per_s_1"] = await measuring.throughput(1)
+        figures["steps_per_s_many"] = await measuring.throughput(options.concurrent)
+
+    async def cost() -> None:
+        figures["cost"] = await measuring.cost()
+
+    async def sizes() -> None:
+        figures["bytes_per_step"], figures["chain_runs"] = await measuring.sizes()
+
+    async def failure() -> None:
+        figures["fails_at"] = await measuring.failure()
+
+    async def rebuild() -> None:
+        figures["rebuild"] = await measuring.rebuild()
+
     async with system.worker(client, options):
         if "throughput" in wanted:
-            figures["steps_per_s_1"] = await measuring.throughput(1)
-            figures["steps_per_s_many"] = await measuring.throughput(options.concurrent)
+            await phase("throughput", throughput)
         if "cost" in wanted:
-            figures["cost"] = await measuring.cost()
+            await phase("cost", cost)
         if wanted & {"sizes", "failure", "rebuild"}:
-            figures["bytes_per_step"], figures["chain_runs"] = await measuring.sizes()
+            await phase("sizes", sizes)
         if "failure" in wanted:
-            figures["fails_at"] = await measuring.failure()
+            await phase("failure", failure)
         if "rebuild" in wanted:
-            figures["rebuild"] = await measuring.rebuild()
+            await phase("rebuild", rebuild)
         if "waiting" in wanted and isinstance(system, WaitingSystem):
-            figures["waiting"] = await measuring.waiting(system)
+            waiting = system
+
+            async def wait() -> None:
+                figures["waiting"] = await measuring.waiting(waiting)
+
+            await phase("waiting", wait)
         if "travel" in wanted and isinstance(system, TravellingSystem):
-            figures["travel"] = await system.travel(client, measuring)
+            travelling = system
+
+            async def travel() -> None:
+                figures["travel"] = await travelling.travel(client, measuring)
+
+            await phase("travel", travel)
     figures["peak_rss_mb"] = peak_rss_mb()
+    if failed:
+        figures["failed_phases"] = failed
     return figures
 
 

@@ -70,6 +70,20 @@ def test_a_peer_that_hits_the_history_limit_shows_where_and_why():
     assert "peer stores 89x the bytes per step of durable-agents at 191 steps" in text
 
 
+def test_a_peer_that_fails_in_one_phase_keeps_its_other_figures():
+    """A peer past the history limit in the cost phase: said there, its row still shown."""
+    meta = {"machine": "m", "when": "w", "steps": 100, "concurrent": 20}
+    peer = _row("peer", {10: 25000, 100: 150000}, None) | {
+        "failed_phases": {"cost": "WorkflowFailureError: history size exceeds the limit"}
+    }
+    text = render([_row("durable-agents", {10: 3400}, None), peer], meta)
+    assert "| peer | 5.0 | 10.0 | - | 25,000 | - | 150,000 |" in text
+    assert (
+        "- peer failed in its cost phase (its other figures are kept): "
+        "WorkflowFailureError: history size exceeds the limit" in text
+    )
+
+
 def _row(name: str, sizes: dict[int, float], fails: int | None) -> dict[str, Any]:
     failure: dict[str, Any] = {"steps": None, "error": None, "tried": 400}
     if fails is not None:
