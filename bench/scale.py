@@ -3,7 +3,7 @@ worker's memory, and a fleet of three workers on PostgreSQL, each with its own d
 on three machines (the payment provider shared, as a real one is), one SIGKILLed every
 few seconds while runs go through.
 
-    python -m bench.scale [--at-once 200] [--waiting 300 --cache 100] [--fleet-runs 60]
+    python -m bench.scale [--at-once 200] [--waiting 300 --cache 100] [--fleet-runs 200]
     python -m bench.scale --at-once 1000 --waiting 10000 --cache 1000 --fleet-runs 200
 
 Small by default; the second line is the full size. Workers run in processes of their
@@ -138,7 +138,9 @@ async def until_waiting(client: Client, run_id: str) -> None:
 async def waiting(client: Client, settings: Settings, count: int, cache: int, log: Path) -> str:
     request = RunRequest(goal="Pay INV-1001", agent="invoice", label="pay-invoice")
     env = {"AGENT_WORKFLOW_CACHE_SIZE": str(cache)}
+    settings = settings.model_copy(update={"task_queue": "scale-waiting"})
     async with worker_process(settings, log, **env) as pid:
+        await asyncio.sleep(2)  # the worker's own start settled: what it holds before runs
         before = rss_mb(pid)
         ids = [f"wait-{uuid.uuid4().hex[:10]}" for _ in range(count)]
         started = time.perf_counter()
@@ -216,13 +218,14 @@ async def fleet(client: Client, base: Settings, count: int, kill_every: float, r
 
     async def kill_now_and_then() -> None:
         nonlocal kills
+        await asyncio.sleep(2)  # the first kill while the first runs are in flight
         while True:
-            await asyncio.sleep(kill_every)
             i = chooser.randrange(3)
             workers[i].kill()
             workers[i].wait()
             kills += 1
             workers[i] = spawn(machines[i], root / f"worker-{i + 1}.log", **env)
+            await asyncio.sleep(kill_every)
 
     started = time.perf_counter()
     try:
@@ -248,8 +251,8 @@ async def fleet(client: Client, base: Settings, count: int, kill_every: float, r
     duplicates = sum(n - 1 for n in by_run.values() if n > 1)
     lost = sum(o["status"] != "completed" for o in outcomes)
     return (
-        f"- 3 workers on PostgreSQL, each its own data dir, one SIGKILLed every {kill_every:g} s "
-        f"({kills} kills): {count} pay-invoice runs in {seconds:.0f} s "
+        f"- 3 workers on PostgreSQL, each its own data dir, one SIGKILLed 2 s in and every "
+        f"{kill_every:g} s after ({kills} kills): {count} pay-invoice runs in {seconds:.0f} s "
         f"({count / seconds * 60:.0f} runs a minute), {len(by_run)} payments at the provider, "
         f"{duplicates} duplicate, {lost} runs lost"
     )
@@ -290,7 +293,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=5, help="steps of each of those runs")
     parser.add_argument("--waiting", type=int, default=300, help="runs waiting for approval")
     parser.add_argument("--cache", type=int, default=100, help="the worker's workflow cache")
-    parser.add_argument("--fleet-runs", type=int, default=60, help="runs through the fleet")
+    parser.add_argument("--fleet-runs", type=int, default=200, help="runs through the fleet")
     parser.add_argument("--kill-every", type=float, default=10.0, help="seconds between kills")
     parser.add_argument("--results", type=Path, default=RESULTS_DIR)
     args = parser.parse_args()
