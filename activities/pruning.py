@@ -16,6 +16,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from activities.memory import MemoryStore
 from activities.sql import SqlDatabase
+from activities.whatif_reports import WhatIfReports
 from workflows.activity_io import PruneReport, PruneRequest
 from workflows.records import IDENTITY_SEPARATOR
 
@@ -36,6 +37,8 @@ class PruneActivities:
         self.db = db
         self.memory = memory
         self.memory_retention_days = memory_retention_days
+        # What-if reports go at the same age as runs' rows (deleting needs no key).
+        self.reports = WhatIfReports(db)
 
     @activity.defn(name="prune_stored_runs")
     async def prune_stored_runs(self, request: PruneRequest) -> PruneReport:
@@ -58,6 +61,9 @@ class PruneActivities:
             report.memories_deleted = await asyncio.to_thread(
                 self.memory.prune, kept_since.isoformat(), request.dry_run
             )
+        report.whatif_reports_deleted = await asyncio.to_thread(
+            self.reports.prune, cutoff.isoformat(), request.dry_run
+        )
         activity.logger.info("prune: %s", report)
         return report
 

@@ -50,6 +50,16 @@ class WhatIfReports:
         )
         return [dict(row) for row in rows]
 
+    def prune(self, before: str, dry_run: bool) -> int:
+        """Reports written before `before` (ISO time): removed, or counted when dry."""
+        with self.db.transaction() as tx:
+            found = tx.execute(
+                "SELECT count(*) AS n FROM whatif_reports WHERE created_at < ?", (before,)
+            )
+            if not dry_run:
+                tx.execute("DELETE FROM whatif_reports WHERE created_at < ?", (before,))
+        return int(found[0]["n"])
+
 
 def _row(report_id: str) -> str:
     return f"whatif_reports/{report_id}"

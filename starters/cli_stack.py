@@ -92,6 +92,8 @@ async def prune(
         console.print(
             f"{verb} {report.memories_deleted} memories older than AGENT_MEMORY_RETENTION_DAYS"
         )
+    if report.whatif_reports_deleted:
+        console.print(f"{verb} {report.whatif_reports_deleted} what-if reports")
 
 
 def worker() -> None:

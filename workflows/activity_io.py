@@ -188,11 +188,16 @@ class PruneReport(StrictModel):
     dry_run: bool = False
     # Agents' memories older than AGENT_MEMORY_RETENTION_DAYS, removed (or found, dry).
     memories_deleted: int = 0
+    # What-if reports older than the age, removed (or found, dry).
+    whatif_reports_deleted: int = 0
 
     @model_serializer(mode="wrap")
     def _memories_only_when_some(self, handler: SerializerFunctionWrapHandler) -> Any:
-        """Without memories deleted, the report a prune of an earlier build reads."""
+        """Without memories or reports deleted, the report a prune of an earlier build
+        reads."""
         data = handler(self)
-        if isinstance(data, dict) and not data.get("memories_deleted"):
-            data.pop("memories_deleted", None)
+        if isinstance(data, dict):
+            for name in ("memories_deleted", "whatif_reports_deleted"):
+                if not data.get(name):
+                    data.pop(name, None)
         return data

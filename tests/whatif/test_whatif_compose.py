@@ -13,7 +13,7 @@ import pytest
 from pydantic import SecretStr
 from temporalio.testing import WorkflowEnvironment
 
-from control import runs, timeline
+from control import pruning, runs, timeline, whatif
 from durable_agents.client import AgentClient
 from durable_agents.whatif import ModelJudge, Variant
 from examples.support_chat import look_up_order
@@ -65,6 +65,14 @@ async def test_a_conversation_is_played_again_turn_by_turn(
     assert [(c.change, c.tool) for c in run.effect_changes] == [("removed", "refund_order")]
     assert not cut.passed and "acted differently" in run.grades[0].reason
     assert journal(settings) == before
+
+    # Reports go with the prune, at its age, as runs' rows do (dry first: only counted).
+    recent = await pruning.prune(dev_env.client, settings, "30d", dry_run=False)
+    assert recent.whatif_reports_deleted == 0
+    dry = await pruning.prune(dev_env.client, settings, "0s", dry_run=True)
+    assert dry.whatif_reports_deleted == 2 and len(whatif.kept_reports(settings)) == 2
+    gone = await pruning.prune(dev_env.client, settings, "0s", dry_run=False)
+    assert gone.whatif_reports_deleted == 2 and whatif.kept_reports(settings) == []
 
 
 async def test_a_delegation_plays_its_child_again_as_a_shadow(
