@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import timedelta
 
-from temporalio import activity, workflow
+from temporalio import workflow
 
 
 @dataclass
@@ -27,12 +27,6 @@ class RawRun:
     scenario: str
 
 
-@activity.defn(name="raw_tool")
-async def raw_tool(step: int) -> str:
-    """The bench tool's own work: record the item (ours returns the same)."""
-    return f"recorded step {step}: n{step}"
-
-
 @workflow.defn(name="RawWorkflow")
 class RawWorkflow:
     @workflow.run
@@ -42,7 +36,7 @@ class RawWorkflow:
             await workflow.execute_activity(
                 "raw_model", RawStep(step, run.scenario), start_to_close_timeout=timeout
             )
-            await workflow.execute_activity(raw_tool, step, start_to_close_timeout=timeout)
+            await workflow.execute_activity("raw_tool", step, start_to_close_timeout=timeout)
         return run.steps
 
 

@@ -4,8 +4,11 @@ agent on Temporal stands on, for the same activity count."""
 
 from __future__ import annotations
 
+import asyncio
+import tempfile
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 import openai
@@ -13,8 +16,9 @@ from temporalio import activity
 from temporalio.client import Client
 from temporalio.worker import Worker
 
-from bench.raw_workflow import RawRun, RawStep, RawWaitingWorkflow, RawWorkflow, raw_tool
+from bench.raw_workflow import RawRun, RawStep, RawWaitingWorkflow, RawWorkflow
 from bench.systems.common import Options, parse_options, report, run_figures
+from examples.providers import providers_at
 
 QUEUE = "bench-raw"
 
@@ -35,8 +39,18 @@ TOOL_SCHEMA = {
 
 
 class RawActivities:
-    def __init__(self, model_url: str) -> None:
+    def __init__(self, model_url: str, data_dir: Path) -> None:
         self.client = openai.AsyncOpenAI(base_url=model_url, api_key="bench", max_retries=0)
+        self.data_dir = data_dir
+
+    @activity.defn(name="raw_tool")
+    async def raw_tool(self, step: int) -> dict[str, Any]:
+        """The bench tool's own work, as ours does it (examples/before_agents.py): a note
+        written at the records provider, once per key."""
+        run = activity.info().workflow_id or "raw"
+        records = providers_at(self.data_dir).records
+        params = {"step": step, "note": f"n{step}"}
+        return await asyncio.to_thread(records.call, f"{run}/step-{step}", "note", params, run)
 
     @activity.defn(name="raw_model")
     async def raw_model(self, call: RawStep) -> str:
@@ -67,13 +81,15 @@ class Raw:
 
     @asynccontextmanager
     async def worker(self, client: Client, options: Options) -> AsyncIterator[Any]:
-        async with Worker(
-            client,
-            task_queue=QUEUE,
-            workflows=[RawWorkflow, RawWaitingWorkflow],
-            activities=[RawActivities(options.model_url).raw_model, raw_tool],
-        ) as worker:
-            yield worker
+        with tempfile.TemporaryDirectory() as data_dir:
+            found = RawActivities(options.model_url, Path(data_dir))
+            async with Worker(
+                client,
+                task_queue=QUEUE,
+                workflows=[RawWorkflow, RawWaitingWorkflow],
+                activities=[found.raw_model, found.raw_tool],
+            ) as worker:
+                yield worker
 
     async def run(self, client: Client, options: Options, steps: int, workflow_id: str) -> None:
         run = RawRun(steps=steps, scenario=options.scenario(steps))
