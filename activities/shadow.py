@@ -46,15 +46,11 @@ class RecordedCall:
 
 
 @dataclass(frozen=True)
-class ShadowCall:
-    """One tool call of a shadow run, as the report shows it."""
+class ShadowCall(RecordedCall):
+    """One tool call of a shadow run: a recorded call's facts, and where its result came
+    from."""
 
-    tool: str
-    arguments: dict[str, Any]
     source: Source
-    ok: bool
-    side_effect: bool
-    result: str
 
 
 @dataclass
@@ -140,11 +136,11 @@ class ShadowToolActivities(ToolActivities):
         if made is None:
             made = await self._answer(call, mcp=mcp)
             self.recordings.log(call, made)
-        message = {"role": "tool", "tool_call_id": call.tool_call_id, "content": made.result}
+        message = {"role": "tool", "tool_call_id": call.tool_call_id, "content": made.text}
         await store_call(
             self.stores.db, self.stores.transcript.put, call.run_id, call.result_seq, message
         )
-        return ToolOutcome(ok=made.ok, summary=preview(made.result), result_seq=call.result_seq)
+        return ToolOutcome(ok=made.ok, summary=preview(made.text), result_seq=call.result_seq)
 
     async def _answer(self, call: ToolCallInput, *, mcp: bool) -> ShadowCall:
         # The workflow sends a key when the variant's tool has effects; the record and
@@ -180,10 +176,10 @@ class ShadowToolActivities(ToolActivities):
         return ShadowCall(
             tool=call.name,
             arguments=call.arguments,
-            source=source,
+            text=text,
             ok=ok,
             side_effect=effect,
-            result=text,
+            source=source,
         )
 
 

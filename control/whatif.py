@@ -23,7 +23,7 @@ from typing import Any
 from temporalio.client import Client, WorkflowFailureError
 from temporalio.service import RPCError
 
-from activities.shadow import ReadOnly, Recordings
+from activities.shadow import ReadOnly, RecordedCall, Recordings
 from activities.stores import open_database
 from activities.whatif_reports import WhatIfReports
 from control import conversations, runs
@@ -40,8 +40,7 @@ from control.whatif_report import (
     differences,
     effect_changes,
     grade,
-    now_side,
-    then_side,
+    side,
     totals,
 )
 from runtime.encryption import keyring_from
@@ -250,14 +249,13 @@ async def _play(
         )
     state = await runs.get_state(client, shadow_id)
     tree = {shadow_id: state.store_key} | await _shadow_children(client, state)
-    then_calls = [(r.run_id, call) for r in run.tree() for call in r.calls]
-    now_calls = [
+    now_calls: list[tuple[str, RecordedCall]] = [
         (workflow_id, call)
         for workflow_id, store_key in tree.items()
         for call in recordings.made.get(store_key, [])
     ]
-    then = then_side(run.state, then_calls, run.result.error if run.result else None)
-    now = now_side(state, now_calls, error)
+    then = side(run.state, run.tree_calls(), run.result.error if run.result else None)
+    now = side(state, now_calls, error)
     changes = effect_changes(then.effects, now.effects)
     return RunComparison(
         run_id=run.run_id,
@@ -288,7 +286,7 @@ async def _shadow_children(client: Client, state: RunState, depth: int = 0) -> d
 
 def _unplayed(run: RecordedRun, shadow_id: str, why: str) -> RunComparison:
     """A run whose shadow could not be played: reported, and failing, not dropped."""
-    then = then_side(run.state, [(r.run_id, c) for r in run.tree() for c in r.calls], None)
+    then = side(run.state, run.tree_calls(), None)
     now = Side(run_id=shadow_id, status="not played", error=preview(why, 300))
     return RunComparison(
         run_id=run.run_id,

@@ -66,6 +66,10 @@ class RecordedRun:
         """This run and every recorded sub-agent under it."""
         return [self, *(run for child in self.children.values() for run in child.tree())]
 
+    def tree_calls(self) -> list[tuple[str, RecordedCall]]:
+        """Every tool call of the tree, each with the run that made it."""
+        return [(run.run_id, call) for run in self.tree() for call in run.calls]
+
     def shadow_spec(self, unmatched: Unmatched) -> ShadowSpec:
         """What its shadow carries: people's decisions and answers, and its children's."""
         decisions = [
@@ -119,23 +123,35 @@ async def recorded_run(
     return found
 
 
+@dataclass(frozen=True)
+class Matching:
+    """Which closed runs a visibility query finds: an agent's, closed within some time,
+    matching a query of the caller's too; at most `limit`."""
+
+    agent: str | None = None
+    closed_within: timedelta | None = None
+    query: str | None = None
+    limit: int = 100
+
+    @property
+    def asked(self) -> bool:
+        return any(v is not None for v in (self.agent, self.closed_within, self.query))
+
+
 async def recorded_runs_matching(
     client: Client,
     stores: Stores,
     task_queue: str,
-    *,
-    agent: str | None = None,
-    closed_within: timedelta | None = None,
-    query: str | None = None,
-    limit: int = 100,
+    matching: Matching,
     skipped: Callable[[str], None] = lambda why: None,
 ) -> list[RecordedRun]:
     """The closed runs on our task queue (never shadows: theirs is a what-if queue) that a
-    visibility query names, newest first: an agent's, closed in the last `closed_within`.
-    Sub-agents' runs are left out: their parent's what-if plays them again. A run that
-    cannot be read (a fork, a history the code here no longer replays) is skipped, said."""
+    visibility query names, newest first. Sub-agents' runs are left out: their parent's
+    what-if plays them again. A run that cannot be read (a fork, a history the code here
+    no longer replays) is skipped, said."""
     found: list[RecordedRun] = []
-    async for run_id in _closed_runs(client, task_queue, closed_within, query):
+    closed = _closed_runs(client, task_queue, matching.closed_within, matching.query)
+    async for run_id in closed:
         try:
             recorded = await recorded_run(client, stores, run_id)
         except RunError as err:
@@ -143,10 +159,10 @@ async def recorded_runs_matching(
             continue
         if recorded.request.delegated_by is not None:
             continue
-        if agent is not None and recorded.agent != agent:
+        if matching.agent is not None and recorded.agent != matching.agent:
             continue
         found.append(recorded)
-        if len(found) >= limit:
+        if len(found) >= matching.limit:
             break
     return found
 
@@ -313,27 +329,17 @@ async def recorded_runs(
     *,
     run_ids: Sequence[str] = (),
     files: Sequence[Path] = (),
-    agent: str | None = None,
-    closed_within: timedelta | None = None,
-    query: str | None = None,
-    limit: int = 100,
+    matching: Matching = Matching(),
     skipped: Callable[[str], None] = lambda why: None,
 ) -> list[RecordedRun]:
     """The runs a what-if plays again: those named, those in history files, and those a
-    visibility query finds (when an agent, an age or a query is given); each once."""
+    visibility query finds (when `matching` asks for any); each once."""
     stores = Stores.open(settings)
     found = [await recorded_run(client, stores, run_id) for run_id in run_ids]
     found += [await recorded_file(client.data_converter, stores, path) for path in files]
-    if agent is not None or closed_within is not None or query is not None:
+    if matching.asked:
         found += await recorded_runs_matching(
-            client,
-            stores,
-            settings.task_queue,
-            agent=agent,
-            closed_within=closed_within,
-            query=query,
-            limit=limit,
-            skipped=skipped,
+            client, stores, settings.task_queue, matching, skipped
         )
     found = list({run.store_key: run for run in found}.values())
     for run in found:

@@ -137,20 +137,17 @@ class WhatIfReport(BaseModel):
 Grader = Callable[[RunComparison], Any]
 
 
-def then_side(
-    state: RunState, calls: Sequence[tuple[str, RecordedCall]], error: str | None
-) -> Side:
+def side(state: RunState, calls: Sequence[tuple[str, RecordedCall]], error: str | None) -> Side:
+    """A run as it went (the recorded calls) or as its shadow went (the shadow's calls,
+    which say where each result came from): the calls that acted are its effects."""
     effects = [
-        Effect(tool=c.tool, arguments=c.arguments, ok=c.ok, run_id=run)
-        for run, c in calls
-        if c.side_effect and c.ok
-    ]
-    return _side(state, effects, error)
-
-
-def now_side(state: RunState, calls: Sequence[tuple[str, ShadowCall]], error: str | None) -> Side:
-    effects = [
-        Effect(tool=c.tool, arguments=c.arguments, ok=c.ok, source=c.source, run_id=run)
+        Effect(
+            tool=c.tool,
+            arguments=c.arguments,
+            ok=c.ok,
+            source=c.source if isinstance(c, ShadowCall) else None,
+            run_id=run,
+        )
         for run, c in calls
         if c.side_effect and c.ok
     ]

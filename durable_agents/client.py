@@ -129,10 +129,7 @@ class AgentClient:
             self.settings,
             run_ids=run_ids,
             files=history_files,
-            agent=agent,
-            closed_within=closed_within,
-            query=query,
-            limit=limit,
+            matching=whatif_record.Matching(agent, closed_within, query, limit),
             skipped=progress or (lambda line: None),
         )
         report = await whatif.what_if(

@@ -184,10 +184,7 @@ async def whatif_command(
         settings,
         run_ids=run_ids or [],
         files=history or [],
-        agent=agent_runs,
-        closed_within=_span(since),
-        query=query,
-        limit=limit,
+        matching=whatif_record.Matching(agent_runs, _span(since), query, limit),
         skipped=lambda why: typer.echo(why, err=True),
     )
     say(f"playing {len(recorded)} recorded runs again with {variant.describe()}")

@@ -30,6 +30,19 @@ from bench.harness import history_bytes
 from control.timeline import fetch_chain
 
 SIZE_STEPS = (10, 50, 100, 200)
+# The `loop` scenario's one tool, as a system that writes its own request declares it.
+LOOP_TOOL_SCHEMA = {
+    "type": "function",
+    "function": {
+        "name": "record_progress",
+        "description": "Record that a work item is done.",
+        "parameters": {
+            "type": "object",
+            "properties": {"step": {"type": "integer"}, "note": {"type": "string"}},
+            "required": ["step", "note"],
+        },
+    },
+}
 RESULT_MARK = "BENCH-RESULT "
 # The cost per step: one run of 200 steps alone, then 20 runs of 100 at once.
 COST_RUNS = "200x1,100x20"

@@ -19,6 +19,7 @@ from langgraph.graph import END, START, StateGraph
 from openai import OpenAI
 
 from bench.systems.common import (
+    LOOP_TOOL_SCHEMA,
     Options,
     log,
     new_id,
@@ -28,20 +29,7 @@ from bench.systems.common import (
     steps_per_second,
 )
 
-TOOLS = [
-    {
-        "type": "function",
-        "function": {
-            "name": "record_progress",
-            "description": "Record that a work item is done.",
-            "parameters": {
-                "type": "object",
-                "properties": {"step": {"type": "integer"}, "note": {"type": "string"}},
-                "required": ["step", "note"],
-            },
-        },
-    }
-]
+TOOLS = [LOOP_TOOL_SCHEMA]
 
 
 class LoopState(TypedDict):

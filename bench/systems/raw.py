@@ -17,25 +17,13 @@ from temporalio.client import Client
 from temporalio.worker import Worker
 
 from bench.raw_workflow import RawRun, RawStep, RawWaitingWorkflow, RawWorkflow
-from bench.systems.common import Options, parse_options, report, run_figures
+from bench.systems.common import LOOP_TOOL_SCHEMA, Options, parse_options, report, run_figures
 from examples.providers import providers_at
 
 QUEUE = "bench-raw"
 
 # What the model is told and shown of the tool, as an agent would send it.
 INSTRUCTIONS = "Work through the items one by one, recording each with record_progress."
-TOOL_SCHEMA = {
-    "type": "function",
-    "function": {
-        "name": "record_progress",
-        "description": "Record that a work item is done.",
-        "parameters": {
-            "type": "object",
-            "properties": {"step": {"type": "integer"}, "note": {"type": "string"}},
-            "required": ["step", "note"],
-        },
-    },
-}
 
 
 class RawActivities:
@@ -67,7 +55,7 @@ class RawActivities:
         reply: dict[str, Any] = await self.client.post(
             "/chat/completions",
             cast_to=dict[str, Any],
-            body={"model": "offline", "messages": messages, "tools": [TOOL_SCHEMA]},
+            body={"model": "offline", "messages": messages, "tools": [LOOP_TOOL_SCHEMA]},
             options={"headers": {"X-Scenario": call.scenario}},
         )
         message = reply["choices"][0]["message"]

@@ -128,7 +128,9 @@ async def test_twenty_invoice_runs_played_again(
     # The runs found by a visibility query: the agent's runs closed in the last hour.
     async def found() -> int:
         closed = await whatif_record.recorded_runs(
-            dev_env.client, settings, agent="invoice", closed_within=timedelta(hours=1)
+            dev_env.client,
+            settings,
+            matching=whatif_record.Matching(agent="invoice", closed_within=timedelta(hours=1)),
         )
         return len(closed) if sorted(r.run_id for r in closed) == sorted(ids) else 0
 
