@@ -25,8 +25,9 @@ from activities.fingerprints import now_text
 from activities.sql import Sealed, SqlDatabase, Tx, apply_schema
 from runtime.encryption import Keyring
 
-SQLITE_SCHEMA = """
-CREATE TABLE IF NOT EXISTS memories (
+# What both backends keep; each adds its own search index (FTS5 rows sharing the rowid,
+# a generated tsvector).
+MEMORY_COLUMNS = """
     memory_id TEXT PRIMARY KEY,
     namespace TEXT NOT NULL,
     idempotency_key TEXT UNIQUE,
@@ -35,38 +36,28 @@ CREATE TABLE IF NOT EXISTS memories (
     vector TEXT,
     run_id TEXT NOT NULL,
     step INTEGER NOT NULL,
-    created_at TEXT NOT NULL
-);
+    created_at TEXT NOT NULL"""
+SHARED_TABLES = """
 CREATE INDEX IF NOT EXISTS memories_namespace ON memories (namespace, created_at);
-CREATE VIRTUAL TABLE IF NOT EXISTS memory_terms USING fts5 (terms);
 CREATE TABLE IF NOT EXISTS memories_forgotten (
     idempotency_key TEXT PRIMARY KEY,
     namespace TEXT NOT NULL,
     answer TEXT NOT NULL,
     created_at TEXT NOT NULL
-)
+);
 """
-POSTGRES_SCHEMA = """
-CREATE TABLE IF NOT EXISTS memories (
-    memory_id TEXT PRIMARY KEY,
-    namespace TEXT NOT NULL,
-    idempotency_key TEXT UNIQUE,
-    body TEXT NOT NULL,
-    terms TEXT NOT NULL,
-    vector TEXT,
-    run_id TEXT NOT NULL,
-    step INTEGER NOT NULL,
-    created_at TEXT NOT NULL,
+SQLITE_SCHEMA = f"""
+CREATE TABLE IF NOT EXISTS memories ({MEMORY_COLUMNS}
+);
+{SHARED_TABLES}
+CREATE VIRTUAL TABLE IF NOT EXISTS memory_terms USING fts5 (terms)
+"""
+POSTGRES_SCHEMA = f"""
+CREATE TABLE IF NOT EXISTS memories ({MEMORY_COLUMNS},
     search tsvector GENERATED ALWAYS AS (to_tsvector('simple', terms)) STORED
 );
-CREATE INDEX IF NOT EXISTS memories_namespace ON memories (namespace, created_at);
-CREATE INDEX IF NOT EXISTS memories_search ON memories USING GIN (search);
-CREATE TABLE IF NOT EXISTS memories_forgotten (
-    idempotency_key TEXT PRIMARY KEY,
-    namespace TEXT NOT NULL,
-    answer TEXT NOT NULL,
-    created_at TEXT NOT NULL
-)
+{SHARED_TABLES}
+CREATE INDEX IF NOT EXISTS memories_search ON memories USING GIN (search)
 """
 WORD = re.compile(r"[^\W_]+", re.UNICODE)
 # Words shorter than this are not indexed (they match everything).
@@ -306,11 +297,13 @@ class MemoryStore:
 
     @staticmethod
     def _bounded(records: list[MemoryRecord], max_bytes: int) -> list[MemoryRecord]:
+        """The records that fit, best first: one too large for what is left is passed
+        over (never ends the recall), sized in UTF-8 bytes as the model gets them."""
         kept, used = [], 0
         for record in records:
-            size = len(json.dumps(record.as_result()))
+            size = len(json.dumps(record.as_result(), ensure_ascii=False).encode())
             if used + size > max_bytes:
-                break
+                continue
             kept.append(record)
             used += size
         return kept

@@ -44,9 +44,8 @@ def forget(settings: Settings, namespace: str, memory_ids: list[str] | None = No
     """Remove a namespace's memories (all, or those named); the ids removed."""
     store = memory_store(settings)
     with store_errors(settings):
-        gone = store.forget(namespace, memory_ids)
-    if memory_ids is not None and (missing := set(memory_ids) - set(gone)):
-        raise RunError(
-            f"removed {len(gone)}; no memory {', '.join(sorted(missing))} in {namespace}"
-        )
-    return gone
+        if memory_ids is not None:  # every id checked first: a typo removes nothing
+            missing = sorted(i for i in set(memory_ids) if store.one(namespace, i) is None)
+            if missing:
+                raise RunError(f"no memory {', '.join(missing)} in {namespace}; none removed")
+        return store.forget(namespace, memory_ids)

@@ -19,6 +19,7 @@ from typing import Annotated, Any, Literal, Protocol
 from pydantic import Field
 
 from workflows.agent_records import MemoryDeclaration
+from workflows.contract_base import preview
 from workflows.tools import Tool, ToolArgs, ToolContext, ToolRisk, tool
 
 REMEMBER, RECALL, FORGET = "remember", "recall", "forget"
@@ -108,18 +109,14 @@ def resolve_namespace(template: str, optional: bool, subject: dict[str, str]) ->
             f"a subject naming {' and '.join(missing)}"
         )
     resolved = template.format(**subject)
-    if not re.fullmatch(NAMESPACE_PATTERN, resolved) or "/" in "".join(
-        subject[name] for name in placeholders(template)
-    ):
+    # Each value one whole part, never empty nor "..": two subjects never share a namespace.
+    values_ok = all(re.fullmatch(SUBJECT_VALUE, subject[n]) for n in placeholders(template))
+    if not values_ok or not re.fullmatch(NAMESPACE_PATTERN, resolved) or ".." in resolved:
         raise MemoryDeclarationError(
-            f"the run's subject makes no namespace ({preview_of(resolved)}): values are "
+            f"the run's subject makes no namespace ({preview(resolved, 60)}): values are "
             "letters, digits and . _ : @ - (at most 100), the whole at most 200"
         )
     return resolved
-
-
-def preview_of(text: str) -> str:
-    return text if len(text) <= 60 else text[:59] + "…"
 
 
 class RememberArgs(ToolArgs):

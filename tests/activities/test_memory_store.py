@@ -48,3 +48,38 @@ def test_a_key_rotation_keeps_older_memories_findable(sql_database):
     remember(rotated, "customer/jane", "Jane likes tea with email receipts", "key-2")
     found = rotated.recall("customer/jane", "email", limit=5, max_bytes=4000)
     assert {m.text for m in found} == {"Jane prefers email", "Jane likes tea with email receipts"}
+
+
+def test_one_memory_too_large_for_the_bound_is_passed_over_not_the_end(sql_database):
+    """700 CJK characters are 2,100 UTF-8 bytes: over a 1,000-byte bound, that memory is
+    left out and the smaller ones after it still come back."""
+    store = MemoryStore(sql_database)
+    remember(store, "customer/jane", "note " + "注" * 700, "k-big")
+    remember(store, "customer/jane", "note prefers email", "k-small")
+    found = store.recall("customer/jane", "note", limit=10, max_bytes=1000)
+    assert [record.text for record in found] == ["note prefers email"]
+
+
+@pytest.mark.parametrize("value", ["", "..", "a/b", "-x"])
+def test_a_subject_value_that_is_no_whole_part_makes_no_namespace(value):
+    from workflows.memory import MemoryDeclarationError, resolve_namespace
+
+    assert resolve_namespace("customer/{customer}", False, {"customer": "jane"}) == "customer/jane"
+    with pytest.raises(MemoryDeclarationError, match="makes no namespace"):
+        resolve_namespace("customer/{customer}", False, {"customer": value})
+
+
+def test_forgetting_with_one_unknown_id_removes_nothing(tmp_path):
+    from control import memory
+    from control.runs import RunError
+    from runtime.settings import Settings
+
+    from activities.stores import open_database
+
+    settings = Settings(data_dir=tmp_path)
+    store = MemoryStore(open_database(settings))  # the worker's store, on its machine
+    kept = remember(store, "customer/jane", "Jane prefers email", "k1")
+    with pytest.raises(RunError, match="no memory typo in customer/jane; none removed"):
+        memory.forget(settings, "customer/jane", [kept, "typo"])
+    assert [r.memory_id for r in store.listing("customer/jane")] == [kept]
+    assert memory.forget(settings, "customer/jane", [kept]) == [kept]
