@@ -193,8 +193,8 @@ async def rebuild(
 async def final_state(
     run_id: str, chain: Sequence[WorkflowHistory], converter: DataConverter
 ) -> RunState:
-    """A run's last state, replayed from its histories (a chain's, oldest first): the
-    moments are found first without their states, then the last run is replayed once more
+    """A run's last state, replayed from its histories (a chain's, oldest first): the last
+    run's moments are found first without their states, then it is replayed once more
     keeping only the last one's (a long run's every state is most of what a replay costs)."""
     replaying = replayer(converter, sandboxed=False)
 
@@ -204,8 +204,13 @@ async def final_state(
             if result.replay_failure is not None:
                 raise RunError(f"cannot replay {run_id}: {_failure_line(result.replay_failure)}")
 
+    # A run of a chain replays from the state it carried: its last run alone holds the last
+    # moment, unless it ended before reaching one.
     with timeline.recording(run_id, None, states=()) as glanced:
-        await replay(chain)
+        await replay(chain[-1:])
+    if not glanced and len(chain) > 1:
+        with timeline.recording(run_id, None, states=()) as glanced:
+            await replay(chain)
     if not glanced:
         raise RunError(f"{run_id} has no moments to read a state from")
     last = max(glanced)

@@ -30,6 +30,7 @@ from control import conversations, runs
 from control.agents import local_agents
 from control.errors import one_line
 from control.runs import RunError
+from control.stored import check_reachable, store_errors
 from control.whatif_record import MAX_DEPTH, RecordedRun
 from control.whatif_report import (
     Grade,
@@ -77,6 +78,16 @@ class Variant:
     tools: Sequence[Tool] | None = None
     rules: Sequence[Rule | Evaluator] | None = None
     policy: RunPolicy | None = None
+
+    def __post_init__(self) -> None:
+        if self.agent is not None and not isinstance(self.agent, Agent):
+            raise RunError("a variant's agent is an Agent")
+        if self.instructions is not None and (
+            not isinstance(self.instructions, str) or not self.instructions.strip()
+        ):
+            raise RunError("a variant's instructions are a text, not empty")
+        if self.model is not None and not isinstance(self.model, str | Model):
+            raise RunError("a variant's model is a model name or a Model")
 
     def agent_for(self, recorded: Agent | None) -> Agent:
         base = self.agent or recorded
@@ -329,18 +340,26 @@ async def _stop(handle: Any) -> None:
 
 
 def _reports(settings: Settings) -> WhatIfReports:
-    return WhatIfReports(open_database(settings), keyring_from(settings))
+    check_reachable(settings)
+    with store_errors(settings):
+        return WhatIfReports(open_database(settings), keyring_from(settings))
 
 
 def keep_report(settings: Settings, report: WhatIfReport) -> None:
     """Keep the report where the console finds it (`/whatif/ID`)."""
-    _reports(settings).save(report.id, report.variant, report.model_dump(mode="json"))
+    reports = _reports(settings)
+    with store_errors(settings):
+        reports.save(report.id, report.variant, report.model_dump(mode="json"))
 
 
 def kept_report(settings: Settings, report_id: str) -> WhatIfReport | None:
-    found = _reports(settings).load(report_id)
+    reports = _reports(settings)
+    with store_errors(settings):
+        found = reports.load(report_id)
     return WhatIfReport.model_validate(found) if found is not None else None
 
 
 def kept_reports(settings: Settings, limit: int = 50) -> list[dict[str, Any]]:
-    return _reports(settings).recent(limit)
+    reports = _reports(settings)
+    with store_errors(settings):
+        return reports.recent(limit)

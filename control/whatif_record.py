@@ -20,7 +20,8 @@ from temporalio.service import RPCError
 from activities.shadow import RecordedCall
 from activities.stores import Stores
 from control import timeline
-from control.runs import RunError
+from control.runs import RunError, check_run_id
+from control.stored import check_reachable, store_errors
 from runtime.settings import Settings
 from workflows.activity_io import ModelCallInput, ToolCallInput, ToolOutcome
 from workflows.agent import AgentWorkflow
@@ -132,6 +133,14 @@ class Matching:
     closed_within: timedelta | None = None
     query: str | None = None
     limit: int = 100
+
+    def __post_init__(self) -> None:
+        if self.closed_within is not None and not isinstance(self.closed_within, timedelta):
+            raise RunError("closed_within is a timedelta (timedelta(days=7))")
+        if self.closed_within is not None and self.closed_within <= timedelta(0):
+            raise RunError("closed_within is more than nothing")
+        if not isinstance(self.limit, int) or not 1 <= self.limit <= 1000:
+            raise RunError(f"limit is 1 to 1,000 runs, not {self.limit!r}")
 
     @property
     def asked(self) -> bool:
@@ -334,7 +343,13 @@ async def recorded_runs(
 ) -> list[RecordedRun]:
     """The runs a what-if plays again: those named, those in history files, and those a
     visibility query finds (when `matching` asks for any); each once."""
-    stores = Stores.open(settings)
+    if isinstance(run_ids, str) or isinstance(files, str | Path):
+        raise RunError("run_ids and files are lists (of run ids, of paths)")
+    run_ids = [check_run_id(run_id) for run_id in run_ids]
+    files = [Path(path) for path in files]
+    check_reachable(settings)
+    with store_errors(settings):
+        stores = Stores.open(settings)
     found = [await recorded_run(client, stores, run_id) for run_id in run_ids]
     found += [await recorded_file(client.data_converter, stores, path) for path in files]
     if matching.asked:

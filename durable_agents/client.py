@@ -124,12 +124,17 @@ class AgentClient:
         the runs named, those in `history_files`, and the closed runs of `agent` (within
         `closed_within`, matching the visibility `query`). No tool with effects is called;
         the report is kept for the console's /whatif page too."""
+        # Every argument checked before any history is read.
+        options = whatif.WhatIfOptions(read_only=read_only, unmatched=unmatched)
+        matching = whatif_record.Matching(agent, closed_within, query, limit)
+        if not isinstance(variant, Variant):
+            raise RunError("variant is a durable_agents.whatif.Variant")
         recorded = await whatif_record.recorded_runs(
             self.temporal,
             self.settings,
             run_ids=run_ids,
             files=history_files,
-            matching=whatif_record.Matching(agent, closed_within, query, limit),
+            matching=matching,
             skipped=progress or (lambda line: None),
         )
         report = await whatif.what_if(
@@ -139,7 +144,7 @@ class AgentClient:
             variant,
             build_shadow_worker,
             graders=graders,
-            options=whatif.WhatIfOptions(read_only=read_only, unmatched=unmatched),
+            options=options,
             say=progress or (lambda line: None),
             known=self.agents,
         )

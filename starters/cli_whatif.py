@@ -17,7 +17,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from control import whatif, whatif_record
-from control.runs import RunError
+from control.runs import RunError, check_run_id
 from control.whatif import Variant, WhatIfOptions
 from control.whatif_judge import ModelJudge
 from control.whatif_report import Grader, RunComparison, WhatIfReport
@@ -33,6 +33,7 @@ from workflows.tools import ToolDefinitionError
 console = SafeConsole(highlight=False, soft_wrap=True)
 SPAN = re.compile(r"^(\d{1,6})([dhm])$")
 UNITS = {"d": "days", "h": "hours", "m": "minutes"}
+MAX_SPAN = timedelta(days=3650)
 
 
 def _span(value: str | None) -> timedelta | None:
@@ -41,7 +42,10 @@ def _span(value: str | None) -> timedelta | None:
     found = SPAN.fullmatch(value.strip())
     if found is None:
         raise fail(f"bad --since {value!r}: a number and d, h or m (7d, 24h, 90m)")
-    return timedelta(**{UNITS[found[2]]: int(found[1])})
+    span = timedelta(**{UNITS[found[2]]: int(found[1])})
+    if not timedelta(0) < span <= MAX_SPAN:
+        raise fail(f"bad --since {value!r}: more than nothing, at most {MAX_SPAN.days} days")
+    return span
 
 
 def _named(spec: str, what: str) -> Any:
@@ -73,16 +77,18 @@ def _variant(
     if instructions_file is not None:
         try:
             instructions = instructions_file.read_text()
-        except OSError as err:
-            raise fail(f"cannot read {instructions_file}: {err.strerror or err}") from None
+        except (OSError, UnicodeDecodeError) as err:
+            why = err.strerror if isinstance(err, OSError) else "not UTF-8 text"
+            raise fail(f"cannot read {instructions_file}: {why or err}") from None
     if instructions is not None and not instructions.strip():
         raise fail("the variant's instructions are empty")
     policy = None
     if policy_file is not None:
         try:
             policy = RunPolicy.model_validate_json(policy_file.read_text())
-        except OSError as err:
-            raise fail(f"cannot read {policy_file}: {err.strerror or err}") from None
+        except (OSError, UnicodeDecodeError) as err:
+            why = err.strerror if isinstance(err, OSError) else "not UTF-8 text"
+            raise fail(f"cannot read {policy_file}: {why or err}") from None
         except ValidationError as err:
             first = err.errors()[0]
             where = ".".join(str(p) for p in first["loc"]) or "policy"
@@ -173,6 +179,9 @@ async def whatif_command(
     graders = _graders(grader or [], judge, fail_on_difference, settings)
     if not (run_ids or history or agent_runs or since or query):
         raise fail("name the runs: run ids, --history FILE, or --agent-runs NAME [--since 7d]")
+    for run_id in run_ids or []:
+        check_run_id(run_id)
+    matching = whatif_record.Matching(agent_runs, _span(since), query, limit)
     client = await connect(settings)
 
     def say(line: str) -> None:
@@ -184,7 +193,7 @@ async def whatif_command(
         settings,
         run_ids=run_ids or [],
         files=history or [],
-        matching=whatif_record.Matching(agent_runs, _span(since), query, limit),
+        matching=matching,
         skipped=lambda why: typer.echo(why, err=True),
     )
     say(f"playing {len(recorded)} recorded runs again with {variant.describe()}")

@@ -4,7 +4,6 @@ It serves the variant's agents; it lives as long as the what-if does."""
 
 from __future__ import annotations
 
-import uuid
 from datetime import timedelta
 
 from temporalio.client import Client
@@ -24,11 +23,6 @@ from runtime.settings import Settings
 from worker.main import sandbox_restrictions
 from workflows.agent import AgentWorkflow
 from workflows.registry import AgentRegistry, serve
-from workflows.whatif import WHATIF_QUEUE_PREFIX
-
-
-def whatif_task_queue() -> str:
-    return f"{WHATIF_QUEUE_PREFIX}{uuid.uuid4().hex[:12]}"
 
 
 def build_shadow_worker(

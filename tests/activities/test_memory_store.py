@@ -70,11 +70,10 @@ def test_a_subject_value_that_is_no_whole_part_makes_no_namespace(value):
 
 
 def test_forgetting_with_one_unknown_id_removes_nothing(tmp_path):
+    from activities.stores import open_database
     from control import memory
     from control.runs import RunError
     from runtime.settings import Settings
-
-    from activities.stores import open_database
 
     settings = Settings(data_dir=tmp_path)
     store = MemoryStore(open_database(settings))  # the worker's store, on its machine

@@ -118,6 +118,9 @@ async def test_a_production_worker_refuses_a_shadows_tool_call(settings: Setting
         (["whatif", "r1", "--read-only", "sometimes"], "bad --read-only"),
         (["whatif", "r1", "--instructions", "  "], "instructions are empty"),
         (["whatif", "r1", "--instructions", "x", "--instructions-file", "f"], "not both"),
+        (["whatif", "r1", "--since", "999999d"], "at most 3650 days"),
+        (["whatif", "r1", "--since", "0d"], "more than nothing"),
+        (["whatif", "no good id!"], "bad run id"),
     ],
 )
 async def test_bad_input_is_one_line(args: list[str], says: str, settings: Settings) -> None:
@@ -133,10 +136,17 @@ async def test_bad_runs_and_files_are_one_line(
     policy.write_text(json.dumps({"approve_payments_above": "lots"}))
     bogus = tmp_path / "history.json"
     bogus.write_text('{"events": []}')
+    latin = tmp_path / "prompt.txt"
+    latin.write_bytes("Zahlungen über 1000 €".encode("latin-1", "replace"))
+    # No stores here yet (SQLite, local to a worker): said before any history is read.
+    nowhere = ["whatif", "no-such-run"]
+    assert_one_error_line(await agentctl(env, *nowhere), nowhere, "no store here")
+    Stores.open(settings)  # the worker's stores, on its machine
     for args, says in (
         (["whatif", "no-such-run"], "no-such-run"),
         (["whatif", "--history", str(bogus)], "is not a history file of an agent run"),
         (["whatif", "r1", "--policy-file", str(policy)], "approve_payments_above"),
+        (["whatif", "r1", "--instructions-file", str(latin)], "not UTF-8 text"),
         (["whatif", "--agent-runs", "invoice", "--query", "Bogus ==="], "visibility query"),
         (["whatif", "--agent-runs", "nobody-here"], "no recorded runs found"),
     ):
@@ -163,3 +173,35 @@ async def test_a_shadow_that_overstays_is_stopped_and_reported(
     assert played.differences  # status and answer: reported, not dropped
     handle = dev_env.client.get_workflow_handle(played.shadow_id)
     assert (await handle.describe()).status == WorkflowExecutionStatus.TERMINATED
+
+
+@pytest.mark.parametrize(
+    ("arguments", "says"),
+    [
+        ({"run_ids": "inv-1"}, "are lists"),
+        ({"history_files": "h.json"}, "are lists"),
+        ({"run_ids": ["no good id!"]}, "bad run id"),
+        ({"agent": "invoice", "closed_within": 7}, "is a timedelta"),
+        ({"agent": "invoice", "limit": 0}, "limit is 1 to 1,000"),
+        ({"read_only": "Recorded"}, "read_only is recorded or live"),
+        ({"unmatched": "maybe"}, "unmatched is approve, reject or stop"),
+        ({"variant": "strict"}, "is a durable_agents.whatif.Variant"),
+    ],
+)
+async def test_the_python_client_refuses_bad_arguments_before_any_work(
+    dev_env: WorkflowEnvironment, settings: Settings, arguments: dict[str, Any], says: str
+) -> None:
+    from control.runs import RunError
+
+    client = AgentClient(dev_env.client, settings)
+    with pytest.raises(RunError, match=says):
+        await client.what_if(**arguments)
+    assert whatif_record.Matching().asked is False
+
+
+def test_a_variant_refuses_what_is_no_agent_instructions_or_model() -> None:
+    from control.runs import RunError
+
+    for bad in ({"instructions": 123}, {"instructions": "  "}, {"model": 5}, {"agent": "x"}):
+        with pytest.raises(RunError):
+            Variant(**bad)  # type: ignore[arg-type]
