@@ -204,4 +204,4 @@ def test_a_variant_refuses_what_is_no_agent_instructions_or_model() -> None:
 
     for bad in ({"instructions": 123}, {"instructions": "  "}, {"model": 5}, {"agent": "x"}):
         with pytest.raises(RunError):
-            Variant(**bad)  # type: ignore[arg-type]
+            Variant(**bad)
