@@ -15,13 +15,17 @@ what the workflow offers inside. Offering changes nothing the workflow does.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterator
+from collections.abc import Collection, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import date, datetime
+from enum import Enum
 from functools import cached_property
+from itertools import compress, repeat
+from operator import attrgetter, eq, not_
 from typing import TYPE_CHECKING
 
+from pydantic import BaseModel
 from temporalio import workflow
 
 if TYPE_CHECKING:
@@ -55,31 +59,62 @@ class Moment:
         return RunState.model_validate_json(self.state_json)
 
 
+# The lists of a state that grow with a run (a 500-step plan, the last 100 events) are
+# most of what a long run's states come to; each item of them changes seldom.
+LONG_LISTS = ("plan", "events")
+_IMMUTABLE = (str, int, float, bool, type(None), datetime, date, Enum)
+_FIELDS = attrgetter("__dict__")
+
+
+@dataclass
+class WrittenItems:
+    """The JSON of the long lists' items already written, by object: an item is written
+    again only when a field of it changed since, which a copy of its fields taken then
+    tells. The copy is a true snapshot because each field it holds is immutable, which
+    is checked on every write (else the caller writes the whole state). All but the
+    writes runs at C speed: a 500-step run's 1,005 states cost what changed between
+    them, not 1,005 times its plan."""
+
+    fields: dict[int, dict[str, object]] = field(default_factory=dict)  # by id(item)
+    texts: dict[int, str] = field(default_factory=dict)
+    # The items written, held so that no other object takes one's id while it is cached.
+    held: list[BaseModel] = field(default_factory=list)
+
+    def of(self, items: Sequence[BaseModel]) -> list[str] | None:
+        ids = list(map(id, items))
+        same = map(eq, map(_FIELDS, items), map(self.fields.get, ids))
+        texts: list[str] = list(map(self.texts.get, ids, repeat("")))
+        for at in compress(range(len(ids)), map(not_, same)):
+            item = items[at]
+            fields = dict(item.__dict__)
+            if not all(isinstance(value, _IMMUTABLE) for value in fields.values()):
+                return None
+            if ids[at] not in self.fields:
+                self.held.append(item)
+            texts[at] = self.texts[ids[at]] = item.model_dump_json()
+            self.fields[ids[at]] = fields
+        return texts
+
+
 @dataclass(frozen=True)
 class _Recording:
     moments: dict[int, Moment]
     runs: frozenset[str] | None  # the Temporal runs being replayed (None: any)
     states: frozenset[int] | None  # the moments whose whole state is kept (None: all)
-    plan_steps: dict[tuple[object, ...], str] = field(default_factory=dict)  # JSON by value
+    written: WrittenItems = field(default_factory=WrittenItems)
 
 
-def state_json(state: RunState, plan_steps: dict[tuple[object, ...], str]) -> str:
-    """The state as JSON, its plan's steps written once per value they take: a long run's
-    plan is most of its state, and one step of it changes between two moments."""
-    if not state.plan:
-        return state.model_dump_json()
-    written = []
-    for step in state.plan:
-        try:
-            key = tuple(step.__dict__.values())
-            text = plan_steps.get(key)
-        except TypeError:  # a field that cannot be a key: write the whole state
+def state_json(state: RunState, written: WrittenItems) -> str:
+    """The state as JSON, the items of its long lists taken from `written` where they did
+    not change; the whole state written afresh where an item holds a mutable value."""
+    lists = []
+    for name in LONG_LISTS:
+        texts = written.of(getattr(state, name))
+        if texts is None:
             return state.model_dump_json()
-        if text is None:
-            text = plan_steps[key] = step.model_dump_json()
-        written.append(text)
-    rest = state.model_dump_json(exclude={"plan"})
-    return f'{rest[:-1]},"plan":[{",".join(written)}]}}'
+        lists.append(f'"{name}":[{",".join(texts)}]')
+    rest = state.model_dump_json(exclude=set(LONG_LISTS))
+    return f"{rest[:-1]},{','.join(lists)}}}"
 
 
 # Process-wide, keyed by workflow id: a live worker in the same process never adds to one,
@@ -107,7 +142,7 @@ def offer(state: RunState, kind: str, detail: str) -> None:
         current_step=state.current_step,
         next_seq=state.next_seq,
         store_key=state.store_key,
-        state_json=state_json(state, recording.plan_steps) if kept else None,
+        state_json=state_json(state, recording.written) if kept else None,
     )
 
 

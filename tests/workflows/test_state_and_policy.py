@@ -17,7 +17,7 @@ from workflows.people_inputs import Decision, StatePatch
 from workflows.policy import approval_rule, idempotency_key
 from workflows.records import ApprovalRequest, ApprovalStatus, Delegation, RunStatus, StepStatus
 from workflows.state import RunState, pack_state, unpack_state
-from workflows.timeline import state_json
+from workflows.timeline import WrittenItems, state_json
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -42,19 +42,25 @@ def test_plan_steps_and_completion():
 
 
 @pytest.mark.filterwarnings("ignore:Pydantic serializer warnings")  # the list title, on purpose
-def test_a_moments_state_written_from_cached_plan_steps_reads_back_the_same():
-    state, written = new_state(), dict[tuple[object, ...], str]()
+def test_a_moments_state_written_from_items_already_written_reads_back_the_same():
+    state, written = new_state(), WrittenItems()
     state.set_plan([f"item {i}" for i in range(5)], NOW)
-    for step in state.plan[:3]:  # steps done, one running, some not begun: each value once
+    for step in state.plan[:3]:  # steps done, one running, some not begun
         state.start_step(step, NOW)
+        state.note_moment("model", step.title, NOW, None)
         before = state_json(state, written)
         assert RunState.model_validate_json(before) == state
         state.complete_step(step, f"did {step.title}", NOW)
+        state.note_moment("tool", step.title, NOW, None)
         after = state_json(state, written)
         assert RunState.model_validate_json(after) == state and after != before
         assert json.loads(after) == json.loads(state.model_dump_json())
-    assert len(written) == 4 + 3 * 2  # the steps first seen pending, each begun and done
-    state.plan[0].__dict__["title"] = ["not", "a", "key"]  # unhashable: the whole state
+    assert len(written.held) == 5 + 6  # each step and each event, written once or more
+    untouched = written.texts[id(state.plan[4])]
+    state.plan[1].__dict__["result"] = "changed behind its back"  # no setattr: still seen
+    assert RunState.model_validate_json(state_json(state, written)) == state
+    assert written.texts[id(state.plan[4])] is untouched  # not written again
+    state.plan[0].__dict__["title"] = ["not", "a", "key"]  # a mutable value: the whole state
     assert state_json(state, written) == state.model_dump_json()
 
 
