@@ -2,7 +2,7 @@
 answer, the effects, approvals, questions, a conversation's replies, tokens and cost), the
 effects that would be added, removed or made with other arguments, the lines that differ,
 and what the graders said; and the same in aggregate. JSON for machines; the terminal's
-table is starters/cli_whatif.py's, the console's page console/whatif.py's."""
+table is starters/whatif_play.py's, the console's page console/whatif.py's."""
 
 from __future__ import annotations
 

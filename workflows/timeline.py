@@ -82,9 +82,10 @@ class WrittenItems:
 
     def of(self, items: Sequence[BaseModel]) -> list[str] | None:
         ids = list(map(id, items))
-        same = map(eq, map(_FIELDS, items), map(self.fields.get, ids))
+        # Compared before any is written: an item twice in the list is written for both.
+        changed = list(map(not_, map(eq, map(_FIELDS, items), map(self.fields.get, ids))))
         texts: list[str] = list(map(self.texts.get, ids, repeat("")))
-        for at in compress(range(len(ids)), map(not_, same)):
+        for at in compress(range(len(ids)), changed):
             item = items[at]
             fields = dict(item.__dict__)
             if not all(isinstance(value, _IMMUTABLE) for value in fields.values()):

@@ -31,7 +31,10 @@ from workflows.records import RunStatus
 ROOT = Path(__file__).resolve().parents[2]
 OUR_PACKAGES = [
     str(ROOT / name)
-    for name in ("workflows", "runtime", "activities", "worker", "infra", "control", "starters")
+    for name in (
+        *("workflows", "runtime", "activities", "worker", "infra", "control", "console"),
+        *("starters", "durable_agents", "examples", "bench"),
+    )
 ]
 
 

@@ -60,6 +60,10 @@ def test_a_moments_state_written_from_items_already_written_reads_back_the_same(
     state.plan[1].__dict__["result"] = "changed behind its back"  # no setattr: still seen
     assert RunState.model_validate_json(state_json(state, written)) == state
     assert written.texts[id(state.plan[4])] is untouched  # not written again
+    state.plan.append(state.plan[4])  # one item twice: written for both places
+    assert RunState.model_validate_json(state_json(state, written)) == state
+    state.plan[4].title = "renamed"
+    assert RunState.model_validate_json(state_json(state, written)).plan[5].title == "renamed"
     state.plan[0].__dict__["title"] = ["not", "a", "key"]  # a mutable value: the whole state
     assert state_json(state, written) == state.model_dump_json()
 
