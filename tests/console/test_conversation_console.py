@@ -58,7 +58,18 @@ async def test_the_composer_speaks_as_the_user_and_the_stream_carries_the_reply(
     )
     assert sent.status_code == 200, sent.text
     path = f"/runs/{cid}/events?deltas=1"
-    seen = await _until(http, path, lambda e: e.name == "moment" and e.data["kind"] == "replied")
+    # The reply's moment and its segment's end each come when the stream reads their log:
+    # either may come first.
+    ends: set[str] = set()
+
+    def ended(e: Event) -> bool:
+        if e.name == "moment" and e.data["kind"] == "replied":
+            ends.add("moment")
+        if e.name == "segment" and e.data["status"] == "done":
+            ends.add("segment")
+        return ends == {"moment", "segment"}
+
+    seen = await _until(http, path, ended)
     pieces = [e for e in seen if e.name == "delta"]
     segments = [e.data for e in seen if e.name == "segment"]
     assert [s["status"] for s in segments] == ["open", "done"]

@@ -13,6 +13,7 @@ from temporalio.client import Client
 from control import release, runs
 from control.doctor import diagnose
 from control.release import ReleaseError, ReleaseRefused
+from infra.stack import polling_builds
 from runtime import versioning
 from runtime.settings import Settings
 from tests.conftest import eventually, wait_for_approval
@@ -253,6 +254,11 @@ async def test_doctor_names_a_current_build_that_no_worker_serves(dev_env, setti
     await versioning.set_current(client, deployment, "gone", by="test")  # no worker, ever
     async with build_worker(client, of_build(own, deployment, "live")):
         await polled(client, own, "live")
+
+        async def listed_as_polling() -> bool:  # the task queue's own view, the doctor's
+            return "live" in await polling_builds(own)
+
+        await eventually(listed_as_polling)
         [finding] = await diagnose(own, only={"worker"})
     assert not finding.ok
     assert finding.says.startswith("new runs start on build gone, which no worker polls")
