@@ -27,6 +27,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, suppress
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
@@ -287,16 +288,44 @@ async def measure(args: argparse.Namespace) -> str:
     return "\n".join([*lines, ""])
 
 
-def main() -> None:
+def _at_least(least: float, kind: type[int] | type[float], what: str) -> Any:
+    """An argparse type: a number of this kind, `least` or more (a count of 0 skips a part;
+    less, or a kill every 0 s, would measure nothing and say nothing of why)."""
+
+    def checked(text: str) -> int | float:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+        if value < least:
+            raise argparse.ArgumentTypeError(f"{what}, not {text!r}")
+        return value
+
+    checked.__name__ = kind.__name__
+    return checked
+
+
+def arguments() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="scale.py", description=__doc__)
-    parser.add_argument("--at-once", type=int, default=200, help="runs at once on one worker")
-    parser.add_argument("--steps", type=int, default=5, help="steps of each of those runs")
-    parser.add_argument("--waiting", type=int, default=300, help="runs waiting for approval")
-    parser.add_argument("--cache", type=int, default=100, help="the worker's workflow cache")
-    parser.add_argument("--fleet-runs", type=int, default=200, help="runs through the fleet")
-    parser.add_argument("--kill-every", type=float, default=10.0, help="seconds between kills")
+    runs_or_none = _at_least(0, int, "0 (skip this part) or more")
+    one_or_more = _at_least(1, int, "1 or more")
+    parser.add_argument("--at-once", type=runs_or_none, default=200, help="runs at once")
+    parser.add_argument("--steps", type=one_or_more, default=5, help="steps of each of those")
+    parser.add_argument("--waiting", type=runs_or_none, default=300, help="runs left waiting")
+    parser.add_argument("--cache", type=one_or_more, default=100, help="the worker's cache")
+    parser.add_argument("--fleet-runs", type=runs_or_none, default=200, help="fleet's runs")
+    parser.add_argument(
+        "--kill-every",
+        type=_at_least(0.5, float, "0.5 s or more"),
+        default=10.0,
+        help="seconds between kills",
+    )
     parser.add_argument("--results", type=Path, default=RESULTS_DIR)
-    args = parser.parse_args()
+    return parser
+
+
+def main() -> None:
+    args = arguments().parse_args()
     text = asyncio.run(measure(args))
     args.results.mkdir(parents=True, exist_ok=True)
     (args.results / "scale.txt").write_text(text)

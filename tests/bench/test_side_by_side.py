@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from bench import scale
 from bench.report import render
 from bench.side_by_side import arguments
 
@@ -121,3 +122,22 @@ def test_a_malformed_scale_stops_before_anything_starts(capsys: pytest.CaptureFi
         last = capsys.readouterr().err.splitlines()[-1]
         assert last.startswith(f"side_by_side.py: error: argument {flag}:"), last
         assert bad.rpartition(",")[2] in last, last  # the value at fault is named
+
+
+@pytest.mark.parametrize(
+    ("flag", "bad", "says"),
+    [
+        ("--at-once", "-1", "0 (skip this part) or more"),
+        ("--steps", "0", "1 or more"),
+        ("--cache", "many", "not a number"),
+        ("--kill-every", "0", "0.5 s or more"),
+    ],
+)
+def test_a_malformed_scale_bench_flag_is_one_line(
+    flag: str, bad: str, says: str, capsys: pytest.CaptureFixture[str]
+):
+    with pytest.raises(SystemExit) as stopped:
+        scale.arguments().parse_args([flag, bad])
+    assert stopped.value.code == 2
+    last = capsys.readouterr().err.splitlines()[-1]
+    assert last.startswith(f"scale.py: error: argument {flag}:") and says in last
