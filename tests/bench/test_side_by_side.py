@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from bench import scale
+from bench import cost_report, scale
 from bench.report import render
 from bench.side_by_side import arguments
 
@@ -141,3 +141,13 @@ def test_a_malformed_scale_bench_flag_is_one_line(
     assert stopped.value.code == 2
     last = capsys.readouterr().err.splitlines()[-1]
     assert last.startswith(f"scale.py: error: argument {flag}:") and says in last
+
+
+def test_a_target_not_met_is_printed_with_where_its_breakdown_is():
+    raw = {"actions": 2.0, "bytes": 1000.0, "worker_cpu_ms": 10.0, "server_cpu_ms": 10.0}
+    ours = {"actions": 2.01, "bytes": 2000.0, "worker_cpu_ms": 12.0, "server_cpu_ms": 10.0}
+    lines = {line.split(" <=")[0]: line for line in cost_report.verdicts(ours, raw)}
+    assert "NOT met, 2,000 (why: " in lines["- target stored bytes"]
+    assert 'README, "What a step costs"' in lines["- target stored bytes"]
+    assert lines["- target worker CPU-ms"].endswith("met, 12.00")
+    assert "why" not in lines["- target billable actions"]
