@@ -27,13 +27,13 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, suppress
 from datetime import datetime
 from pathlib import Path
-from typing import Any
 
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 
 from bench.harness import bench_services, bench_settings
 from bench.report import RESULTS_DIR
+from bench.systems.common import at_least, positive
 from control import runs
 from examples.providers import Providers
 from infra.stack import settings_env, worker_polling
@@ -288,27 +288,21 @@ async def measure(args: argparse.Namespace) -> str:
     return "\n".join([*lines, ""])
 
 
-def _at_least(least: float, kind: type[int] | type[float], what: str) -> Any:
-    """An argparse type: a number of this kind, `least` or more (a count of 0 skips a part;
-    less, or a kill every 0 s, would measure nothing and say nothing of why)."""
-
-    def checked(text: str) -> int | float:
-        try:
-            value = kind(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-        if value < least:
-            raise argparse.ArgumentTypeError(f"{what}, not {text!r}")
-        return value
-
-    checked.__name__ = kind.__name__
-    return checked
+def _seconds(text: str) -> float:
+    """Seconds between kills: under half a second the fleet would do nothing but restart."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not value >= 0.5:  # NaN too
+        raise argparse.ArgumentTypeError(f"must be 0.5 or more: {text!r}")
+    return value
 
 
 def arguments() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="scale.py", description=__doc__)
-    runs_or_none = _at_least(0, int, "0 (skip this part) or more")
-    one_or_more = _at_least(1, int, "1 or more")
+    runs_or_none = at_least(0)  # 0 skips the part
+    one_or_more = positive
     parser.add_argument("--at-once", type=runs_or_none, default=200, help="runs at once")
     parser.add_argument("--steps", type=one_or_more, default=5, help="steps of each of those")
     parser.add_argument("--waiting", type=runs_or_none, default=300, help="runs left waiting")
@@ -316,7 +310,7 @@ def arguments() -> argparse.ArgumentParser:
     parser.add_argument("--fleet-runs", type=runs_or_none, default=200, help="fleet's runs")
     parser.add_argument(
         "--kill-every",
-        type=_at_least(0.5, float, "0.5 s or more"),
+        type=_seconds,
         default=10.0,
         help="seconds between kills",
     )

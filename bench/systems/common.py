@@ -400,15 +400,24 @@ def log(name: str, text: str) -> None:
     print(f"  [{name}] {text}", flush=True)
 
 
-def positive(text: str) -> int:
-    """A count of steps or runs: 0 or less would measure nothing (and divide by it)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be 1 or more: {text!r}")
-    return value
+def at_least(least: int) -> Callable[[str], int]:
+    """An argparse type: a whole number, `least` or more."""
+
+    def count(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+        if value < least:
+            raise argparse.ArgumentTypeError(f"must be {least} or more: {text!r}")
+        return value
+
+    count.__name__ = "count"  # argparse names the type in its error
+    return count
+
+
+# A count of steps or runs: 0 or less would measure nothing (and divide by it).
+positive = at_least(1)
 
 
 def cost_runs(text: str) -> tuple[tuple[int, int], ...]:

@@ -5,6 +5,7 @@ figures of the shape a peer reports."""
 
 from __future__ import annotations
 
+import argparse
 import importlib.util
 import json
 import subprocess
@@ -116,10 +117,7 @@ def test_a_malformed_scale_stops_before_anything_starts(capsys: pytest.CaptureFi
         ("--steps", "many"),
         ("--phases", "cost,travle"),
     ):
-        with pytest.raises(SystemExit) as stopped:
-            arguments().parse_args([flag, bad])
-        assert stopped.value.code == 2
-        last = capsys.readouterr().err.splitlines()[-1]
+        last = refused(arguments(), [flag, bad], capsys)
         assert last.startswith(f"side_by_side.py: error: argument {flag}:"), last
         assert bad.rpartition(",")[2] in last, last  # the value at fault is named
 
@@ -127,20 +125,28 @@ def test_a_malformed_scale_stops_before_anything_starts(capsys: pytest.CaptureFi
 @pytest.mark.parametrize(
     ("flag", "bad", "says"),
     [
-        ("--at-once", "-1", "0 (skip this part) or more"),
-        ("--steps", "0", "1 or more"),
-        ("--cache", "many", "not a number"),
-        ("--kill-every", "0", "0.5 s or more"),
+        ("--at-once", "-1", "must be 0 or more"),
+        ("--steps", "0", "must be 1 or more"),
+        ("--cache", "many", "not a whole number"),
+        ("--kill-every", "0", "must be 0.5 or more"),
+        ("--kill-every", "nan", "must be 0.5 or more"),
     ],
 )
 def test_a_malformed_scale_bench_flag_is_one_line(
     flag: str, bad: str, says: str, capsys: pytest.CaptureFixture[str]
 ):
+    last = refused(scale.arguments(), [flag, bad], capsys)
+    assert last.startswith(f"scale.py: error: argument {flag}:") and says in last, last
+
+
+def refused(
+    parser: argparse.ArgumentParser, args: list[str], capsys: pytest.CaptureFixture[str]
+) -> str:
+    """The last line a parser says when it refuses these arguments (exit 2)."""
     with pytest.raises(SystemExit) as stopped:
-        scale.arguments().parse_args([flag, bad])
+        parser.parse_args(args)
     assert stopped.value.code == 2
-    last = capsys.readouterr().err.splitlines()[-1]
-    assert last.startswith(f"scale.py: error: argument {flag}:") and says in last
+    return capsys.readouterr().err.splitlines()[-1]
 
 
 def test_a_target_not_met_is_printed_with_where_its_breakdown_is():
