@@ -14,8 +14,8 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import uuid
-from collections.abc import Callable, Sequence
-from contextlib import AbstractAsyncContextManager, suppress
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractAsyncContextManager, contextmanager, suppress
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -339,27 +339,26 @@ async def _stop(handle: Any) -> None:
         await handle.terminate("what-if: the shadow took too long")
 
 
-def _reports(settings: Settings) -> WhatIfReports:
+@contextmanager
+def _reports(settings: Settings) -> Iterator[WhatIfReports]:
+    """The reports' store, a database down or refusing us one line while it is used."""
     check_reachable(settings)
     with store_errors(settings):
-        return WhatIfReports(open_database(settings), keyring_from(settings))
+        yield WhatIfReports(open_database(settings), keyring_from(settings))
 
 
 def keep_report(settings: Settings, report: WhatIfReport) -> None:
     """Keep the report where the console finds it (`/whatif/ID`)."""
-    reports = _reports(settings)
-    with store_errors(settings):
+    with _reports(settings) as reports:
         reports.save(report.id, report.variant, report.model_dump(mode="json"))
 
 
 def kept_report(settings: Settings, report_id: str) -> WhatIfReport | None:
-    reports = _reports(settings)
-    with store_errors(settings):
+    with _reports(settings) as reports:
         found = reports.load(report_id)
     return WhatIfReport.model_validate(found) if found is not None else None
 
 
 def kept_reports(settings: Settings, limit: int = 50) -> list[dict[str, Any]]:
-    reports = _reports(settings)
-    with store_errors(settings):
+    with _reports(settings) as reports:
         return reports.recent(limit)

@@ -3,6 +3,12 @@ arguments changed), the rest added or removed; the lines that differ; what grade
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
+
+from control import whatif
+from control.runs import RunError
 from control.whatif_report import (
     Approval,
     Effect,
@@ -12,6 +18,7 @@ from control.whatif_report import (
     effect_changes,
     grade,
 )
+from runtime.settings import Settings
 
 
 def pay(amount: str, invoice: str = "INV-1") -> Effect:
@@ -72,3 +79,19 @@ async def test_graders_pass_fail_and_say_why() -> None:
         ("breaks", False, "the grader raised KeyError: 'amount'"),
         ("agrees", True, ""),
     ]
+
+
+def test_kept_reports_on_a_store_that_is_not_ours_are_one_line(tmp_path: Path) -> None:
+    """A file where the SQLite store should be that is no database: every way of reading
+    or keeping reports says so in one line, and the file is left as it was."""
+    settings = Settings(data_dir=tmp_path)
+    settings.database_path.parent.mkdir(parents=True, exist_ok=True)
+    settings.database_path.write_bytes(b"not a database, " * 64)
+    before = settings.database_path.read_bytes()
+    for read in (
+        lambda: whatif.kept_reports(settings),
+        lambda: whatif.kept_report(settings, "wi-1"),
+    ):
+        with pytest.raises(RunError, match=r"^cannot read our stores \(SQLite\): "):
+            read()
+    assert settings.database_path.read_bytes() == before
