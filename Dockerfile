@@ -30,4 +30,4 @@ ENV AGENT_DATA_DIR=/data \
 EXPOSE 9464
 # The worker stops polling on SIGTERM and lets activities in flight finish.
 STOPSIGNAL SIGTERM
-CMD ["python", "-m", "worker"]
+CMD ["python", "-m", "durable_agents.worker"]

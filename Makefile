@@ -32,7 +32,7 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/mypy .
+	$(BIN)/mypy
 	$(BIN)/python -m pytest
 
 bench: $(BENCH_STAMP)
@@ -50,7 +50,7 @@ chaos: $(STAMP)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
-	$(BIN)/mypy .
+	$(BIN)/mypy
 
 fmt: $(STAMP)
 	$(BIN)/ruff format .

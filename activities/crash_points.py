@@ -16,7 +16,7 @@ import signal
 from collections.abc import Callable
 from pathlib import Path
 
-from workflows.faults import WORKFLOW_INSTANTS
+from durable_agents.workflows.faults import WORKFLOW_INSTANTS
 
 INSTANTS = ("before_provider", "after_provider", "after_ledger", *WORKFLOW_INSTANTS)
 

@@ -20,18 +20,18 @@ from typing import TYPE_CHECKING, Any
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from activities.heartbeat import finish_even_if_cancelled, heartbeating
-from activities.ledger import IdempotencyConflict, fingerprint
-from activities.sql import store_call
-from activities.stores import Stores
-from activities.tools import refuse_shadow, render
-from runtime.settings import Settings
-from workflows.activity_io import ToolCallInput, ToolOutcome
-from workflows.agent_records import MCPListing, MCPListRequest, MCPToolSpec
-from workflows.agents import MCPServer
-from workflows.contract_base import preview
-from workflows.registry import AgentRegistry
-from workflows.tools import TOOL_NAME_PATTERN, digest_of
+from durable_agents.activities.heartbeat import finish_even_if_cancelled, heartbeating
+from durable_agents.activities.ledger import IdempotencyConflict, fingerprint
+from durable_agents.activities.sql import store_call
+from durable_agents.activities.stores import Stores
+from durable_agents.activities.tools import refuse_shadow, render
+from durable_agents.runtime.settings import Settings
+from durable_agents.workflows.activity_io import ToolCallInput, ToolOutcome
+from durable_agents.workflows.agent_records import MCPListing, MCPListRequest, MCPToolSpec
+from durable_agents.workflows.agents import MCPServer
+from durable_agents.workflows.contract_base import preview
+from durable_agents.workflows.registry import AgentRegistry
+from durable_agents.workflows.tools import TOOL_NAME_PATTERN, digest_of
 
 if TYPE_CHECKING:
     from mcp import Client

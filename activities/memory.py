@@ -21,9 +21,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from activities.fingerprints import now_text
-from activities.sql import Sealed, SqlDatabase, Tx, apply_schema
-from runtime.encryption import Keyring
+from durable_agents.activities.fingerprints import now_text
+from durable_agents.activities.sql import Sealed, SqlDatabase, Tx, apply_schema
+from durable_agents.runtime.encryption import Keyring
 
 # What both backends keep; each adds its own search index (FTS5 rows sharing the rowid,
 # a generated tsvector).

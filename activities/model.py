@@ -15,10 +15,10 @@ from typing import Any, cast
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from activities import observe
-from activities.fingerprints import fingerprint
-from activities.heartbeat import heartbeating
-from activities.model_client import (
+from durable_agents.activities import observe
+from durable_agents.activities.fingerprints import fingerprint
+from durable_agents.activities.heartbeat import heartbeating
+from durable_agents.activities.model_client import (
     CallMeta,
     ModelClient,
     ModelRefused,
@@ -28,17 +28,17 @@ from activities.model_client import (
     ToolSchema,
     streaming,
 )
-from activities.openai_chat import OpenAIChatClient, reply_from_wire
-from activities.sql import store_call
-from activities.stores import Stores
-from activities.stream import LiveReply
-from runtime.settings import Settings
-from workflows.activity_io import ModelCallInput, ModelTurn, TokenUsage, ToolCall
-from workflows.agents import BEFORE_AGENTS, Agent, Model
-from workflows.contract_base import preview
-from workflows.prompts import system_prompt
-from workflows.registry import AgentRegistry
-from workflows.tools import INTERNAL_TOOLS
+from durable_agents.activities.openai_chat import OpenAIChatClient, reply_from_wire
+from durable_agents.activities.sql import store_call
+from durable_agents.activities.stores import Stores
+from durable_agents.activities.stream import LiveReply
+from durable_agents.runtime.settings import Settings
+from durable_agents.workflows.activity_io import ModelCallInput, ModelTurn, TokenUsage, ToolCall
+from durable_agents.workflows.agents import BEFORE_AGENTS, Agent, Model
+from durable_agents.workflows.contract_base import preview
+from durable_agents.workflows.prompts import system_prompt
+from durable_agents.workflows.registry import AgentRegistry
+from durable_agents.workflows.tools import INTERNAL_TOOLS
 
 # Makes the client for an agent's model: (settings, the agent's model or None) -> client.
 ClientFactory = Callable[[Settings, Model | None], ModelClient]

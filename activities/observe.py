@@ -9,8 +9,13 @@ from contextlib import contextmanager
 from opentelemetry.trace import Span, Status, StatusCode
 from temporalio import activity
 
-from runtime import telemetry
-from workflows.activity_io import ModelCallInput, ModelTurn, ToolCallInput, ToolOutcome
+from durable_agents.runtime import telemetry
+from durable_agents.workflows.activity_io import (
+    ModelCallInput,
+    ModelTurn,
+    ToolCallInput,
+    ToolOutcome,
+)
 
 
 @contextmanager

@@ -8,7 +8,7 @@ from typing import Any
 
 import openai
 
-from activities.model_client import (
+from durable_agents.activities.model_client import (
     CallMeta,
     ModelRefused,
     ModelReply,
@@ -16,8 +16,8 @@ from activities.model_client import (
     ModelUnavailable,
     RawToolCall,
 )
-from activities.openai_stream import collect
-from workflows.contract_base import preview
+from durable_agents.activities.openai_stream import collect
+from durable_agents.workflows.contract_base import preview
 
 # Every other 4xx is the endpoint refusing the request: retrying would not change it.
 RETRYABLE_STATUS = {408, 409, 429}

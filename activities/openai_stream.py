@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-from activities.model_client import ModelReply, ModelUnavailable, RawToolCall
+from durable_agents.activities.model_client import ModelReply, ModelUnavailable, RawToolCall
 
 
 async def collect(chunks: AsyncIterator[Any], sink: Callable[[str], None]) -> ModelReply:

@@ -14,11 +14,11 @@ from temporalio import activity
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
-from activities.memory import MemoryStore
-from activities.sql import SqlDatabase
-from activities.whatif_reports import WhatIfReports
-from workflows.activity_io import PruneReport, PruneRequest
-from workflows.records import IDENTITY_SEPARATOR
+from durable_agents.activities.memory import MemoryStore
+from durable_agents.activities.sql import SqlDatabase
+from durable_agents.activities.whatif_reports import WhatIfReports
+from durable_agents.workflows.activity_io import PruneReport, PruneRequest
+from durable_agents.workflows.records import IDENTITY_SEPARATOR
 
 # The live log (activities/stream.py) is under the workflow id rather than the identity;
 # its rows go with the run's all the same.

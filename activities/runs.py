@@ -10,11 +10,11 @@ from temporalio.client import WorkflowFailureError
 from temporalio.exceptions import ApplicationError, CancelledError
 from temporalio.service import RPCError, RPCStatusCode
 
-from activities.heartbeat import heartbeating
-from workflows.activity_io import ParentFacts
-from workflows.contract_base import preview
-from workflows.contracts import RunResult
-from workflows.state import RunState
+from durable_agents.activities.heartbeat import heartbeating
+from durable_agents.workflows.activity_io import ParentFacts
+from durable_agents.workflows.contract_base import preview
+from durable_agents.workflows.contracts import RunResult
+from durable_agents.workflows.state import RunState
 
 
 @activity.defn(name="await_run")

@@ -19,15 +19,15 @@ from typing import Any, Literal
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from activities.mcp import MCPActivities
-from activities.model import ModelActivities, stored_reply
-from activities.model_client import ModelRequest
-from activities.sql import store_call
-from activities.tools import ToolActivities, render
-from workflows.activity_io import ModelCallInput, ToolCallInput, ToolOutcome
-from workflows.agents import Agent
-from workflows.contract_base import preview
-from workflows.whatif import same_call_key
+from durable_agents.activities.mcp import MCPActivities
+from durable_agents.activities.model import ModelActivities, stored_reply
+from durable_agents.activities.model_client import ModelRequest
+from durable_agents.activities.sql import store_call
+from durable_agents.activities.tools import ToolActivities, render
+from durable_agents.workflows.activity_io import ModelCallInput, ToolCallInput, ToolOutcome
+from durable_agents.workflows.agents import Agent
+from durable_agents.workflows.contract_base import preview
+from durable_agents.workflows.whatif import same_call_key
 
 ReadOnly = Literal["recorded", "live"]
 # Where a shadow's tool result came from.

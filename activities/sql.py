@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, ParamSpec, Protocol, TypeVar
 from urllib.parse import urlsplit
 
-from runtime.encryption import Keyring, KeyringError
+from durable_agents.runtime.encryption import Keyring, KeyringError
 
 Row = dict[str, Any]
 T = TypeVar("T")

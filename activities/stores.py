@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from activities.ledger import EffectLedger
-from activities.memory import MemoryStore
-from activities.sql import PostgresDatabase, SqlDatabase, SqliteDatabase
-from activities.stream import DeltaStore
-from activities.transcript import TranscriptStore
-from runtime.encryption import keyring_from
-from runtime.settings import Settings
+from durable_agents.activities.ledger import EffectLedger
+from durable_agents.activities.memory import MemoryStore
+from durable_agents.activities.sql import PostgresDatabase, SqlDatabase, SqliteDatabase
+from durable_agents.activities.stream import DeltaStore
+from durable_agents.activities.transcript import TranscriptStore
+from durable_agents.runtime.encryption import keyring_from
+from durable_agents.runtime.settings import Settings
 
 
 def open_database(settings: Settings) -> SqlDatabase:

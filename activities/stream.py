@@ -23,9 +23,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
-from activities.fingerprints import now_text
-from activities.sql import Row, Sealed, SqlDatabase, Tx, apply_schema, store_call
-from runtime.encryption import Keyring
+from durable_agents.activities.fingerprints import now_text
+from durable_agents.activities.sql import Row, Sealed, SqlDatabase, Tx, apply_schema, store_call
+from durable_agents.runtime.encryption import Keyring
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS stream_log (

@@ -20,19 +20,24 @@ from pydantic import BaseModel, ValidationError
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from activities import observe
-from activities.crash_points import CrashPoints
-from activities.heartbeat import finish_even_if_cancelled, heartbeating
-from activities.ledger import IdempotencyConflict, fingerprint
-from activities.memory import BoundMemory
-from activities.sql import store_call
-from activities.stores import Stores
-from workflows.activity_io import CallVerdict, EvaluationInput, ToolCallInput, ToolOutcome
-from workflows.agent_records import AdoptedAgent
-from workflows.contract_base import preview
-from workflows.registry import AgentRegistry
-from workflows.rules import CallToReview, verdict_of
-from workflows.tools import Tool, ToolContext, ToolRisk
+from durable_agents.activities import observe
+from durable_agents.activities.crash_points import CrashPoints
+from durable_agents.activities.heartbeat import finish_even_if_cancelled, heartbeating
+from durable_agents.activities.ledger import IdempotencyConflict, fingerprint
+from durable_agents.activities.memory import BoundMemory
+from durable_agents.activities.sql import store_call
+from durable_agents.activities.stores import Stores
+from durable_agents.workflows.activity_io import (
+    CallVerdict,
+    EvaluationInput,
+    ToolCallInput,
+    ToolOutcome,
+)
+from durable_agents.workflows.agent_records import AdoptedAgent
+from durable_agents.workflows.contract_base import preview
+from durable_agents.workflows.registry import AgentRegistry
+from durable_agents.workflows.rules import CallToReview, verdict_of
+from durable_agents.workflows.tools import Tool, ToolContext, ToolRisk
 
 
 class ToolActivities:

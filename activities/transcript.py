@@ -10,10 +10,10 @@ from typing import Any
 
 from temporalio import activity
 
-from activities.fingerprints import now_text
-from activities.sql import Sealed, SqlDatabase, Tx, apply_schema
-from runtime.encryption import Keyring
-from workflows.activity_io import TranscriptCopy
+from durable_agents.activities.fingerprints import now_text
+from durable_agents.activities.sql import Sealed, SqlDatabase, Tx, apply_schema
+from durable_agents.runtime.encryption import Keyring
+from durable_agents.workflows.activity_io import TranscriptCopy
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS transcript (

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from activities.fingerprints import now_text
-from activities.sql import Sealed, SqlDatabase, apply_schema
-from runtime.encryption import Keyring
+from durable_agents.activities.fingerprints import now_text
+from durable_agents.activities.sql import Sealed, SqlDatabase, apply_schema
+from durable_agents.runtime.encryption import Keyring
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS whatif_reports (

@@ -35,17 +35,17 @@ from typing import Any, TypeVar
 from temporalio.client import Client
 from tenacity import AsyncRetrying, stop_after_attempt, wait_fixed
 
-from activities.stores import Stores
-from control import runs
-from examples.providers import Providers
-from infra import stack
-from infra.offline_model.embedded import free_port
-from infra.processes import ProcessSpec, stop, stop_strays
-from runtime.client import connect
-from runtime.settings import Settings
-from workflows.contracts import RunRequest
-from workflows.people_inputs import Decision
-from workflows.records import workflow_id_of
+from durable_agents.activities.stores import Stores
+from durable_agents.control import runs
+from durable_agents.examples.providers import Providers
+from durable_agents.infra import stack
+from durable_agents.infra.offline_model.embedded import free_port
+from durable_agents.infra.processes import ProcessSpec, stop, stop_strays
+from durable_agents.runtime.client import connect
+from durable_agents.runtime.settings import Settings
+from durable_agents.workflows.contracts import RunRequest
+from durable_agents.workflows.people_inputs import Decision
+from durable_agents.workflows.records import workflow_id_of
 
 T = TypeVar("T")
 EFFECTS_PER_RUN = 3  # draft_email, pay_invoice, send_email

@@ -20,12 +20,12 @@ from contextlib import asynccontextmanager
 import httpx
 
 from bench.harness import Bench, bench_stack
-from console import users
-from console.app import create_app
-from console.serving import serving
-from control import runs
-from starters.demo import DEMO_GOAL
-from workflows.contracts import RunRequest
+from durable_agents.console import users
+from durable_agents.console.app import create_app
+from durable_agents.console.serving import serving
+from durable_agents.control import runs
+from durable_agents.starters.demo import DEMO_GOAL
+from durable_agents.workflows.contracts import RunRequest
 
 PASSWORD = "bench-password"
 

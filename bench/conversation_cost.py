@@ -23,15 +23,15 @@ from pathlib import Path
 import openai
 from temporalio.client import Client
 
-from activities.stream import DeltaStore
 from bench.cpu import own_rss_bytes
 from bench.harness import bench_services, bench_settings, history_bytes
 from bench.report import RESULTS_DIR
-from control import conversations, runs
-from control.live import LiveReplies
-from runtime.settings import Settings
-from worker.main import build_worker
-from workflows.contracts import RunRequest
+from durable_agents.activities.stream import DeltaStore
+from durable_agents.control import conversations, runs
+from durable_agents.control.live import LiveReplies
+from durable_agents.runtime.settings import Settings
+from durable_agents.worker.main import build_worker
+from durable_agents.workflows.contracts import RunRequest
 
 LABEL = "chat?reply_bytes=400"
 FIRST_TOKEN_TARGET_MS = 50.0

@@ -22,9 +22,9 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 
 from bench.harness import bench_stack, history_bytes
-from control import runs, timeline
-from runtime.settings import Settings
-from workflows.contracts import RunRequest
+from durable_agents.control import runs, timeline
+from durable_agents.runtime.settings import Settings
+from durable_agents.workflows.contracts import RunRequest
 
 REPORT_EVENTS = (
     EventType.EVENT_TYPE_SIGNAL_EXTERNAL_WORKFLOW_EXECUTION_INITIATED,

@@ -14,14 +14,14 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
 from bench.cpu import child_pid
-from control.timeline import fetch_chain
-from infra.binaries import temporal_cli
-from infra.offline_model.embedded import free_port
-from infra.processes import stop
-from infra.stack import files_for, part_specs, start_part
-from runtime.settings import Settings
-from worker.main import build_worker
-from workflows import search_attributes as sa
+from durable_agents.control.timeline import fetch_chain
+from durable_agents.infra.binaries import temporal_cli
+from durable_agents.infra.offline_model.embedded import free_port
+from durable_agents.infra.processes import stop
+from durable_agents.infra.stack import files_for, part_specs, start_part
+from durable_agents.runtime.settings import Settings
+from durable_agents.worker.main import build_worker
+from durable_agents.workflows import search_attributes as sa
 
 
 @dataclass

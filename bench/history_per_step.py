@@ -12,8 +12,8 @@ import asyncio
 import time
 
 from bench.harness import bench_stack, history_bytes
-from control import runs
-from workflows.contracts import RunRequest
+from durable_agents.control import runs
+from durable_agents.workflows.contracts import RunRequest
 
 TARGET_BYTES_PER_STEP = 4096
 

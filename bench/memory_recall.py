@@ -17,10 +17,10 @@ import time
 import uuid
 from pathlib import Path
 
-from activities.memory import MemoryStore
-from activities.sql import PostgresDatabase, SqlDatabase, SqliteDatabase
 from bench.report import RESULTS_DIR
-from runtime.encryption import Keyring, new_key
+from durable_agents.activities.memory import MemoryStore
+from durable_agents.activities.sql import PostgresDatabase, SqlDatabase, SqliteDatabase
+from durable_agents.runtime.encryption import Keyring, new_key
 
 TARGET_MS = 50.0
 POSTGRES_URL = "postgresql://postgres@127.0.0.1:5432/test"

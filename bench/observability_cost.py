@@ -20,11 +20,11 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from pydantic import SecretStr
 
 from bench.harness import Services, bench_services, bench_settings, history_bytes
-from control import runs
-from runtime.client import connect
-from runtime.encryption import new_key
-from worker.main import build_worker
-from workflows.contracts import RunRequest
+from durable_agents.control import runs
+from durable_agents.runtime.client import connect
+from durable_agents.runtime.encryption import new_key
+from durable_agents.worker.main import build_worker
+from durable_agents.workflows.contracts import RunRequest
 
 MODES = ("plain", "encrypted", "encrypted+traced")
 

@@ -12,9 +12,9 @@ import json
 import sys
 import time
 
-from control.timeline import rebuild
-from runtime.client import connect
-from runtime.settings import load_settings
+from durable_agents.control.timeline import rebuild
+from durable_agents.runtime.client import connect
+from durable_agents.runtime.settings import load_settings
 
 
 async def timed(run_id: str) -> dict[str, float]:

@@ -17,10 +17,10 @@ import uuid
 from temporalio.client import Client
 
 from bench.harness import bench_stack
-from control import release, runs
-from runtime import versioning
-from workflows.contracts import RunRequest
-from workflows.people_inputs import Decision
+from durable_agents.control import release, runs
+from durable_agents.runtime import versioning
+from durable_agents.workflows.contracts import RunRequest
+from durable_agents.workflows.people_inputs import Decision
 
 PAY = RunRequest(goal="pay the invoice", agent="invoice", label="pay-invoice")
 

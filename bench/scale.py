@@ -34,13 +34,13 @@ from temporalio.client import Client
 from bench.harness import bench_services, bench_settings
 from bench.report import RESULTS_DIR
 from bench.systems.common import at_least, positive
-from control import runs
-from examples.providers import Providers
-from infra.stack import settings_env, worker_polling
-from runtime.settings import Settings
-from workflows.contracts import RunRequest
-from workflows.people_inputs import Decision
-from workflows.records import RunStatus
+from durable_agents.control import runs
+from durable_agents.examples.providers import Providers
+from durable_agents.infra.stack import settings_env, worker_polling
+from durable_agents.runtime.settings import Settings
+from durable_agents.workflows.contracts import RunRequest
+from durable_agents.workflows.people_inputs import Decision
+from durable_agents.workflows.records import RunStatus
 
 POSTGRES_URL = os.environ.get("BENCH_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
 
@@ -56,7 +56,10 @@ def spawn(settings: Settings, log: Path, **env: str) -> subprocess.Popen[bytes]:
     full = {**os.environ, **settings_env(settings), "AGENT_METRICS_PORT": "0", **env}
     with open(log, "ab") as out:
         return subprocess.Popen(
-            [sys.executable, "-m", "worker"], env=full, stdout=out, stderr=subprocess.STDOUT
+            [sys.executable, "-m", "durable_agents.worker"],
+            env=full,
+            stdout=out,
+            stderr=subprocess.STDOUT,
         )
 
 

@@ -24,16 +24,16 @@ from pathlib import Path
 
 from bench.harness import bench_services, bench_settings
 from bench.report import RESULTS_DIR
-from control import runs, whatif, whatif_record
-from control.whatif_record import RecordedRun
 from durable_agents.client import AgentClient
+from durable_agents.control import runs, whatif, whatif_record
+from durable_agents.control.whatif_record import RecordedRun
+from durable_agents.examples.invoice import invoice_agent
+from durable_agents.examples.providers import Providers
 from durable_agents.whatif import Variant, WhatIfReport
-from examples.invoice import invoice_agent
-from examples.providers import Providers
-from worker.main import build_worker
-from worker.shadow import build_shadow_worker
-from workflows.contracts import RunRequest
-from workflows.people_inputs import Decision
+from durable_agents.worker.main import build_worker
+from durable_agents.worker.shadow import build_shadow_worker
+from durable_agents.workflows.contracts import RunRequest
+from durable_agents.workflows.people_inputs import Decision
 
 STRICT = invoice_agent.instructions + " Never pay an invoice above 1,000 EUR: leave it unpaid."
 

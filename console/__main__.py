@@ -1,4 +1,5 @@
-"""`python -m console`: serve the console (what `agentctl console` and `agentctl up` run)."""
+"""`python -m durable_agents.console`: serve the console (what `agentctl console` and
+`agentctl up` run)."""
 
 from __future__ import annotations
 
@@ -6,15 +7,15 @@ import asyncio
 
 import uvicorn
 
-from activities.sql import redacted_url
-from activities.stores import open_database
-from console.app import create_app
-from console.identity import SecretTooShort, console_secret
-from console.serving import PROXY_HEADERS
-from console.sessions import SignedOutSessions
-from runtime.client import connect
-from runtime.connection import ConnectionSettingsError
-from runtime.settings import load_settings
+from durable_agents.activities.sql import redacted_url
+from durable_agents.activities.stores import open_database
+from durable_agents.console.app import create_app
+from durable_agents.console.identity import SecretTooShort, console_secret
+from durable_agents.console.serving import PROXY_HEADERS
+from durable_agents.console.sessions import SignedOutSessions
+from durable_agents.runtime.client import connect
+from durable_agents.runtime.connection import ConnectionSettingsError
+from durable_agents.runtime.settings import load_settings
 
 
 def main() -> None:

@@ -16,14 +16,27 @@ from fastapi import FastAPI, Request, Response
 from fastapi.responses import JSONResponse, RedirectResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from console.identity import CSRF_FIELD
-from console.web import Console, PageError, console_of, read_form, run_state, signed_in
-from control import runs, timeline
-from control.errors import one_line
-from control.runs import RunError
-from workflows.people_inputs import Actor, Answer, BudgetRaise, DecideRequest, StatePatch
-from workflows.records import BUDGET_REQUEST
-from workflows.state import RunState
+from durable_agents.console.identity import CSRF_FIELD
+from durable_agents.console.web import (
+    Console,
+    PageError,
+    console_of,
+    read_form,
+    run_state,
+    signed_in,
+)
+from durable_agents.control import runs, timeline
+from durable_agents.control.errors import one_line
+from durable_agents.control.runs import RunError
+from durable_agents.workflows.people_inputs import (
+    Actor,
+    Answer,
+    BudgetRaise,
+    DecideRequest,
+    StatePatch,
+)
+from durable_agents.workflows.records import BUDGET_REQUEST
+from durable_agents.workflows.state import RunState
 
 COMMENT = Field(default="", max_length=2000)
 

@@ -19,12 +19,12 @@ from starlette.datastructures import MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from temporalio.client import Client
 
-from console import actions, chat, events, memory, users, whatif
-from console.deltas import Resume, resume_from
-from console.identity import CSRF_FIELD, Identity
-from console.throttle import OpenStreams, SignInThrottle
-from console.views import Views
-from console.web import (
+from durable_agents.console import actions, chat, events, memory, users, whatif
+from durable_agents.console.deltas import Resume, resume_from
+from durable_agents.console.identity import CSRF_FIELD, Identity
+from durable_agents.console.throttle import OpenStreams, SignInThrottle
+from durable_agents.console.views import Views
+from durable_agents.console.web import (
     HERE,
     Console,
     PageError,
@@ -38,11 +38,11 @@ from console.web import (
     templates,
     wants_json,
 )
-from control.live import LiveReplies
-from control.signer import kept_signer
-from runtime.client import connect
-from runtime.settings import Settings
-from workflows.records import RunStatus
+from durable_agents.control.live import LiveReplies
+from durable_agents.control.signer import kept_signer
+from durable_agents.runtime.client import connect
+from durable_agents.runtime.settings import Settings
+from durable_agents.workflows.records import RunStatus
 
 # Sent with every response: no inline script or style runs, no other site frames a page,
 # no file is sniffed into another type, no URL leaks to another site.

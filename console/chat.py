@@ -8,11 +8,11 @@ from __future__ import annotations
 from fastapi import FastAPI, Request, Response
 from pydantic import Field
 
-from console.actions import Form, acting, done, parse_form, refused
-from console.web import PageError
-from control import conversations
-from control.runs import RunError
-from workflows.conversation_records import MESSAGE_CHARS
+from durable_agents.console.actions import Form, acting, done, parse_form, refused
+from durable_agents.console.web import PageError
+from durable_agents.control import conversations
+from durable_agents.control.runs import RunError
+from durable_agents.workflows.conversation_records import MESSAGE_CHARS
 
 
 class MessageForm(Form):

@@ -10,7 +10,7 @@ from typing import Any
 
 from fastapi.sse import ServerSentEvent
 
-from activities.stream import StreamEntry
+from durable_agents.activities.stream import StreamEntry
 
 
 @dataclass(frozen=True)

@@ -25,16 +25,16 @@ from fastapi.sse import ServerSentEvent
 from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
-from activities.transcript import TranscriptStore
-from console.deltas import Resume, live_events
-from control import timeline
-from control.live import LiveReplies
-from control.runs import RunError, handle
-from control.stored import transcript_store
-from runtime.settings import Settings
-from workflows.contract_base import preview
-from workflows.records import RunEvent, RunStatus
-from workflows.state import EventPage, RunState
+from durable_agents.activities.transcript import TranscriptStore
+from durable_agents.console.deltas import Resume, live_events
+from durable_agents.control import timeline
+from durable_agents.control.live import LiveReplies
+from durable_agents.control.runs import RunError, handle
+from durable_agents.control.stored import transcript_store
+from durable_agents.runtime.settings import Settings
+from durable_agents.workflows.contract_base import preview
+from durable_agents.workflows.records import RunEvent, RunStatus
+from durable_agents.workflows.state import EventPage, RunState
 
 # 2: `delta` and `segment` events, asked for with ?deltas=1; otherwise as version 1.
 PROTOCOL_VERSION = 2

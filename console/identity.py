@@ -21,10 +21,10 @@ from pathlib import Path
 from fastapi import Request, Response
 from itsdangerous import BadSignature, URLSafeTimedSerializer
 
-from activities.stores import open_database
-from console import users
-from console.sessions import SignedOutSessions
-from runtime.settings import Settings
+from durable_agents.activities.stores import open_database
+from durable_agents.console import users
+from durable_agents.console.sessions import SignedOutSessions
+from durable_agents.runtime.settings import Settings
 
 SESSION_COOKIE = "da_console"
 CSRF_FIELD = "csrf"

@@ -12,12 +12,12 @@ from fastapi import FastAPI, Request, Response
 from fastapi.responses import HTMLResponse
 from pydantic import Field
 
-from console.actions import Form, done, parse_form
-from console.identity import CSRF_FIELD
-from console.web import PageError, console_of, read_form, render, signed_in
-from control import memory
-from control.runs import RunError
-from workflows.memory import NAMESPACE_PATTERN
+from durable_agents.console.actions import Form, done, parse_form
+from durable_agents.console.identity import CSRF_FIELD
+from durable_agents.console.web import PageError, console_of, read_form, render, signed_in
+from durable_agents.control import memory
+from durable_agents.control.runs import RunError
+from durable_agents.workflows.memory import NAMESPACE_PATTERN
 
 log = logging.getLogger("durable_agents.console.memory")
 

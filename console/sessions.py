@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 
-from activities.sql import SqlDatabase, apply_schema
+from durable_agents.activities.sql import SqlDatabase, apply_schema
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS console_signed_out (

@@ -16,16 +16,16 @@ from fastapi.templating import Jinja2Templates
 from temporalio.client import Client, WorkflowExecutionDescription, WorkflowQueryFailedError
 from temporalio.service import RPCError, RPCStatusCode
 
-from console import events
-from console.identity import CSRF_FIELD, Identity
-from console.throttle import OpenStreams, SignInThrottle
-from console.views import Views, countdown
-from control.runs import WEDGED, handle, one_line_of, wedged
-from control.signer import Signer
-from runtime.settings import Settings
-from workflows.contract_base import RUN_ID_PATTERN
-from workflows.records import BUDGET_REQUEST
-from workflows.state import RunState
+from durable_agents.console import events
+from durable_agents.console.identity import CSRF_FIELD, Identity
+from durable_agents.console.throttle import OpenStreams, SignInThrottle
+from durable_agents.console.views import Views, countdown
+from durable_agents.control.runs import WEDGED, handle, one_line_of, wedged
+from durable_agents.control.signer import Signer
+from durable_agents.runtime.settings import Settings
+from durable_agents.workflows.contract_base import RUN_ID_PATTERN
+from durable_agents.workflows.records import BUDGET_REQUEST
+from durable_agents.workflows.state import RunState
 
 HERE = Path(__file__).parent
 templates = Jinja2Templates(directory=HERE / "templates")

@@ -10,9 +10,9 @@ import re
 from fastapi import FastAPI, Request, Response
 from fastapi.responses import HTMLResponse
 
-from console.web import PageError, console_of, render, signed_in
-from control import whatif
-from control.runs import RunError
+from durable_agents.console.web import PageError, console_of, render, signed_in
+from durable_agents.control import whatif
+from durable_agents.control.runs import RunError
 
 REPORT_ID = re.compile(r"^wi-[0-9a-f]{10}$")
 

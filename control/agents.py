@@ -6,14 +6,15 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from control.runs import RunError
-from runtime.settings import load_settings
-from workflows.agents import Agent
-from workflows.contracts import RunLimits
-from workflows.memory import MemoryDeclarationError
-from workflows.registry import AgentRegistry, load_registry
-from workflows.rules import rule_name
-from workflows.tools import ToolDefinitionError
+from durable_agents.control.runs import RunError
+from durable_agents.runtime.settings import load_settings
+from durable_agents.workflows.agents import Agent
+from durable_agents.workflows.contracts import RunLimits, RunRequest
+from durable_agents.workflows.memory import MemoryDeclarationError
+from durable_agents.workflows.registry import AgentRegistry, load_registry
+from durable_agents.workflows.rules import rule_name
+from durable_agents.workflows.start_options import StartOptions, StartOptionsError
+from durable_agents.workflows.tools import ToolDefinitionError
 
 
 @functools.cache
@@ -86,3 +87,31 @@ def check_subject(agent: Agent, subject: dict[str, str] | None) -> None:
         agent.memory.resolve(subject or {})
     except MemoryDeclarationError as err:
         raise RunError(f"agent {agent.name}: {err}") from None
+
+
+def checked_request(
+    registry: AgentRegistry,
+    agent: str | Agent,
+    goal: str,
+    options: StartOptions,
+    *,
+    conversation: bool = False,
+) -> RunRequest:
+    """The one way a client-side start becomes a request: the agent known here, limits it
+    can use, the subject its memory needs, and every option valid; else RunError in one
+    line, before anything is sent."""
+    found = known_agent(agent.name if isinstance(agent, Agent) else agent, registry)
+    check_limits(found, options.limits)
+    check_subject(found, options.subject)
+    try:
+        return options.request(found.name, goal, conversation=conversation)
+    except StartOptionsError as err:
+        raise RunError(str(err)) from None
+
+
+def start_options(**fields: Any) -> StartOptions:
+    """StartOptions from keyword arguments, or RunError in one line."""
+    try:
+        return StartOptions.of(**fields)
+    except StartOptionsError as err:
+        raise RunError(str(err)) from None

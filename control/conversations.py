@@ -6,24 +6,26 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from typing import Unpack
 
 from pydantic import BaseModel
 from temporalio.client import Client, WorkflowUpdateFailedError
 from temporalio.service import RPCError
 
-from control import runs, stored
-from control.runs import RunError
-from control.signer import Signer
-from runtime.settings import Settings
-from workflows.contracts import RunBudget, RunLimits, RunPolicy, RunRequest
-from workflows.conversation_records import (
+from durable_agents.control import runs, stored
+from durable_agents.control.runs import RunError
+from durable_agents.control.signer import Signer
+from durable_agents.runtime.settings import Settings
+from durable_agents.workflows.contracts import RunRequest
+from durable_agents.workflows.conversation_records import (
     MOVING,
     ConversationView,
     ReplyWanted,
     TurnReply,
     UserMessage,
 )
-from workflows.people_inputs import Actor
+from durable_agents.workflows.people_inputs import Actor
+from durable_agents.workflows.start_options import StartFields, StartOptions, StartOptionsError
 
 # Who speaks for the agent in a thread.
 AGENT_SPEAKER = "agent"
@@ -40,28 +42,16 @@ def new_message_id() -> str:
 
 
 def conversation_request(
-    agent: str,
-    *,
-    title: str | None = None,
-    label: str | None = None,
-    policy: RunPolicy | None = None,
-    limits: RunLimits | None = None,
-    budget: RunBudget | None = None,
-    subject: dict[str, str] | None = None,
+    agent: str, *, title: str | None = None, **options: Unpack[StartFields]
 ) -> RunRequest:
+    """A conversation's start request, its options checked (RunError in one line); the
+    agent is not looked up here (the workflow refuses one its worker does not have)."""
     try:
-        return RunRequest(
-            goal=title or f"Conversation with {agent}",
-            agent=agent,
-            label=label,
-            policy=policy,
-            limits=limits,
-            budget=budget,
-            conversation=True,
-            subject=subject,
+        return StartOptions.of(**options).request(
+            agent, title or f"Conversation with {agent}", conversation=True
         )
-    except ValueError as err:
-        raise RunError(f"invalid conversation: {runs.one_line_of(str(err))}") from None
+    except StartOptionsError as err:
+        raise RunError(str(err)) from None
 
 
 async def open_conversation(

@@ -14,16 +14,16 @@ from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
 from temporalio.api.workflowservice.v1 import GetWorkflowExecutionHistoryReverseRequest
 from temporalio.client import Client
 
-from activities.stores import open_database
-from control import release
-from control.runs import WORKFLOW_TYPE
-from infra.stack import polling_builds
-from runtime.client import connect, connect_failure
-from runtime.connection import Connection, ConnectionSettingsError, connection
-from runtime.encryption import KeyringError, keyring_from
-from runtime.settings import Settings
-from workflows import search_attributes as sa
-from workflows.contract_base import preview
+from durable_agents.activities.stores import open_database
+from durable_agents.control import release
+from durable_agents.control.runs import WORKFLOW_TYPE
+from durable_agents.infra.stack import polling_builds
+from durable_agents.runtime.client import connect, connect_failure
+from durable_agents.runtime.connection import Connection, ConnectionSettingsError, connection
+from durable_agents.runtime.encryption import KeyringError, keyring_from
+from durable_agents.runtime.settings import Settings
+from durable_agents.workflows import search_attributes as sa
+from durable_agents.workflows.contract_base import preview
 
 TIMEOUT_SECONDS = 5.0
 
@@ -231,7 +231,8 @@ async def _encryption(settings: Settings) -> Finding:
             False,
             f"on (key {keyring.active!r}), but the codec server at {settings.codec_url} "
             f"does not answer ({err}): the Web UI cannot show payloads",
-            "`agentctl up` starts it locally; elsewhere run `python -m worker.codec_server`",
+            "`agentctl up` starts it locally; elsewhere run "
+            "`python -m durable_agents.worker.codec_server`",
         )
     return Finding("encryption", True, f"on (active key {keyring.active!r}); codec server answers")
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pydantic import ValidationError
 from temporalio.service import RPCError
 
-from infra.processes import StackError
-from runtime.client import TemporalUnreachable, connect_failure
+from durable_agents.infra.processes import StackError
+from durable_agents.runtime.client import TemporalUnreachable, connect_failure
 
 
 def one_line(err: BaseException) -> str:

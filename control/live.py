@@ -9,10 +9,10 @@ import asyncio
 from contextlib import suppress
 from typing import Any
 
-from activities.stores import open_database
-from activities.stream import CHANNEL, DeltaStore, StreamEntry
-from runtime.encryption import keyring_from
-from runtime.settings import Settings
+from durable_agents.activities.stores import open_database
+from durable_agents.activities.stream import CHANNEL, DeltaStore, StreamEntry
+from durable_agents.runtime.encryption import keyring_from
+from durable_agents.runtime.settings import Settings
 
 # How often a reader of a SQLite log looks for more (it has no NOTIFY).
 POLL_SECONDS = 0.02

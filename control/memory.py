@@ -5,12 +5,12 @@ deletion). Read where this machine reaches the stores, as control/stored.py says
 
 from __future__ import annotations
 
-from activities.memory import MemoryRecord, MemoryStore
-from activities.stores import open_database
-from control.runs import RunError
-from control.stored import check_reachable, store_errors
-from runtime.encryption import keyring_from
-from runtime.settings import Settings
+from durable_agents.activities.memory import MemoryRecord, MemoryStore
+from durable_agents.activities.stores import open_database
+from durable_agents.control.runs import RunError
+from durable_agents.control.stored import check_reachable, store_errors
+from durable_agents.runtime.encryption import keyring_from
+from durable_agents.runtime.settings import Settings
 
 
 def memory_store(settings: Settings) -> MemoryStore:

@@ -7,10 +7,10 @@ import uuid
 
 from temporalio.client import Client
 
-from control.runs import RunError
-from runtime.settings import Settings
-from workflows.activity_io import PruneReport, PruneRequest
-from workflows.prune import PruneWorkflow
+from durable_agents.control.runs import RunError
+from durable_agents.runtime.settings import Settings
+from durable_agents.workflows.activity_io import PruneReport, PruneRequest
+from durable_agents.workflows.prune import PruneWorkflow
 
 UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 

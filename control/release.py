@@ -34,12 +34,12 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.converter import DataConverter
 from temporalio.service import RPCError, RPCStatusCode
 
-from control import timeline
-from control.runs import RunError, started_request
-from control.timeline import CODE_HERE, ReplayOutcome, Verdict
-from runtime import versioning
-from runtime.settings import Settings
-from workflows.agent import AgentWorkflow
+from durable_agents.control import timeline
+from durable_agents.control.runs import RunError, started_request
+from durable_agents.control.timeline import CODE_HERE, ReplayOutcome, Verdict
+from durable_agents.runtime import versioning
+from durable_agents.runtime.settings import Settings
+from durable_agents.workflows.agent import AgentWorkflow
 
 # Temporal's own search attribute: "deployment:build" of the build a run is pinned to.
 PINNED_TO = SearchAttributeKey.for_keyword("TemporalWorkerDeploymentVersion")

@@ -28,13 +28,13 @@ from temporalio.common import (
 from temporalio.exceptions import CancelledError, WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
-from control.signer import Signer
-from runtime.settings import Settings
-from workflows import search_attributes as sa
-from workflows.agent import AgentWorkflow
-from workflows.contract_base import RUN_ID_PATTERN, preview
-from workflows.contracts import RunBudget, RunRequest, RunResult
-from workflows.people_inputs import (
+from durable_agents.control.signer import Signer
+from durable_agents.runtime.settings import Settings
+from durable_agents.workflows import search_attributes as sa
+from durable_agents.workflows.agent import AgentWorkflow
+from durable_agents.workflows.contract_base import RUN_ID_PATTERN, preview
+from durable_agents.workflows.contracts import RunBudget, RunRequest, RunResult
+from durable_agents.workflows.people_inputs import (
     Actor,
     Answer,
     BudgetRaise,
@@ -43,8 +43,13 @@ from workflows.people_inputs import (
     RewindRequest,
     StatePatch,
 )
-from workflows.records import IDENTITY_SEPARATOR, ApprovalRequest, Question, RunStatus
-from workflows.state import RunState, RunSummary
+from durable_agents.workflows.records import (
+    IDENTITY_SEPARATOR,
+    ApprovalRequest,
+    Question,
+    RunStatus,
+)
+from durable_agents.workflows.state import RunState, RunSummary
 
 WORKFLOW_TYPE = "AgentWorkflow"
 T = TypeVar("T")

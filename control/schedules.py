@@ -23,13 +23,13 @@ from temporalio.client import (
 from temporalio.common import SearchAttributePair, TypedSearchAttributes
 from temporalio.service import RPCError, RPCStatusCode
 
-from control.runs import RunError
-from runtime.settings import Settings
-from workflows import search_attributes as sa
-from workflows.agent import AgentWorkflow
-from workflows.contract_base import preview
-from workflows.contracts import RunBudget, RunPolicy, RunRequest
-from workflows.records import RunStatus
+from durable_agents.control.runs import RunError
+from durable_agents.runtime.settings import Settings
+from durable_agents.workflows import search_attributes as sa
+from durable_agents.workflows.agent import AgentWorkflow
+from durable_agents.workflows.contract_base import preview
+from durable_agents.workflows.contracts import RunRequest
+from durable_agents.workflows.records import RunStatus
 
 # A run id is the name and the scheduled time (`-2026-12-03T09:00:00Z`, 21 characters).
 SCHEDULE_NAME = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$"
@@ -181,17 +181,3 @@ async def _call(name: str, work: Any) -> Any:
         if err.status == RPCStatusCode.NOT_FOUND:
             raise RunError(f"no schedule named {name!r}") from None
         raise RunError(f"Temporal refused: {err.message}") from None
-
-
-def request_for(
-    agent: str,
-    goal: str,
-    *,
-    label: str | None = None,
-    policy: RunPolicy | None = None,
-    budget: RunBudget | None = None,
-) -> RunRequest:
-    try:
-        return RunRequest(goal=goal, agent=agent, label=label, policy=policy, budget=budget)
-    except ValueError as err:
-        raise RunError(f"invalid run request: {str(err).splitlines()[-1].strip()}") from None

@@ -11,9 +11,9 @@ from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from workflows.people_inputs import SignedDecision
-from workflows.records import ApprovalRequest, Question
-from workflows.signing import (
+from durable_agents.workflows.people_inputs import SignedDecision
+from durable_agents.workflows.records import ApprovalRequest, Question
+from durable_agents.workflows.signing import (
     Action,
     answer_digest,
     answer_v2_digest,

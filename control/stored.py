@@ -13,15 +13,15 @@ import psycopg
 from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
-from activities.ledger import EffectLedger
-from activities.sql import redacted_url
-from activities.stores import open_database
-from activities.transcript import TranscriptStore
-from control.runs import RunError
-from runtime.encryption import keyring_from
-from runtime.settings import Settings
-from workflows import patches
-from workflows.records import IDENTITY_SEPARATOR
+from durable_agents.activities.ledger import EffectLedger
+from durable_agents.activities.sql import redacted_url
+from durable_agents.activities.stores import open_database
+from durable_agents.activities.transcript import TranscriptStore
+from durable_agents.control.runs import RunError
+from durable_agents.runtime.encryption import keyring_from
+from durable_agents.runtime.settings import Settings
+from durable_agents.workflows import patches
+from durable_agents.workflows.records import IDENTITY_SEPARATOR
 
 
 def _local_note(settings: Settings) -> str:

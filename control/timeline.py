@@ -22,8 +22,8 @@ from temporalio.service import RPCError
 from temporalio.worker import Replayer, UnsandboxedWorkflowRunner, WorkflowRunner
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
-from control.agents import local_agents
-from control.runs import (
+from durable_agents.control.agents import local_agents
+from durable_agents.control.runs import (
     RunError,
     StartedRun,
     authorize_rewind,
@@ -33,15 +33,15 @@ from control.runs import (
     start_run,
     started_request,
 )
-from control.signer import Signer
-from runtime.settings import Settings
-from workflows import timeline
-from workflows.agent import AgentWorkflow
-from workflows.contracts import ForkSpec, RunRequest
-from workflows.people_inputs import RewindRequest, StatePatch
-from workflows.registry import AgentRegistry, serve_for_replay
-from workflows.state import RunState, unpack_state
-from workflows.timeline import Moment
+from durable_agents.control.signer import Signer
+from durable_agents.runtime.settings import Settings
+from durable_agents.workflows import timeline
+from durable_agents.workflows.agent import AgentWorkflow
+from durable_agents.workflows.contracts import ForkSpec, RunRequest
+from durable_agents.workflows.people_inputs import RewindRequest, StatePatch
+from durable_agents.workflows.registry import AgentRegistry, serve_for_replay
+from durable_agents.workflows.state import RunState, unpack_state
+from durable_agents.workflows.timeline import Moment
 
 # The workflow code installed here: what a replay checks a history against.
 CODE_HERE: tuple[type, ...] = (AgentWorkflow,)
@@ -65,7 +65,9 @@ def replayer(
     serve_for_replay(agents or local_agents())
     runner: WorkflowRunner = UnsandboxedWorkflowRunner()
     if sandboxed:
-        restrictions = SandboxRestrictions.default.with_passthrough_modules("workflows.timeline")
+        restrictions = SandboxRestrictions.default.with_passthrough_modules(
+            "durable_agents.workflows.timeline"
+        )
         runner = SandboxedWorkflowRunner(restrictions=restrictions)
     return Replayer(workflows=list(workflows), data_converter=converter, workflow_runner=runner)
 

@@ -23,16 +23,16 @@ from typing import Any
 from temporalio.client import Client, WorkflowFailureError
 from temporalio.service import RPCError
 
-from activities.shadow import ReadOnly, RecordedCall, Recordings
-from activities.stores import open_database
-from activities.whatif_reports import WhatIfReports
-from control import conversations, runs
-from control.agents import local_agents
-from control.errors import one_line
-from control.runs import RunError
-from control.stored import check_reachable, store_errors
-from control.whatif_record import MAX_DEPTH, RecordedRun
-from control.whatif_report import (
+from durable_agents.activities.shadow import ReadOnly, RecordedCall, Recordings
+from durable_agents.activities.stores import open_database
+from durable_agents.activities.whatif_reports import WhatIfReports
+from durable_agents.control import conversations, runs
+from durable_agents.control.agents import local_agents
+from durable_agents.control.errors import one_line
+from durable_agents.control.runs import RunError
+from durable_agents.control.stored import check_reachable, store_errors
+from durable_agents.control.whatif_record import MAX_DEPTH, RecordedRun
+from durable_agents.control.whatif_report import (
     Grade,
     Grader,
     RunComparison,
@@ -44,18 +44,18 @@ from control.whatif_report import (
     side,
     totals,
 )
-from runtime.encryption import keyring_from
-from runtime.settings import Settings
-from workflows.agent import AgentWorkflow
-from workflows.agents import Agent, Model
-from workflows.contract_base import preview
-from workflows.contracts import RunPolicy, RunRequest
-from workflows.people_inputs import Actor
-from workflows.registry import AgentRegistry
-from workflows.rules import Evaluator, Rule
-from workflows.state import RunState
-from workflows.tools import Tool, ToolRisk
-from workflows.whatif import WHATIF_QUEUE_PREFIX, Unmatched
+from durable_agents.runtime.encryption import keyring_from
+from durable_agents.runtime.settings import Settings
+from durable_agents.workflows.agent import AgentWorkflow
+from durable_agents.workflows.agents import Agent, Model
+from durable_agents.workflows.contract_base import preview
+from durable_agents.workflows.contracts import RunPolicy, RunRequest
+from durable_agents.workflows.people_inputs import Actor
+from durable_agents.workflows.registry import AgentRegistry
+from durable_agents.workflows.rules import Evaluator, Rule
+from durable_agents.workflows.state import RunState
+from durable_agents.workflows.tools import Tool, ToolRisk
+from durable_agents.workflows.whatif import WHATIF_QUEUE_PREFIX, Unmatched
 
 # Makes the what-if worker: (client, settings, the variant's agents, the recordings, its
 # task queue) -> a worker to run while the shadows do (worker/shadow.py's, in practice).

@@ -6,10 +6,15 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from activities.model import openai_clients
-from activities.model_client import CallMeta, ModelRefused, ModelRequest, ModelUnavailable
-from control.whatif_report import RunComparison
-from runtime.settings import Settings, load_settings
+from durable_agents.activities.model import openai_clients
+from durable_agents.activities.model_client import (
+    CallMeta,
+    ModelRefused,
+    ModelRequest,
+    ModelUnavailable,
+)
+from durable_agents.control.whatif_report import RunComparison
+from durable_agents.runtime.settings import Settings, load_settings
 
 JUDGE_SYSTEM = (
     "You judge a changed AI agent. You are given criteria, and what the agent answered and "

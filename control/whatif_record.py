@@ -17,19 +17,19 @@ from temporalio.client import Client, WorkflowHistory
 from temporalio.converter import DataConverter
 from temporalio.service import RPCError
 
-from activities.shadow import RecordedCall
-from activities.stores import Stores
-from control import timeline
-from control.runs import RunError, check_run_id
-from control.stored import check_reachable, store_errors
-from runtime.settings import Settings
-from workflows.activity_io import ModelCallInput, ToolCallInput, ToolOutcome
-from workflows.agent import AgentWorkflow
-from workflows.contracts import RunRequest, RunResult
-from workflows.conversation_records import UserMessage
-from workflows.records import BUDGET_REQUEST, ApprovalStatus, workflow_id_of
-from workflows.state import RunState
-from workflows.whatif import (
+from durable_agents.activities.shadow import RecordedCall
+from durable_agents.activities.stores import Stores
+from durable_agents.control import timeline
+from durable_agents.control.runs import RunError, check_run_id
+from durable_agents.control.stored import check_reachable, store_errors
+from durable_agents.runtime.settings import Settings
+from durable_agents.workflows.activity_io import ModelCallInput, ToolCallInput, ToolOutcome
+from durable_agents.workflows.agent import AgentWorkflow
+from durable_agents.workflows.contracts import RunRequest, RunResult
+from durable_agents.workflows.conversation_records import UserMessage
+from durable_agents.workflows.records import BUDGET_REQUEST, ApprovalStatus, workflow_id_of
+from durable_agents.workflows.state import RunState
+from durable_agents.workflows.whatif import (
     RecordedAnswer,
     RecordedDecision,
     RecordedDelegation,

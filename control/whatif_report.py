@@ -13,11 +13,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from activities.shadow import RecordedCall, ShadowCall
-from workflows.contract_base import preview
-from workflows.records import BUDGET_REQUEST
-from workflows.state import RunState
-from workflows.whatif import same_call_key
+from durable_agents.activities.shadow import RecordedCall, ShadowCall
+from durable_agents.workflows.contract_base import preview
+from durable_agents.workflows.records import BUDGET_REQUEST
+from durable_agents.workflows.state import RunState
+from durable_agents.workflows.whatif import same_call_key
 
 
 class Effect(BaseModel):

@@ -16,32 +16,41 @@ import asyncio
 from collections.abc import Callable, Sequence
 from datetime import timedelta
 from pathlib import Path
-from typing import Literal, TypeVar
+from typing import Literal, TypeVar, Unpack
 
+from pydantic import BaseModel
 from temporalio.client import Client, WorkflowFailureError
 from temporalio.exceptions import CancelledError
 
-from activities.memory import MemoryRecord
-from control import conversations, memory, runs, schedules, whatif, whatif_record
-from control.agents import check_limits, check_subject, known_agent, local_agents
-from control.runs import RunError
-from control.whatif import Variant
-from control.whatif_report import Grader, WhatIfReport
-from runtime.client import connect
-from runtime.settings import Settings, load_settings
-from worker.shadow import build_shadow_worker
-from workflows.agents import Agent
-from workflows.contracts import RunBudget, RunLimits, RunPolicy, RunRequest, RunResult
-from workflows.conversation_records import ConversationView, TurnRecord, TurnReply
-from workflows.people_inputs import Actor, Answer, DecideRequest, StatePatch
-from workflows.records import ApprovalRequest, Question
-from workflows.registry import AgentRegistry
-from workflows.state import RunState, RunSummary
+from durable_agents.activities.memory import MemoryRecord
+from durable_agents.control import conversations, memory, runs, schedules, whatif, whatif_record
+from durable_agents.control.agents import checked_request, local_agents, start_options
+from durable_agents.control.runs import RunError
+from durable_agents.control.schedules import ScheduleInfo
+from durable_agents.control.whatif import Variant
+from durable_agents.control.whatif_report import Grader, WhatIfReport
+from durable_agents.runtime.client import connect
+from durable_agents.runtime.settings import Settings, load_settings
+from durable_agents.workflows.agents import Agent
+from durable_agents.workflows.contracts import (
+    RunBudget,
+    RunRequest,
+    RunResult,
+)
+from durable_agents.workflows.conversation_records import ConversationView, TurnRecord, TurnReply
+from durable_agents.workflows.output import NoAnswer, answer_of
+from durable_agents.workflows.people_inputs import Actor, Answer, DecideRequest, StatePatch
+from durable_agents.workflows.records import ApprovalRequest, Question
+from durable_agents.workflows.registry import AgentRegistry
+from durable_agents.workflows.start_options import StartFields, StartOptions
+from durable_agents.workflows.state import RunState, RunSummary
 
 T = TypeVar("T")
+AnswerT = TypeVar("AnswerT", bound=BaseModel)
 
 __all__ = [
     "AgentClient",
+    "AgentRegistry",
     "ApprovalRequest",
     "Conversation",
     "ConversationView",
@@ -51,6 +60,9 @@ __all__ = [
     "RunHandle",
     "RunResult",
     "RunState",
+    "RunSummary",
+    "ScheduleInfo",
+    "StartOptions",
     "StatePatch",
     "TurnRecord",
     "TurnReply",
@@ -81,29 +93,29 @@ class AgentClient:
         goal: str,
         *,
         run_id: str | None = None,
-        policy: RunPolicy | None = None,
-        limits: RunLimits | None = None,
-        label: str | None = None,
-        budget: RunBudget | None = None,
-        subject: dict[str, str] | None = None,
+        **options: Unpack[StartFields],
     ) -> RunHandle:
         """Start a run of `agent` (or attach to the same request already running under
-        `run_id`). An unknown agent or an invalid request is refused before anything starts;
-        policy, limits and budget default to the agent's own. `subject`: what the run is
-        about (`{"customer": "jane"}`), which an agent with memory keeps its memories by."""
-        name = agent.name if isinstance(agent, Agent) else agent
-        found = known_agent(name, self.agents or local_agents())
-        check_limits(found, limits)
-        check_subject(found, subject)
-        try:
-            request = RunRequest(
-                goal=goal, agent=name, policy=policy, limits=limits, label=label, budget=budget,
-                subject=subject,
-            )  # fmt: skip
-        except ValueError as err:
-            raise RunError(f"invalid run request: {_first_error(err)}") from None
+        `run_id`). An unknown agent or an invalid request is refused before anything starts.
+        The options (durable_agents.StartOptions): policy, limits and budget default to the
+        agent's own; `subject` says what the run is about (`{"customer": "jane"}`), which an
+        agent with memory keeps its memories by; `label` travels with each model call."""
+        request = self._request(agent, goal, options)
         started = await runs.start_run(self.temporal, self.settings, request, run_id)
         return RunHandle(self.temporal, started.run_id, attached=started.attached)
+
+    def _request(
+        self,
+        agent: str | Agent,
+        goal: str,
+        options: StartFields,
+        *,
+        conversation: bool = False,
+    ) -> RunRequest:
+        registry = self.agents or local_agents()
+        return checked_request(
+            registry, agent, goal, start_options(**options), conversation=conversation
+        )
 
     async def what_if(
         self,
@@ -124,6 +136,10 @@ class AgentClient:
         the runs named, those in `history_files`, and the closed runs of `agent` (within
         `closed_within`, matching the visibility `query`). No tool with effects is called;
         the report is kept for the console's /whatif page too."""
+        # The what-if worker: imported here, so a client that never asks a what-if does
+        # not load the worker's activities.
+        from durable_agents.worker.shadow import build_shadow_worker
+
         # Every argument checked before any history is read.
         options = whatif.WhatIfOptions(read_only=read_only, unmatched=unmatched)
         matching = whatif_record.Matching(agent, closed_within, query, limit)
@@ -157,23 +173,14 @@ class AgentClient:
         conversation_id: str | None = None,
         *,
         title: str | None = None,
-        policy: RunPolicy | None = None,
-        limits: RunLimits | None = None,
-        label: str | None = None,
-        budget: RunBudget | None = None,
-        subject: dict[str, str] | None = None,
+        **options: Unpack[StartFields],
     ) -> Conversation:
         """Open a conversation with `agent`, or resume the one running under
         `conversation_id` (opened with the same agent and settings). It lasts until closed:
         send it messages, each answered by a turn of the agent's tool loop."""
         name = agent.name if isinstance(agent, Agent) else agent
-        found = known_agent(name, self.agents or local_agents())
-        check_limits(found, limits)
-        check_subject(found, subject)
-        request = conversations.conversation_request(
-            name, title=title, label=label, policy=policy, limits=limits, budget=budget,
-            subject=subject,
-        )  # fmt: skip
+        goal = title or f"Conversation with {name}"
+        request = self._request(agent, goal, options, conversation=True)
         started = await conversations.open_conversation(
             self.temporal, self.settings, request, conversation_id
         )
@@ -191,22 +198,19 @@ class AgentClient:
         *,
         cron: list[str] | None = None,
         every: timedelta | None = None,
-        policy: RunPolicy | None = None,
-        budget: RunBudget | None = None,
-        label: str | None = None,
         overlap: schedules.Overlap = "skip",
-    ) -> schedules.ScheduleInfo:
+        **options: Unpack[StartFields],
+    ) -> ScheduleInfo:
         """Run `agent` on `goal` at each cron time (UTC) or interval, as a Temporal Schedule:
-        each start is a normal run (id: the name and the time). A time that comes while
-        the previous run still runs is skipped, unless `overlap` says otherwise."""
-        name_ = agent.name if isinstance(agent, Agent) else agent
-        known_agent(name_, self.agents or local_agents())
-        request = schedules.request_for(name_, goal, label=label, policy=policy, budget=budget)
+        each start is a normal run (id: the name and the time), with the same options as
+        `start`. A time that comes while the previous run still runs is skipped, unless
+        `overlap` says otherwise."""
+        request = self._request(agent, goal, options)
         return await schedules.create(
             self.temporal, self.settings, name, request, cron=cron, every=every, overlap=overlap
         )
 
-    async def schedules(self) -> list[schedules.ScheduleInfo]:
+    async def schedules(self) -> list[ScheduleInfo]:
         return await schedules.list_all(self.temporal)
 
     async def pause_schedule(self, name: str, note: str = "") -> None:
@@ -331,6 +335,14 @@ class RunHandle:
                 return RunResult(run_id=self.run_id, status="cancelled")
             message = getattr(cause, "message", None) or str(cause or err)
             return RunResult(run_id=self.run_id, status="failed", error=message)
+
+    async def output(self, output_type: type[AnswerT]) -> AnswerT:
+        """Wait for the run to end: its answer as `output_type` (the agent's declared
+        answer type, `Agent(output_type=...)`), or RunError saying why there is none."""
+        try:
+            return answer_of(await self.result(), output_type, self.run_id)
+        except NoAnswer as err:
+            raise RunError(str(err)) from None
 
 
 def _first_error(err: ValueError) -> str:

@@ -16,7 +16,7 @@ A client never retries by itself. Give an agent yours with
 model client"); the OpenAI-compatible `OpenAIChatClient` is the default.
 """
 
-from activities.model_client import (
+from durable_agents.activities.model_client import (
     CallMeta,
     DeltaSink,
     ModelClient,
@@ -28,7 +28,7 @@ from activities.model_client import (
     StreamingModelClient,
     ToolSchema,
 )
-from activities.openai_chat import OpenAIChatClient
+from durable_agents.activities.openai_chat import OpenAIChatClient
 
 __all__ = [
     "CallMeta",

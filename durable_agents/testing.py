@@ -35,15 +35,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import Any, cast
+from typing import Any, Unpack, cast
 
+from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
-from activities.memory import MemoryRecord
-from activities.model import openai_clients
-from activities.model_client import (
+from durable_agents.activities.memory import MemoryRecord
+from durable_agents.activities.model import openai_clients
+from durable_agents.activities.model_client import (
     CallMeta,
     DeltaSink,
     ModelClient,
@@ -51,16 +52,18 @@ from activities.model_client import (
     ModelRequest,
     RawToolCall,
 )
-from control.memory import memory_store
 from durable_agents.client import AgentClient, Conversation, RunHandle
-from infra.binaries import BinaryMissing, temporal_test_server
-from infra.temporal_setup import register_search_attributes
-from runtime.settings import Settings
-from worker.main import build_worker
-from workflows.agents import Agent
-from workflows.contracts import RunBudget, RunLimits, RunPolicy
-from workflows.registry import AgentRegistry
-from workflows.tools import SUBMIT_PLAN
+from durable_agents.control.memory import memory_store
+from durable_agents.infra.binaries import BinaryMissing, temporal_test_server
+from durable_agents.infra.temporal_setup import register_search_attributes
+from durable_agents.runtime.settings import Settings
+from durable_agents.worker.main import build_worker
+from durable_agents.workflows.agent import AgentWorkflow
+from durable_agents.workflows.agents import Agent
+from durable_agents.workflows.prune import PruneWorkflow
+from durable_agents.workflows.registry import AgentRegistry
+from durable_agents.workflows.start_options import StartFields
+from durable_agents.workflows.tools import SUBMIT_PLAN
 
 __all__ = ["AgentTestbed", "ScriptRefused", "ScriptedModel", "Turn", "call", "plan", "say"]
 
@@ -190,10 +193,14 @@ class AgentTestbed:
         *agents: Agent,
         model: ModelClient | None = None,
         env: WorkflowEnvironment | None = None,
+        workflows: Sequence[type] = (),
     ) -> None:
         """`model`: the client every agent's calls go to (a ScriptedModel); None: each
-        agent's own (`Model(..., client=...)`) or the worker's default endpoint."""
+        agent's own (`Model(..., client=...)`) or the worker's default endpoint.
+        `workflows`: your own workflows, run on the same worker beside the agents (one that
+        calls `run_agent`, say): start them on `bed.task_queue` through `bed.temporal`."""
         self.registry = AgentRegistry().add(*agents)
+        self._own_workflows = tuple(workflows)
         self.model = model
         self._given_env = env
         self._env: WorkflowEnvironment | None = None
@@ -221,6 +228,7 @@ class AgentTestbed:
         self._worker = build_worker(
             env.client,
             self.settings,
+            (AgentWorkflow, PruneWorkflow, *self._own_workflows),
             registry=self.registry,
             model_clients=openai_clients
             if self.model is None
@@ -229,6 +237,16 @@ class AgentTestbed:
         await self._worker.__aenter__()
         self._client = AgentClient(env.client, self.settings, self.registry)
         return self
+
+    @property
+    def task_queue(self) -> str:
+        """The worker's task queue: where your own workflows start."""
+        return self.settings.task_queue
+
+    @property
+    def temporal(self) -> Client:
+        """The Temporal client: start your own workflows with it."""
+        return self.client.temporal
 
     @property
     def client(self) -> AgentClient:
@@ -260,15 +278,10 @@ class AgentTestbed:
         goal: str,
         *,
         run_id: str | None = None,
-        policy: RunPolicy | None = None,
-        limits: RunLimits | None = None,
-        budget: RunBudget | None = None,
-        subject: dict[str, str] | None = None,
+        **options: Unpack[StartFields],
     ) -> RunHandle:
-        return await self.client.start(
-            agent, goal, run_id=run_id, policy=policy, limits=limits, budget=budget,
-            subject=subject,
-        )  # fmt: skip
+        """Start a run on the testbed's worker, with the options `AgentClient.start` takes."""
+        return await self.client.start(agent, goal, run_id=run_id, **options)
 
     def seed_memory(self, namespace: str, text: str, fields: dict[str, str] | None = None) -> str:
         """A memory the agent finds as if an earlier run had remembered it: its id."""
@@ -285,17 +298,11 @@ class AgentTestbed:
         agent: str | Agent,
         conversation_id: str | None = None,
         *,
-        policy: RunPolicy | None = None,
-        limits: RunLimits | None = None,
-        budget: RunBudget | None = None,
-        label: str | None = None,
-        subject: dict[str, str] | None = None,
+        title: str | None = None,
+        **options: Unpack[StartFields],
     ) -> Conversation:
         """Open a conversation with `agent` on the testbed's worker."""
-        return await self.client.open_conversation(
-            agent, conversation_id, policy=policy, limits=limits, budget=budget, label=label,
-            subject=subject,
-        )  # fmt: skip
+        return await self.client.open_conversation(agent, conversation_id, title=title, **options)
 
 
 async def _time_skipping_server() -> WorkflowEnvironment:

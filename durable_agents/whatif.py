@@ -13,9 +13,9 @@ A grader is a function of one `RunComparison`: it passes by returning None or Tr
 by returning False or a text saying why, or by failing an `assert`.
 """
 
-from control.whatif import Variant
-from control.whatif_judge import ModelJudge
-from control.whatif_report import (
+from durable_agents.control.whatif import Variant
+from durable_agents.control.whatif_judge import ModelJudge
+from durable_agents.control.whatif_report import (
     Effect,
     EffectChange,
     Grade,

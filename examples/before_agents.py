@@ -9,10 +9,10 @@ from typing import Annotated, Any
 from pydantic import Field
 
 from durable_agents import Agent, ToolContext, ToolRisk, tool
-from examples.invoice import draft_email, lookup_invoice, pay_invoice, send_email
-from examples.large_result import fetch_report
-from examples.providers import providers_at
-from examples.refund import issue_refund
+from durable_agents.examples.invoice import draft_email, lookup_invoice, pay_invoice, send_email
+from durable_agents.examples.large_result import fetch_report
+from durable_agents.examples.providers import providers_at
+from durable_agents.examples.refund import issue_refund
 
 
 @tool(risk=ToolRisk.SIDE_EFFECT)

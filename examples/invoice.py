@@ -9,7 +9,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from durable_agents import Agent, ToolContext, ToolRisk, tool
-from examples.providers import ProviderConflict, providers_at
+from durable_agents.examples.providers import ProviderConflict, providers_at
 
 INVOICE_ID = Field(pattern=r"^INV-\d{3,10}$")
 EMAIL_ADDRESS = Field(pattern=r"^[^@\s]+@[^@\s]+\.[^@\s]+$", max_length=254)

@@ -1,6 +1,6 @@
 """A knowledge-base MCP server, built with the `mcp` package: what the research agent of
-examples/triage.py reaches over stdio (`python -m examples.kb_server`) or streamable HTTP
-(`python -m examples.kb_server --http PORT`).
+examples/triage.py reaches over stdio (`python -m durable_agents.examples.kb_server`) or
+streamable HTTP (`python -m durable_agents.examples.kb_server --http PORT`).
 
 `add_note` honours the idempotency key the agent sends in each request's `_meta`: a
 retried call with the same key adds nothing. Notes live in KB_DIR, or in kb/ under

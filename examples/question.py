@@ -4,7 +4,7 @@ tool), then looks it up."""
 from __future__ import annotations
 
 from durable_agents import Agent
-from examples.invoice import lookup_invoice
+from durable_agents.examples.invoice import lookup_invoice
 
 question_agent = Agent(
     name="question",

@@ -9,7 +9,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from durable_agents import Agent, RunPolicy, ToolContext, ToolRisk, tool
-from examples.invoice import EMAIL_ADDRESS, act
+from durable_agents.examples.invoice import EMAIL_ADDRESS, act
 
 
 class RefundArgs(BaseModel):

@@ -16,7 +16,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from durable_agents import Agent, Memory, ToolContext, ToolRisk, tool
-from examples.invoice import act
+from durable_agents.examples.invoice import act
 
 ORDER_ID = Field(pattern=r"^A-\d{4}$")
 # The shop's orders, as its order service would answer (the demo has no other shop).

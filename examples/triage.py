@@ -15,7 +15,7 @@ from durable_agents import Agent, MCPServer, RunBudget, ToolRisk, delegate
 
 knowledge_base = MCPServer(
     "kb",
-    command=[sys.executable, "-m", "examples.kb_server"],
+    command=[sys.executable, "-m", "durable_agents.examples.kb_server"],
     # The server keeps its notes under the worker's data dir (or KB_DIR).
     env_from_worker=["AGENT_DATA_DIR", "KB_DIR"],
     risks={"search_*": ToolRisk.READ_ONLY, "add_note": ToolRisk.SIDE_EFFECT},

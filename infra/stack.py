@@ -20,12 +20,19 @@ from temporalio.api.taskqueue.v1 import TaskQueue
 from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest, GetSystemInfoRequest
 from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_delay, wait_fixed
 
-from infra.binaries import temporal_cli
-from infra.processes import ProcessFiles, ProcessSpec, StackError, port_in_use, spawn, stop
-from infra.temporal_setup import set_up_namespace
-from runtime.client import connect
-from runtime.settings import Settings
-from workflows import search_attributes as sa
+from durable_agents.infra.binaries import temporal_cli
+from durable_agents.infra.processes import (
+    ProcessFiles,
+    ProcessSpec,
+    StackError,
+    port_in_use,
+    spawn,
+    stop,
+)
+from durable_agents.infra.temporal_setup import set_up_namespace
+from durable_agents.runtime.client import connect
+from durable_agents.runtime.settings import Settings
+from durable_agents.workflows import search_attributes as sa
 
 READY_TIMEOUT_SECONDS = 90.0
 
@@ -82,7 +89,9 @@ def part_specs(settings: Settings) -> list[ProcessSpec]:
     if settings.encryption_on:
         token = codec_token(settings)
         codec_env = env | {"AGENT_CODEC_TOKEN": token}
-        from worker.codec_server import ui_endpoint  # FastAPI: only when encryption is on
+        from durable_agents.worker.codec_server import (
+            ui_endpoint,  # FastAPI: only when encryption is on
+        )
 
         codec_flags = ["--ui-codec-endpoint", ui_endpoint(settings, token)]
     temporal = ProcessSpec(
@@ -115,7 +124,7 @@ def part_specs(settings: Settings) -> list[ProcessSpec]:
         argv=[
             sys.executable,
             "-m",
-            "infra.offline_model",
+            "durable_agents.infra.offline_model",
             "--port",
             str(settings.offline_model_port),
         ],
@@ -124,12 +133,16 @@ def part_specs(settings: Settings) -> list[ProcessSpec]:
     )
     # The worker is the application: every setting of ours, the model key included.
     worker = ProcessSpec(
-        name="worker", argv=[sys.executable, "-m", "worker"], port=None, env=env, inherit=("",)
+        name="worker",
+        argv=[sys.executable, "-m", "durable_agents.worker"],
+        port=None,
+        env=env,
+        inherit=("",),
     )
     # The console: our settings (keys to decode, the stores), never the model key.
     console = ProcessSpec(
         name="console",
-        argv=[sys.executable, "-m", "console"],
+        argv=[sys.executable, "-m", "durable_agents.console"],
         port=settings.console_port,
         env=env,
         inherit=("AGENT_",),
@@ -142,7 +155,7 @@ def part_specs(settings: Settings) -> list[ProcessSpec]:
         # The codec server: our settings (the keys among them), never the model key.
         codec = ProcessSpec(
             name="codec",
-            argv=[sys.executable, "-m", "worker.codec_server"],
+            argv=[sys.executable, "-m", "durable_agents.worker.codec_server"],
             port=settings.codec_port,
             env=codec_env,
             inherit=("AGENT_",),

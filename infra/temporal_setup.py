@@ -22,9 +22,9 @@ from temporalio.client import (
 )
 from temporalio.service import RPCError, RPCStatusCode
 
-from runtime.settings import Settings
-from workflows import search_attributes as sa
-from workflows.activity_io import PruneRequest
+from durable_agents.runtime.settings import Settings
+from durable_agents.workflows import search_attributes as sa
+from durable_agents.workflows.activity_io import PruneRequest
 
 _TYPES = {
     "Keyword": IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD,

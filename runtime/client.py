@@ -13,10 +13,10 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.converter import DataConverter, DefaultFailureConverterWithEncodedAttributes
 from temporalio.runtime import Runtime
 
-from runtime import telemetry
-from runtime.connection import Connection, connection
-from runtime.encryption import EncryptionCodec, Keyring, key_text
-from runtime.settings import Settings
+from durable_agents.runtime import telemetry
+from durable_agents.runtime.connection import Connection, connection
+from durable_agents.runtime.encryption import EncryptionCodec, Keyring, key_text
+from durable_agents.runtime.settings import Settings
 
 
 async def connect(

@@ -19,7 +19,7 @@ from pathlib import Path
 from temporalio.envconfig import ClientConfigProfile
 from temporalio.service import TLSConfig
 
-from runtime.settings import Settings
+from durable_agents.runtime.settings import Settings
 
 
 class ConnectionSettingsError(ValueError):

@@ -21,7 +21,7 @@ from temporalio.api.common.v1 import Payload
 from temporalio.converter import PayloadCodec
 
 if TYPE_CHECKING:
-    from runtime.settings import Settings
+    from durable_agents.runtime.settings import Settings
 
 ENCODING = b"binary/encrypted"
 # What a tolerant codec hands on for a payload it cannot decrypt; no converter reads it.

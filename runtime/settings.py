@@ -11,9 +11,17 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 OFFLINE_MODEL_NAME = "scripted-offline-model"
 # The bundled examples: what a worker serves when AGENT_MODULES is not set.
-DEFAULT_AGENT_MODULES = (
-    "examples.invoice,examples.refund,examples.question,examples.large_result,examples.triage,"
-    "examples.before_agents,examples.support_chat"
+DEFAULT_AGENT_MODULES = ",".join(
+    f"durable_agents.examples.{name}"
+    for name in (
+        "invoice",
+        "refund",
+        "question",
+        "large_result",
+        "triage",
+        "before_agents",
+        "support_chat",
+    )
 )
 
 

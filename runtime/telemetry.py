@@ -18,7 +18,7 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExport
 from temporalio.common import MetricMeter
 from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
 
-from runtime.settings import Settings
+from durable_agents.runtime.settings import Settings
 
 TRACER_NAME = "durable_agents"
 

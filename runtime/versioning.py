@@ -22,7 +22,7 @@ from temporalio.common import VersioningBehavior, WorkerDeploymentVersion
 from temporalio.service import RPCError, RPCStatusCode
 from temporalio.worker import WorkerDeploymentConfig
 
-from runtime.settings import Settings
+from durable_agents.runtime.settings import Settings
 
 log = logging.getLogger("durable_agents.versioning")
 

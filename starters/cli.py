@@ -9,9 +9,9 @@ import sys
 import typer
 from pydantic import ValidationError
 
-from runtime import telemetry
-from runtime.settings import load_settings
-from starters import (
+from durable_agents.runtime import telemetry
+from durable_agents.runtime.settings import load_settings
+from durable_agents.starters import (
     cli_chat,
     cli_console,
     cli_history,
@@ -24,7 +24,7 @@ from starters import (
     cli_stack,
     cli_whatif,
 )
-from starters.demo import demo
+from durable_agents.starters.demo import demo
 
 app = typer.Typer(
     help="Durable AI agents on Temporal: start, watch, approve and inspect runs.",

@@ -16,20 +16,21 @@ from typing import Annotated
 import typer
 from temporalio.client import Client
 
-from control import conversations, runs
-from control.agents import check_subject, known_agent, local_agents
-from control.live import LiveReplies
-from control.runs import RunError
-from control.signer import Signer
-from infra.offline_model.chat import stream_shape
-from infra.offline_model.scenarios import ScenarioSpec
-from runtime.client import connect
-from runtime.settings import Settings, load_settings
-from starters.cli_people import own_signer
-from starters.errors import run_async
-from starters.terminal import SafeConsole, shown
-from workflows.conversation_records import TurnReply
-from workflows.people_inputs import Actor, Answer, DecideRequest
+from durable_agents.control import conversations, runs
+from durable_agents.control.agents import checked_request, local_agents
+from durable_agents.control.live import LiveReplies
+from durable_agents.control.runs import RunError
+from durable_agents.control.signer import Signer
+from durable_agents.infra.offline_model.chat import stream_shape
+from durable_agents.infra.offline_model.scenarios import ScenarioSpec
+from durable_agents.runtime.client import connect
+from durable_agents.runtime.settings import Settings, load_settings
+from durable_agents.starters.cli_options import Subject, options_from_flags
+from durable_agents.starters.cli_people import own_signer
+from durable_agents.starters.errors import run_async
+from durable_agents.starters.terminal import SafeConsole, shown
+from durable_agents.workflows.conversation_records import TurnReply
+from durable_agents.workflows.people_inputs import Actor, Answer, DecideRequest
 
 console = SafeConsole()
 HELP = (
@@ -53,20 +54,18 @@ async def chat(
         list[str] | None,
         typer.Option("--message", "-m", help="Send this (repeatable), print the replies, leave."),
     ] = None,
-    subject: Annotated[
-        list[str] | None,
-        typer.Option(help="What the conversation is about, KEY=VALUE (repeatable): its memory."),
-    ] = None,
+    subject: Subject = None,
 ) -> None:
     """Talk to an agent: each line you type is a message, answered by a turn."""
     settings = load_settings()
     signer = own_signer(settings)
     speaker = by or getpass.getuser()
     label = _label(settings, label)
-    about = parse_subject(subject or [])
-    check_subject(known_agent(agent, local_agents()), about)
+    options = options_from_flags(label=label, subject=subject)
+    request = checked_request(
+        local_agents(), agent, f"Conversation with {agent}", options, conversation=True
+    )
     client = await connect(settings)
-    request = conversations.conversation_request(agent, label=label, subject=about)
     started = await conversations.open_conversation(client, settings, request, conversation_id)
     cid = started.run_id
     verb = "resumed" if started.attached else "opened"
@@ -82,17 +81,6 @@ async def chat(
         await talk.interactive()
     finally:
         await talk.close()
-
-
-def parse_subject(pairs: list[str]) -> dict[str, str] | None:
-    """`--subject customer=jane` as the run's subject; RunError on a pair without `=`."""
-    subject: dict[str, str] = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key or not value:
-            raise RunError(f"--subject takes KEY=VALUE, not {pair!r}")
-        subject[key] = value
-    return subject or None
 
 
 def printable(text: str) -> str:

@@ -10,11 +10,11 @@ from typing import Annotated
 
 import typer
 
-from console import users
-from control.signer import kept_signer, write_new_key
-from runtime.settings import load_settings
-from starters.errors import fail
-from starters.terminal import SafeConsole
+from durable_agents.console import users
+from durable_agents.control.signer import kept_signer, write_new_key
+from durable_agents.runtime.settings import load_settings
+from durable_agents.starters.errors import fail
+from durable_agents.starters.terminal import SafeConsole
 
 console = SafeConsole()
 users_app = typer.Typer(
@@ -27,7 +27,7 @@ signing_app = typer.Typer(
 
 def serve_console() -> None:
     """Serve the console in the foreground (`agentctl up` starts it in the background)."""
-    from console.__main__ import main as console_main
+    from durable_agents.console.__main__ import main as console_main
 
     settings = load_settings()
     console.print(f"console: {settings.console_url} (Ctrl-C stops it)")

@@ -10,19 +10,19 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from activities.model_client import called_tools
-from control import stored, timeline
-from control.runs import RunError
-from runtime.client import connect, data_converter
-from runtime.encryption import KeyringError
-from runtime.settings import Settings, load_settings
-from starters.cli_people import own_signer
-from starters.errors import RunIdArgument, fail, run_async
-from starters.render import print_replays, print_state
-from starters.terminal import SafeConsole, shown
-from workflows.contract_base import preview
-from workflows.people_inputs import StatePatch
-from workflows.timeline import Moment
+from durable_agents.activities.model_client import called_tools
+from durable_agents.control import stored, timeline
+from durable_agents.control.runs import RunError
+from durable_agents.runtime.client import connect, data_converter
+from durable_agents.runtime.encryption import KeyringError
+from durable_agents.runtime.settings import Settings, load_settings
+from durable_agents.starters.cli_people import own_signer
+from durable_agents.starters.errors import RunIdArgument, fail, run_async
+from durable_agents.starters.render import print_replays, print_state
+from durable_agents.starters.terminal import SafeConsole, shown
+from durable_agents.workflows.contract_base import preview
+from durable_agents.workflows.people_inputs import StatePatch
+from durable_agents.workflows.timeline import Moment
 
 console = SafeConsole()
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON.")]

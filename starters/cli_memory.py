@@ -8,10 +8,10 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from control import memory
-from runtime.settings import load_settings
-from starters.errors import run_async
-from starters.terminal import SafeConsole, shown
+from durable_agents.control import memory
+from durable_agents.runtime.settings import load_settings
+from durable_agents.starters.errors import run_async
+from durable_agents.starters.terminal import SafeConsole, shown
 
 console = SafeConsole()
 memory_app = typer.Typer(

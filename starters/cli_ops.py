@@ -6,11 +6,11 @@ from typing import Annotated
 
 import typer
 
-from control.doctor import diagnose
-from runtime.encryption import new_key
-from runtime.settings import load_settings
-from starters.errors import run_async
-from starters.terminal import SafeConsole
+from durable_agents.control.doctor import diagnose
+from durable_agents.runtime.encryption import new_key
+from durable_agents.runtime.settings import load_settings
+from durable_agents.starters.errors import run_async
+from durable_agents.starters.terminal import SafeConsole
 
 console = SafeConsole()
 keys_app = typer.Typer(help="Encryption keys for payloads and stores.", no_args_is_help=True)

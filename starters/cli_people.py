@@ -10,14 +10,14 @@ from typing import Annotated, Any
 
 import typer
 
-from control import runs
-from control.signer import Signer, read_signer
-from runtime.client import connect
-from runtime.settings import Settings, load_settings
-from starters.errors import RunIdArgument, fail, run_async
-from starters.render import inbox_table
-from starters.terminal import SafeConsole, shown
-from workflows.people_inputs import Actor, Answer, DecideRequest, StatePatch
+from durable_agents.control import runs
+from durable_agents.control.signer import Signer, read_signer
+from durable_agents.runtime.client import connect
+from durable_agents.runtime.settings import Settings, load_settings
+from durable_agents.starters.errors import RunIdArgument, fail, run_async
+from durable_agents.starters.render import inbox_table
+from durable_agents.starters.terminal import SafeConsole, shown
+from durable_agents.workflows.people_inputs import Actor, Answer, DecideRequest, StatePatch
 
 console = SafeConsole()
 AsOption = Annotated[str | None, typer.Option("--as", help="Who is acting (default: you).")]

@@ -14,14 +14,14 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from control import release
-from control.release import CheckReport, ReleaseRefused, RunCheck
-from runtime import versioning
-from runtime.client import connect, data_converter
-from runtime.settings import load_settings
-from starters.errors import RunIdArgument, fail, run_async
-from starters.render import print_replays
-from starters.terminal import SafeConsole
+from durable_agents.control import release
+from durable_agents.control.release import CheckReport, ReleaseRefused, RunCheck
+from durable_agents.runtime import versioning
+from durable_agents.runtime.client import connect, data_converter
+from durable_agents.runtime.settings import load_settings
+from durable_agents.starters.errors import RunIdArgument, fail, run_async
+from durable_agents.starters.render import print_replays
+from durable_agents.starters.terminal import SafeConsole
 
 console = SafeConsole(highlight=False, soft_wrap=True)
 release_app = typer.Typer(

@@ -4,33 +4,36 @@ from __future__ import annotations
 
 import asyncio
 import json
-import tomllib
-from pathlib import Path
-from typing import Annotated, TypeVar
+from typing import Annotated
 
 import typer
-from pydantic import BaseModel, ValidationError
 from rich.console import Group
 from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from activities.stream import StreamEntry
-from control import runs
-from control.agents import check_limits, describe, known_agent, local_agents
-from control.live import LiveReplies
-from control.live import shown as shown_replies
-from control.runs import RunError
-from control.stored import run_effects
-from infra.offline_model.scenarios import Fault, ScenarioError, ScenarioSpec, load
-from runtime.client import connect
-from runtime.settings import load_settings
-from starters.errors import RunIdArgument, fail, run_async
-from starters.render import print_state, runs_table, summary_panel
-from starters.terminal import SafeConsole, shown
-from workflows.agents import BEFORE_AGENTS
-from workflows.contracts import RunBudget, RunLimits, RunPolicy, RunRequest
-from workflows.records import RunStatus
+from durable_agents.activities.stream import StreamEntry
+from durable_agents.control import runs
+from durable_agents.control.agents import checked_request, describe, known_agent, local_agents
+from durable_agents.control.live import LiveReplies
+from durable_agents.control.live import shown as shown_replies
+from durable_agents.control.runs import RunError
+from durable_agents.control.stored import run_effects
+from durable_agents.infra.offline_model.scenarios import Fault, ScenarioError, ScenarioSpec, load
+from durable_agents.runtime.client import connect
+from durable_agents.runtime.settings import load_settings
+from durable_agents.starters.cli_options import (
+    BudgetFile,
+    LimitsFile,
+    PolicyFile,
+    Subject,
+    options_from_flags,
+)
+from durable_agents.starters.errors import RunIdArgument, fail, run_async
+from durable_agents.starters.render import print_state, runs_table, summary_panel
+from durable_agents.starters.terminal import SafeConsole, shown
+from durable_agents.workflows.contracts import RunPolicy
+from durable_agents.workflows.records import RunStatus
 
 console = SafeConsole()
 
@@ -77,26 +80,10 @@ async def run(
             help="The agent to run (`agentctl agents` lists them; default: the only one)."
         ),
     ] = None,
-    policy_file: Annotated[
-        Path | None,
-        typer.Option(
-            "--policy", help="The run's policy: a JSON or TOML file (default: the agent's)."
-        ),
-    ] = None,
-    limits_file: Annotated[
-        Path | None,
-        typer.Option(
-            "--limits", help="The run's limits: a JSON or TOML file (default: the agent's)."
-        ),
-    ] = None,
-    budget_file: Annotated[
-        Path | None,
-        typer.Option(
-            "--budget",
-            help="What the run and its sub-agents may spend: a JSON or TOML file "
-            "(usd, tokens, tool_calls, seconds; default: the agent's).",
-        ),
-    ] = None,
+    policy_file: PolicyFile = None,
+    limits_file: LimitsFile = None,
+    budget_file: BudgetFile = None,
+    subject: Subject = None,
     label: Annotated[
         str | None,
         typer.Option(
@@ -122,17 +109,16 @@ async def run(
         runs.check_run_id(run_id)
     settings = load_settings()
     spec = run_label(label, steps, reply_bytes, fault or [], settings.uses_offline_model)
-    policy = read_model_file(policy_file, RunPolicy, "--policy") if policy_file else None
-    limits = read_model_file(limits_file, RunLimits, "--limits") if limits_file else None
-    budget = read_model_file(budget_file, RunBudget, "--budget") if budget_file else None
-    name = default_agent(agent)
-    check_limits(local_agents().agents[name or BEFORE_AGENTS], limits)
-    if approve_side_effects:  # on top of the policy the run would have had
-        base = policy or local_agents().agents[name or BEFORE_AGENTS].policy or RunPolicy()
-        policy = base.model_copy(update={"approve_all_side_effects": True})
-    request = RunRequest(
-        goal=goal, agent=name, label=spec, policy=policy, limits=limits, budget=budget
+    options = options_from_flags(
+        policy=policy_file, limits=limits_file, budget=budget_file, label=spec, subject=subject
     )
+    registry = local_agents()
+    found = known_agent(default_agent(agent), registry)
+    if approve_side_effects:  # on top of the policy the run would have had
+        base = options.policy or found.policy or RunPolicy()
+        tighter = base.model_copy(update={"approve_all_side_effects": True})
+        options = options.model_copy(update={"policy": tighter})
+    request = checked_request(registry, found, goal, options)
     client = await connect(settings)
     started = await runs.start_run(client, settings, request, run_id)
     verb = "attached to running run" if started.attached else "started run"
@@ -242,38 +228,15 @@ async def effects(
     console.print(table)
 
 
-def default_agent(name: str | None) -> str | None:
-    """The agent named, checked; else the only one known; else None, the agent of requests
-    that name none (BEFORE_AGENTS), when it is known."""
+def default_agent(name: str | None) -> str:
+    """The agent named; else the only one known; else RunError naming them (a worker with
+    several agents never runs one the caller did not choose)."""
     registry = local_agents()
     if name is not None:
         return known_agent(name, registry).name
     if len(registry.agents) == 1:
         return next(iter(registry.agents))
-    if BEFORE_AGENTS in registry.agents:
-        return None
     raise RunError(f"name the agent with --agent ({', '.join(sorted(registry.agents))})")
-
-
-M = TypeVar("M", bound=BaseModel)
-
-
-def read_model_file(path: Path, model: type[M], flag: str) -> M:
-    """A policy or limits file (JSON, or TOML by its suffix), validated before any start."""
-    try:
-        text = path.read_text()
-        data = tomllib.loads(text) if path.suffix == ".toml" else json.loads(text)
-    except OSError as err:
-        raise RunError(f"{flag} {path}: {err.strerror or err}") from None
-    except (ValueError, tomllib.TOMLDecodeError) as err:
-        kind = "TOML" if path.suffix == ".toml" else "JSON"
-        raise RunError(f"{flag} {path}: not valid {kind}: {err}") from None
-    try:
-        return model.model_validate(data)
-    except ValidationError as err:
-        first = err.errors(include_url=False)[0]
-        where = ".".join(str(p) for p in first["loc"]) or "file"
-        raise RunError(f"{flag} {path}: {where}: {first['msg']}") from None
 
 
 def agents(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False) -> None:

@@ -5,22 +5,26 @@ from __future__ import annotations
 
 import json
 from datetime import timedelta
-from pathlib import Path
 from typing import Annotated
 
 import typer
 from rich.table import Table
 
-from control import schedules
-from control.agents import known_agent
-from control.pruning import parse_age
-from control.runs import RunError
-from runtime.client import connect
-from runtime.settings import load_settings
-from starters.cli_runs import read_model_file
-from starters.errors import fail, run_async
-from starters.terminal import SafeConsole, shown
-from workflows.contracts import RunBudget, RunPolicy
+from durable_agents.control import schedules
+from durable_agents.control.agents import checked_request, local_agents
+from durable_agents.control.pruning import parse_age
+from durable_agents.control.runs import RunError
+from durable_agents.runtime.client import connect
+from durable_agents.runtime.settings import load_settings
+from durable_agents.starters.cli_options import (
+    BudgetFile,
+    LimitsFile,
+    PolicyFile,
+    Subject,
+    options_from_flags,
+)
+from durable_agents.starters.errors import fail, run_async
+from durable_agents.starters.terminal import SafeConsole, shown
 
 console = SafeConsole()
 schedule_app = typer.Typer(
@@ -47,12 +51,10 @@ async def create(
         list[str] | None, typer.Option(help="A cron expression, e.g. '0 9 * * MON-FRI' (UTC).")
     ] = None,
     every: Annotated[str | None, typer.Option(help="Or an interval: 30s, 15m, 1h, 1d.")] = None,
-    policy: Annotated[
-        Path | None, typer.Option(help="A run policy file (JSON or TOML) for each run.")
-    ] = None,
-    budget: Annotated[
-        Path | None, typer.Option(help="A budget file (JSON or TOML) for each run.")
-    ] = None,
+    policy: PolicyFile = None,
+    limits: LimitsFile = None,
+    budget: BudgetFile = None,
+    subject: Subject = None,
     label: Annotated[str | None, typer.Option(help="A label each run carries.")] = None,
     overlap: Annotated[
         schedules.Overlap, typer.Option(help="When a run is still going: skip the new one.")
@@ -60,15 +62,11 @@ async def create(
 ) -> None:
     """Create a schedule that starts AGENT on GOAL at each time."""
     _name(name)
-    known_agent(agent)
     every_delta = timedelta(seconds=parse_age(every)) if every is not None else None
-    request = schedules.request_for(
-        agent,
-        goal,
-        label=label,
-        policy=read_model_file(policy, RunPolicy, "--policy") if policy else None,
-        budget=read_model_file(budget, RunBudget, "--budget") if budget else None,
+    options = options_from_flags(
+        policy=policy, limits=limits, budget=budget, label=label, subject=subject
     )
+    request = checked_request(local_agents(), agent, goal, options)
     settings = load_settings()
     client = await connect(settings)
     info = await schedules.create(

@@ -7,14 +7,14 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from control import pruning, release
-from infra import stack
-from infra.temporal_setup import set_up_namespace
-from runtime import versioning
-from runtime.client import connect
-from runtime.settings import load_settings
-from starters.errors import run_async
-from starters.terminal import SafeConsole
+from durable_agents.control import pruning, release
+from durable_agents.infra import stack
+from durable_agents.infra.temporal_setup import set_up_namespace
+from durable_agents.runtime import versioning
+from durable_agents.runtime.client import connect
+from durable_agents.runtime.settings import load_settings
+from durable_agents.starters.errors import run_async
+from durable_agents.starters.terminal import SafeConsole
 
 console = SafeConsole()
 
@@ -98,7 +98,9 @@ async def prune(
 
 def worker() -> None:
     """Run a worker in the foreground (Ctrl-C stops it cleanly)."""
-    from worker.main import main  # the activities' imports (openai): only for this verb
+    from durable_agents.worker.main import (
+        main,  # the activities' imports (openai): only for this verb
+    )
 
     main()
 

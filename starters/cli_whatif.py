@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from starters.errors import run_async
+from durable_agents.starters.errors import run_async
 
 
 def register(app: typer.Typer) -> None:
@@ -63,7 +63,9 @@ async def whatif_command(
 ) -> None:
     """Play recorded runs again against a changed agent: no effect is made; what would
     change is shown. Exit 1 when a grader fails."""
-    from starters.whatif_play import play  # the model client and the shadows: see there
+    from durable_agents.starters.whatif_play import (
+        play,  # the model client and the shadows: see there
+    )
 
     await play(
         run_ids=run_ids,

@@ -14,16 +14,16 @@ import time
 import typer
 from temporalio.client import Client
 
-from control import release, runs
-from infra import stack
-from runtime.client import connect
-from runtime.settings import load_settings
-from starters.errors import run_async
-from starters.render import print_state
-from starters.terminal import SafeConsole
-from workflows.contracts import RunRequest
-from workflows.people_inputs import DecideRequest
-from workflows.state import RunSummary
+from durable_agents.control import release, runs
+from durable_agents.infra import stack
+from durable_agents.runtime.client import connect
+from durable_agents.runtime.settings import load_settings
+from durable_agents.starters.errors import run_async
+from durable_agents.starters.render import print_state
+from durable_agents.starters.terminal import SafeConsole
+from durable_agents.workflows.contracts import RunRequest
+from durable_agents.workflows.people_inputs import DecideRequest
+from durable_agents.workflows.state import RunSummary
 
 console = SafeConsole()
 DEMO_AGENT = "invoice"  # examples/invoice.py

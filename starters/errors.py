@@ -13,14 +13,14 @@ import typer
 from pydantic import ValidationError
 from temporalio.service import RPCError
 
-from control.errors import one_line
-from control.runs import RunError, check_run_id
-from infra.binaries import BinaryMissing
-from infra.offline_model.scenarios import ScenarioError
-from infra.processes import StackError
-from runtime.connection import ConnectionSettingsError
-from runtime.encryption import KeyringError
-from runtime.settings import SettingsFileMissing
+from durable_agents.control.errors import one_line
+from durable_agents.control.runs import RunError, check_run_id
+from durable_agents.infra.binaries import BinaryMissing
+from durable_agents.infra.offline_model.scenarios import ScenarioError
+from durable_agents.infra.processes import StackError
+from durable_agents.runtime.connection import ConnectionSettingsError
+from durable_agents.runtime.encryption import KeyringError
+from durable_agents.runtime.settings import SettingsFileMissing
 
 P = ParamSpec("P")
 R = TypeVar("R")

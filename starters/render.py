@@ -8,11 +8,11 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from control.runs import InboxItem, RunListing
-from control.timeline import ReplayOutcome
-from starters.terminal import shown
-from workflows.records import RunStatus, StepStatus
-from workflows.state import RunState, RunSummary
+from durable_agents.control.runs import InboxItem, RunListing
+from durable_agents.control.timeline import ReplayOutcome
+from durable_agents.starters.terminal import shown
+from durable_agents.workflows.records import RunStatus, StepStatus
+from durable_agents.workflows.state import RunState, RunSummary
 
 STATUS_STYLE = {
     RunStatus.COMPLETED: "green",

@@ -16,19 +16,19 @@ from pydantic import ValidationError
 from rich.markup import escape
 from rich.table import Table
 
-from control import whatif, whatif_record
-from control.runs import RunError, check_run_id
-from control.whatif import Variant, WhatIfOptions
-from control.whatif_judge import ModelJudge
-from control.whatif_report import Grader, RunComparison, WhatIfReport
-from runtime.client import connect
-from runtime.settings import Settings, load_settings
-from starters.errors import fail
-from starters.terminal import SafeConsole
-from worker.shadow import build_shadow_worker
-from workflows.agents import Agent
-from workflows.contracts import RunPolicy
-from workflows.tools import ToolDefinitionError
+from durable_agents.control import whatif, whatif_record
+from durable_agents.control.runs import RunError, check_run_id
+from durable_agents.control.whatif import Variant, WhatIfOptions
+from durable_agents.control.whatif_judge import ModelJudge
+from durable_agents.control.whatif_report import Grader, RunComparison, WhatIfReport
+from durable_agents.runtime.client import connect
+from durable_agents.runtime.settings import Settings, load_settings
+from durable_agents.starters.errors import fail
+from durable_agents.starters.terminal import SafeConsole
+from durable_agents.worker.shadow import build_shadow_worker
+from durable_agents.workflows.agents import Agent
+from durable_agents.workflows.contracts import RunPolicy
+from durable_agents.workflows.tools import ToolDefinitionError
 
 console = SafeConsole(highlight=False, soft_wrap=True)
 SPAN = re.compile(r"^(\d{1,6})([dhm])$")

@@ -19,19 +19,19 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
-from activities.sql import PostgresDatabase, SqlDatabase, SqliteDatabase
-from control import runs
-from examples.providers import Providers
-from infra.binaries import temporal_cli, temporal_test_server
-from infra.offline_model.embedded import EmbeddedModelServer
-from infra.temporal_setup import register_search_attributes
-from runtime.settings import DEFAULT_AGENT_MODULES, Settings
-from worker.main import build_worker
-from workflows import search_attributes as sa
-from workflows.activity_io import ToolCallInput
-from workflows.people_inputs import Decision
-from workflows.registry import load_registry, serve_for_replay
-from workflows.state import RunSummary
+from durable_agents.activities.sql import PostgresDatabase, SqlDatabase, SqliteDatabase
+from durable_agents.control import runs
+from durable_agents.examples.providers import Providers
+from durable_agents.infra.binaries import temporal_cli, temporal_test_server
+from durable_agents.infra.offline_model.embedded import EmbeddedModelServer
+from durable_agents.infra.temporal_setup import register_search_attributes
+from durable_agents.runtime.settings import DEFAULT_AGENT_MODULES, Settings
+from durable_agents.worker.main import build_worker
+from durable_agents.workflows import search_attributes as sa
+from durable_agents.workflows.activity_io import ToolCallInput
+from durable_agents.workflows.people_inputs import Decision
+from durable_agents.workflows.registry import load_registry, serve_for_replay
+from durable_agents.workflows.state import RunSummary
 
 # The bundled examples' agents and tools, as a default worker serves them; replayers in
 # tests (which build their own Replayer) serve them too.
@@ -268,13 +268,13 @@ def spawn_worker_of(
 ) -> subprocess.Popen[bytes]:
     """A worker process of another build's code (a checkout at `code`; its packages come
     first on the path: `python -m` puts the working directory there), or of this one."""
-    from infra.stack import settings_env
+    from durable_agents.infra.stack import settings_env
 
     # No metrics endpoint unless a test asks: workers of parallel tests would share a port.
     full_env = {**os.environ, **settings_env(settings), "AGENT_METRICS_PORT": "0", **env}
     with open(log_path, "ab") as log:
         return subprocess.Popen(
-            [sys.executable, "-m", "worker"],
+            [sys.executable, "-m", "durable_agents.worker"],
             env=full_env,
             stdout=log,
             stderr=subprocess.STDOUT,
@@ -296,7 +296,7 @@ async def finish_on_a_new_worker(
 
 async def wedged_with(client: Client, task_queue: str, rid: str) -> str:
     """Once the run's workflow task has failed twice in a row: the last failure."""
-    from control.doctor import wedged_runs
+    from durable_agents.control.doctor import wedged_runs
 
     found: dict[str, str] = {}
 

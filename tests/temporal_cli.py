@@ -28,7 +28,7 @@ from pathlib import Path
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
-from infra.binaries import temporal_cli
+from durable_agents.infra.binaries import temporal_cli
 
 # The CLI's own deadline for one call; the thread's is this plus a margin.
 CALL_SECONDS = 60

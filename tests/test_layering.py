@@ -24,15 +24,48 @@ MAY_IMPORT: dict[str, set[str]] = {
 OURS = set(MAY_IMPORT) | {"bench", "tests"}
 
 
+def layer_of(module: str) -> str:
+    """The layer a module name belongs to: `durable_agents.workflows.agent` is workflows,
+    `durable_agents.client` the public package (everything is under durable_agents)."""
+    parts = module.split(".")
+    if parts[0] == "durable_agents" and len(parts) > 1 and parts[1] in MAY_IMPORT:
+        return parts[1]
+    return parts[0]
+
+
 def imports_of(path: Path) -> set[str]:
-    """The top-level packages of ours that a module imports."""
+    """The layers of ours that a module imports."""
     found = set()
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
         if isinstance(node, ast.Import):
-            found |= {alias.name.split(".")[0] for alias in node.names}
+            found |= {layer_of(alias.name) for alias in node.names}
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            found.add(node.module.split(".")[0])
+            found.add(layer_of(node.module))
     return found & OURS
+
+
+def test_every_import_of_ours_names_the_one_package():
+    """Inside the clone the card's folders are importable by their own names too; an import
+    that used one would load a second copy of every module under it."""
+    short = {name for name in MAY_IMPORT if name != "durable_agents"}
+    wrong = [
+        f"{path.relative_to(ROOT)}: {module}"
+        for folder in (*MAY_IMPORT, "bench", "tests")
+        for path in sorted((ROOT / folder).rglob("*.py"))
+        for module in _modules_named(path)
+        if module.split(".")[0] in short
+    ]
+    assert wrong == []
+
+
+def _modules_named(path: Path) -> list[str]:
+    names = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            names += [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names.append(node.module)
+    return names
 
 
 def test_every_package_imports_only_the_layers_below_it():

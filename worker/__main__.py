@@ -1,3 +1,3 @@
-from worker.main import main
+from durable_agents.worker.main import main
 
 main()

@@ -24,8 +24,8 @@ from fastapi.middleware.cors import CORSMiddleware
 from google.protobuf import json_format
 from temporalio.api.common.v1 import Payloads
 
-from runtime.encryption import EncryptionCodec, Keyring, KeyringError, keyring_from
-from runtime.settings import Settings, load_settings
+from durable_agents.runtime.encryption import EncryptionCodec, Keyring, KeyringError, keyring_from
+from durable_agents.runtime.settings import Settings, load_settings
 
 log = logging.getLogger("durable_agents.codec_server")
 # The protocol's two calls, each a method of the codec.

@@ -14,33 +14,26 @@ import signal
 import sys
 from collections.abc import Sequence
 from datetime import timedelta
+from functools import partial
 from typing import Any
 
 from temporalio.client import Client
 from temporalio.runtime import Runtime
 from temporalio.worker import Worker
-from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
-from activities.crash_points import CrashPoints
-from activities.mcp import MCPActivities
-from activities.memory import embedder
-from activities.model import ClientFactory, ModelActivities, openai_clients
-from activities.pruning import PruneActivities
-from activities.runs import await_run, fork_origin
-from activities.stores import Stores
-from activities.tools import ToolActivities
-from activities.transcript import TranscriptActivities
-from runtime import telemetry, versioning
-from runtime.client import TemporalUnreachable, connect
-from runtime.connection import ConnectionSettingsError
-from runtime.encryption import KeyringError
-from runtime.settings import Settings, SettingsFileMissing, load_settings
-from worker import run_metrics
-from workflows import faults
-from workflows.agent import AgentWorkflow
-from workflows.prune import AutoUpgradingPruneWorkflow, PruneWorkflow
-from workflows.registry import AgentRegistry, load_registry, serve
-from workflows.tools import ToolDefinitionError
+from durable_agents.activities.model import ClientFactory, openai_clients
+from durable_agents.runtime import telemetry, versioning
+from durable_agents.runtime.client import TemporalUnreachable, connect
+from durable_agents.runtime.connection import ConnectionSettingsError
+from durable_agents.runtime.encryption import KeyringError
+from durable_agents.runtime.settings import Settings, SettingsFileMissing, load_settings
+from durable_agents.worker import run_metrics
+from durable_agents.worker.activities import production_activities
+from durable_agents.worker.plugin import DurableAgentsPlugin
+from durable_agents.workflows.agent import AgentWorkflow
+from durable_agents.workflows.prune import AutoUpgradingPruneWorkflow, PruneWorkflow
+from durable_agents.workflows.registry import AgentRegistry, load_registry
+from durable_agents.workflows.tools import ToolDefinitionError
 
 log = logging.getLogger("durable_agents.worker")
 
@@ -66,54 +59,28 @@ def build_worker(
     registry: AgentRegistry | None = None,
     model_clients: ClientFactory = openai_clients,
 ) -> Worker:
-    """A worker serving the agents of `registry` (default: those of AGENT_MODULES)."""
+    """Our own worker: the agents of `registry` (default: those of AGENT_MODULES) through
+    the same plugin a team adds to its worker, on our task queue and deployment."""
     registry = registry if registry is not None else load_registry(settings.agent_modules)
-    serve(settings.task_queue, registry)
-    stores = Stores.open(settings)
-    model = ModelActivities(settings, stores, registry, model_clients)
-    crash_points = CrashPoints(settings.crash_at, settings.data_dir)
-    faults.install(crash_points.workflow_hook())
-    embed = embedder(settings.model_base_url, settings.model_api_key, settings.embedding_model)
-    caps = (settings.memory_recall_limit, settings.memory_recall_bytes)
-    tools = ToolActivities(stores, crash_points, registry, settings.data_dir, embed, caps)
     if settings.worker_versioning:
         workflows = [AutoUpgradingPruneWorkflow if w is PruneWorkflow else w for w in workflows]
-    mcp = MCPActivities(settings, stores, registry)
+    plugin = DurableAgentsPlugin(
+        registry,
+        settings=settings,
+        workflows=workflows,
+        activities=partial(production_activities, model_clients=model_clients),
+    )
     return AgentWorker(
         client,
         settings,
         task_queue=settings.task_queue,
-        workflows=list(workflows),
-        activities=[
-            model.call_model,
-            tools.run_tool,
-            tools.evaluate_call,
-            tools.resolve_agent,
-            mcp.list_mcp_tools,
-            mcp.call_mcp_tool,
-            await_run,
-            fork_origin,
-            TranscriptActivities(stores.transcript).copy_transcript,
-            PruneActivities(
-                client, stores.db, stores.memory, settings.memory_retention_days
-            ).prune_stored_runs,
-        ],
-        workflow_runner=SandboxedWorkflowRunner(restrictions=sandbox_restrictions(settings)),
+        plugins=[plugin],
         graceful_shutdown_timeout=timedelta(seconds=settings.graceful_shutdown_seconds),
         deployment_config=versioning.deployment_config(settings),
         max_cached_workflows=settings.workflow_cache_size,
         # A dead worker's cached workflows move to another worker after this long.
         sticky_queue_schedule_to_start_timeout=timedelta(seconds=3),
     )
-
-
-def sandbox_restrictions(settings: Settings) -> SandboxRestrictions:
-    """The fault hooks are shared with the sandbox (one module, seen inside and out); with
-    a shared sandbox the agent workflow's module is too (runtime/settings.py says why)."""
-    shared: tuple[str, ...] = ("workflows.faults",)
-    if settings.workflow_sandbox == "shared":
-        shared += (AgentWorkflow.__module__,)
-    return SandboxRestrictions.default.with_passthrough_modules(*shared)
 
 
 async def run_worker(settings: Settings) -> None:

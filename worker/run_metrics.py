@@ -10,8 +10,8 @@ import logging
 from temporalio.client import Client
 from temporalio.service import RPCError
 
-from runtime.telemetry import RunGauges
-from workflows.records import RunStatus
+from durable_agents.runtime.telemetry import RunGauges
+from durable_agents.workflows.records import RunStatus
 
 log = logging.getLogger("durable_agents.metrics")
 

@@ -8,21 +8,14 @@ from datetime import timedelta
 
 from temporalio.client import Client
 from temporalio.worker import Worker
-from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
-from activities.crash_points import CrashPoints
-from activities.mcp import MCPActivities
-from activities.memory import embedder
-from activities.model import ClientFactory, ModelActivities, openai_clients
-from activities.runs import await_run, fork_origin
-from activities.shadow import Recordings, ShadowModelActivities, ShadowToolActivities
-from activities.stores import Stores
-from activities.tools import ToolActivities
-from activities.transcript import TranscriptActivities
-from runtime.settings import Settings
-from worker.main import sandbox_restrictions
-from workflows.agent import AgentWorkflow
-from workflows.registry import AgentRegistry, serve
+from durable_agents.activities.model import ClientFactory, openai_clients
+from durable_agents.activities.shadow import Recordings
+from durable_agents.runtime.settings import Settings
+from durable_agents.worker.activities import shadow_activities
+from durable_agents.worker.plugin import DurableAgentsPlugin
+from durable_agents.workflows.agent import AgentWorkflow
+from durable_agents.workflows.registry import AgentRegistry
 
 
 def build_shadow_worker(
@@ -36,33 +29,18 @@ def build_shadow_worker(
 ) -> Worker:
     """A worker for one what-if: unversioned (no deployment of ours gains a build), its
     model answering from the recorded runs' memo where it can, its tools from the record."""
-    serve(task_queue, registry)
-    stores = Stores.open(settings)
-    model = ModelActivities(settings, stores, registry, model_clients)
-    embed = embedder(settings.model_base_url, settings.model_api_key, settings.embedding_model)
-    caps = (settings.memory_recall_limit, settings.memory_recall_bytes)
-    tools = ToolActivities(
-        stores, CrashPoints(None, settings.data_dir), registry, settings.data_dir, embed, caps
+    plugin = DurableAgentsPlugin(
+        registry,
+        settings=settings,
+        workflows=[AgentWorkflow],
+        activities=lambda _client, settings, registry: shadow_activities(
+            settings, registry, recordings, model_clients=model_clients
+        ),
     )
-    mcp = MCPActivities(settings, stores, registry)
-    shadow_tools = ShadowToolActivities(tools, mcp, recordings)
-    shadow_model = ShadowModelActivities(model, set(recordings.calls))
     return Worker(
         client,
         task_queue=task_queue,
-        workflows=[AgentWorkflow],
-        activities=[
-            shadow_model.call_model,
-            shadow_tools.run_tool,
-            shadow_tools.call_mcp_tool,
-            shadow_tools.evaluate_call,
-            shadow_tools.resolve_agent,
-            mcp.list_mcp_tools,
-            await_run,
-            fork_origin,
-            TranscriptActivities(stores.transcript).copy_transcript,
-        ],
-        workflow_runner=SandboxedWorkflowRunner(restrictions=sandbox_restrictions(settings)),
+        plugins=[plugin],
         # Its activities never act: cancelling them at the end loses nothing.
         graceful_shutdown_timeout=timedelta(seconds=1),
     )

@@ -17,12 +17,12 @@ from pydantic import (
     model_serializer,
 )
 
-from workflows.contract_base import (
+from durable_agents.workflows.contract_base import (
     PREVIEW_CHARS,
     CompactModel,
     StrictModel,
 )
-from workflows.contracts import RunPolicy
+from durable_agents.workflows.contracts import RunPolicy
 
 
 class ParentFacts(CompactModel):

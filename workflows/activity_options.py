@@ -16,7 +16,7 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy
 
 with workflow.unsafe.imports_passed_through():
-    from workflows.contracts import RunLimits
+    from durable_agents.workflows.contracts import RunLimits
 
 CALL_MODEL = "call_model"
 RUN_TOOL = "run_tool"

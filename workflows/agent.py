@@ -20,19 +20,19 @@ from temporalio.exceptions import (
 )
 
 with workflow.unsafe.imports_passed_through():
-    from workflows import patches, signed_changes, whatif
-    from workflows.agents import (
+    from durable_agents.workflows import patches, signed_changes, whatif
+    from durable_agents.workflows.agents import (
         BEFORE_AGENTS,
     )
-    from workflows.contract_base import preview
-    from workflows.contracts import ChildSpend, RunBudget, RunRequest, RunResult
-    from workflows.conversation_records import (
+    from durable_agents.workflows.contract_base import preview
+    from durable_agents.workflows.contracts import ChildSpend, RunBudget, RunRequest, RunResult
+    from durable_agents.workflows.conversation_records import (
         ConversationView,
         ReplyWanted,
         TurnReply,
         UserMessage,
     )
-    from workflows.people_inputs import (
+    from durable_agents.workflows.people_inputs import (
         Actor,
         Answer,
         BudgetRaise,
@@ -41,14 +41,19 @@ with workflow.unsafe.imports_passed_through():
         RewindRequest,
         StatePatch,
     )
-    from workflows.records import ApprovalRequest, Question
-    from workflows.state import EventPage, RunState, RunSummary, unpack_state
+    from durable_agents.workflows.records import ApprovalRequest, Question
+    from durable_agents.workflows.state import EventPage, RunState, RunSummary, unpack_state
 
 # The phases are imported as workflow code (the strict sandbox checks them too).
-from workflows.phases.base import CHILD_SPENT, RunFailed, is_cancellation
-from workflows.phases.beginnings import forged_start, run_identity
-from workflows.phases.inputs import events_after, refuse_if, signal_input, update_input
-from workflows.phases.people import PeopleActions
+from durable_agents.workflows.phases.base import CHILD_SPENT, RunFailed, is_cancellation
+from durable_agents.workflows.phases.beginnings import forged_start, run_identity
+from durable_agents.workflows.phases.inputs import (
+    events_after,
+    refuse_if,
+    signal_input,
+    update_input,
+)
+from durable_agents.workflows.phases.people import PeopleActions
 
 
 # Pinned on a versioned worker (its default behaviour, runtime/versioning.py): a run lives
@@ -144,6 +149,7 @@ class AgentWorkflow(PeopleActions):
             run_id=self.state.run_id,
             status=self.state.status,
             final_answer=answer,
+            output=self.state.output,
             effects=self.state.effects,
             spent=self.state.spent,
         )

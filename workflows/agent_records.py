@@ -8,15 +8,15 @@ from typing import TYPE_CHECKING
 
 from pydantic import Field
 
-from workflows.contract_base import CompactModel
-from workflows.contracts import RunBudget, RunLimits, RunPolicy
-from workflows.tools import (
+from durable_agents.workflows.contract_base import CompactModel
+from durable_agents.workflows.contracts import RunBudget, RunLimits, RunPolicy
+from durable_agents.workflows.tools import (
     Tool,
     ToolRisk,
 )
 
 if TYPE_CHECKING:  # agents.py imports this module: the record is of an Agent
-    from workflows.agents import Agent
+    from durable_agents.workflows.agents import Agent
 
 
 class ToolRecord(CompactModel):
@@ -74,6 +74,15 @@ class MemoryDeclaration(CompactModel):
     shared_with_sub_agents: bool = False
 
 
+class OutputRecord(CompactModel):
+    """An agent's declared answer type as a run recorded it: the final answer must
+    validate against it, and the model is asked again at most `attempts` times."""
+
+    name: str  # the pydantic model's name, for people
+    schema_digest: str  # of its JSON schema: a worker with another schema waits
+    attempts: int
+
+
 class AgentRecord(CompactModel):
     """The agent a run resolved when it started: changing the agent's code later does not
     change what this run may call."""
@@ -84,6 +93,8 @@ class AgentRecord(CompactModel):
     tools: list[ToolRecord]
     rules: list[str] = Field(default_factory=list)
     memory: MemoryDeclaration | None = None
+    # The answer's declared type (None: free text).
+    output: OutputRecord | None = None
 
     def tool(self, name: str) -> ToolRecord | None:
         return next((t for t in self.tools if t.name == name), None)

@@ -13,20 +13,21 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from pydantic import Field
+from pydantic import BaseModel, Field
 
-from workflows.agent_records import (
+from durable_agents.workflows.agent_records import (
     AgentRecord,
     ToolRecord,
 )
-from workflows.contracts import RunBudget, RunLimits, RunPolicy
-from workflows.memory import MEMORY_TOOLS, Memory, memory_tools
-from workflows.rules import (
+from durable_agents.workflows.contracts import RunBudget, RunLimits, RunPolicy
+from durable_agents.workflows.memory import MEMORY_TOOLS, Memory, memory_tools
+from durable_agents.workflows.output import check_output_type, output_record
+from durable_agents.workflows.rules import (
     Evaluator,
     Rule,
     rule_name,
 )
-from workflows.tools import (
+from durable_agents.workflows.tools import (
     INTERNAL_TOOLS,
     TOOL_NAME_PATTERN,
     Tool,
@@ -172,6 +173,9 @@ class Agent:
     # Memory across runs (workflows/memory.py): the built-in remember, recall and forget
     # tools on a namespace made from the run's subject.
     memory: Memory | None = None
+    # The answer's type: a pydantic model the final answer must validate against
+    # (workflows/output.py); None: free text.
+    output_type: type[BaseModel] | None = None
 
     def __post_init__(self) -> None:
         where = f"agent {self.name!r}"
@@ -208,6 +212,8 @@ class Agent:
         object.__setattr__(self, "rules", tuple(self.rules))
         if isinstance(self.model, str):
             object.__setattr__(self, "model", Model(self.model))
+        if self.output_type is not None:
+            check_output_type(where, self.output_type)
 
     @property
     def all_tools(self) -> tuple[Tool, ...]:
@@ -236,4 +242,5 @@ class Agent:
             tools=[ToolRecord.of(t) for t in self.all_tools],
             rules=[rule_name(rule) for rule in self.rules],
             memory=self.memory.declared() if self.memory is not None else None,
+            output=output_record(self.output_type) if self.output_type is not None else None,
         )

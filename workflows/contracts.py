@@ -22,11 +22,11 @@ from pydantic import (
     model_validator,
 )
 
-from workflows.contract_base import (
+from durable_agents.workflows.contract_base import (
     StrictModel,
 )
-from workflows.people_inputs import SignedDecision, StatePatch
-from workflows.whatif import ShadowSpec
+from durable_agents.workflows.people_inputs import SignedDecision, StatePatch
+from durable_agents.workflows.whatif import ShadowSpec
 
 
 class RunLimits(StrictModel):
@@ -167,6 +167,14 @@ class RunPolicy(StrictModel):
         self.approvers = tool_approvers | self.approvers
 
 
+# What a run is about ({"customer": "jane"}): at most 10 parts, each a lower-case name and
+# one plain value (workflows/memory.py makes a memory namespace from it).
+Subject = dict[
+    Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]{0,49}$")],
+    Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,99}$")],
+]
+
+
 class RunRequest(StrictModel):
     """What a caller sends to start a run. Validated before anything is started."""
 
@@ -193,13 +201,7 @@ class RunRequest(StrictModel):
     conversation: bool = False
     # What the run is about ({"customer": "jane"}): an agent with memory keeps its
     # memories under a namespace made from it (workflows/memory.py).
-    subject: (
-        dict[
-            Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]{0,49}$")],
-            Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,99}$")],
-        ]
-        | None
-    ) = Field(default=None, max_length=10)
+    subject: Subject | None = Field(default=None, max_length=10)
     # Set only by a parent run whose agent shares its memory with its sub-agents: the
     # namespace the child's memory tools use (checked: it must come from that parent).
     memory_namespace: str | None = Field(
@@ -281,10 +283,20 @@ class RunResult(StrictModel):
     run_id: str
     status: str
     final_answer: str | None = None
+    # The final answer as its declared type's JSON (Agent(output_type=...)); sent only when
+    # set, so callers of earlier builds still read every other result.
+    output: dict[str, Any] | None = None
     error: str | None = None
     effects: EffectsReport | None = None
     # What the run spent, its sub-agents included (None in results of earlier versions).
     spent: Spend | None = None
+
+    @model_serializer(mode="wrap")
+    def _output_only_when_set(self, handler: SerializerFunctionWrapHandler) -> Any:
+        data = handler(self)
+        if isinstance(data, dict) and data.get("output") is None:
+            data.pop("output", None)
+        return data
 
 
 # Finish the models that name types defined after them now, while this module is whole:

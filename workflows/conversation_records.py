@@ -14,8 +14,8 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from workflows.contract_base import NAME, StrictModel
-from workflows.people_inputs import SignedDecision
+from durable_agents.workflows.contract_base import NAME, StrictModel
+from durable_agents.workflows.people_inputs import SignedDecision
 
 # Messages waiting for their turn at most (the rest are refused: "send again once it has
 # answered"); a conversation is a chat, not a work queue.

@@ -18,9 +18,9 @@ from typing import Annotated, Any, Literal, Protocol
 
 from pydantic import Field
 
-from workflows.agent_records import MemoryDeclaration
-from workflows.contract_base import preview
-from workflows.tools import Tool, ToolArgs, ToolContext, ToolRisk, tool
+from durable_agents.workflows.agent_records import MemoryDeclaration
+from durable_agents.workflows.contract_base import preview
+from durable_agents.workflows.tools import Tool, ToolArgs, ToolContext, ToolRisk, tool
 
 REMEMBER, RECALL, FORGET = "remember", "recall", "forget"
 MEMORY_TOOLS = (REMEMBER, RECALL, FORGET)

@@ -10,7 +10,7 @@ from pydantic import (
     Field,
 )
 
-from workflows.contract_base import (
+from durable_agents.workflows.contract_base import (
     NAME,
     StepTitle,
     StrictModel,

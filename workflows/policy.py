@@ -9,10 +9,10 @@ from decimal import Decimal
 
 from pydantic import BaseModel
 
-from workflows.activity_io import idempotency_key as idempotency_key
-from workflows.agent_records import ToolRecord
-from workflows.contracts import RunPolicy
-from workflows.tools import ToolRisk
+from durable_agents.workflows.activity_io import idempotency_key as idempotency_key
+from durable_agents.workflows.agent_records import ToolRecord
+from durable_agents.workflows.contracts import RunPolicy
+from durable_agents.workflows.tools import ToolRisk
 
 
 def approval_rule(

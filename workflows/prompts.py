@@ -6,7 +6,7 @@ way a real model reads it: from the conversation, not from a side channel.
 
 from __future__ import annotations
 
-from workflows.tools import ASK_HUMAN, COMPLETE_STEP, SUBMIT_PLAN
+from durable_agents.workflows.tools import ASK_HUMAN, COMPLETE_STEP, SUBMIT_PLAN
 
 # How a planning agent works, said before its own instructions.
 PLANNING_PROTOCOL = (
@@ -52,6 +52,15 @@ def final_message(recap: list[str]) -> str:
     if not recap:
         return FINAL_MESSAGE
     return FINAL_MESSAGE + "\nWhat the steps found:\n" + "\n".join(recap)
+
+
+def answer_shape(name: str, schema: str) -> str:
+    """What an agent with a declared answer type is told its answer must be."""
+    return f"\nAnswer with one JSON object, a {name}, and nothing else. Its JSON schema: {schema}"
+
+
+def answer_again(name: str, error: str) -> str:
+    return f"That answer is not a valid {name} ({error}). Answer again: the JSON object only."
 
 
 # Real endpoints cut replies short (finish_reason "length" or "content_filter"): such a

@@ -8,7 +8,7 @@ from temporalio import workflow
 from temporalio.common import VersioningBehavior
 
 with workflow.unsafe.imports_passed_through():
-    from workflows.activity_io import PruneReport, PruneRequest
+    from durable_agents.workflows.activity_io import PruneReport, PruneRequest
 
 PRUNE_STORED_RUNS = "prune_stored_runs"
 

@@ -9,8 +9,8 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, Field
 
-from workflows.activity_io import TokenUsage
-from workflows.contracts import Spend
+from durable_agents.workflows.activity_io import TokenUsage
+from durable_agents.workflows.contracts import Spend
 
 T = TypeVar("T")
 RECENT_RESULTS_KEPT = 20

@@ -12,14 +12,14 @@ from dataclasses import dataclass, field
 
 from pydantic import BaseModel, ConfigDict
 
-from workflows.agent_records import (
+from durable_agents.workflows.agent_records import (
     ToolRecord,
 )
-from workflows.agents import Agent
-from workflows.rules import (
+from durable_agents.workflows.agents import Agent
+from durable_agents.workflows.rules import (
     Evaluator,
 )
-from workflows.tools import (
+from durable_agents.workflows.tools import (
     INTERNAL_TOOLS,
     Tool,
     ToolDefinitionError,

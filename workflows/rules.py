@@ -11,7 +11,7 @@ from typing import Any, Literal, overload
 
 from pydantic import BaseModel, ConfigDict
 
-from workflows.tools import (
+from durable_agents.workflows.tools import (
     ToolRisk,
 )
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from workflows.people_inputs import Answer, BudgetRaise, Decision, SignedDecision
-from workflows.records import SignedUse
-from workflows.signing import (
+from durable_agents.workflows.people_inputs import Answer, BudgetRaise, Decision, SignedDecision
+from durable_agents.workflows.records import SignedUse
+from durable_agents.workflows.signing import (
     FRESH_FOR,
     Action,
     Expected,
@@ -24,7 +24,7 @@ from workflows.signing import (
     digest_of,
     signature_error,
 )
-from workflows.state import RunState
+from durable_agents.workflows.state import RunState
 
 
 def runs_above(state: RunState) -> list[str]:

@@ -30,8 +30,8 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 from temporalio import workflow
 
-from workflows.contracts import RunPolicy
-from workflows.people_inputs import SignedDecision
+from durable_agents.workflows.contracts import RunPolicy
+from durable_agents.workflows.people_inputs import SignedDecision
 
 Action = Literal[
     "approve", "reject", "answer", "raise_budget", "edit", "pause", "resume", "cancel",

@@ -13,13 +13,13 @@ import json
 import zlib
 from collections.abc import Callable
 from datetime import datetime
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, Field
 
-from workflows.activity_io import ChatMessage, TokenUsage
-from workflows.contract_base import preview
-from workflows.contracts import (
+from durable_agents.workflows.activity_io import ChatMessage, TokenUsage
+from durable_agents.workflows.contract_base import preview
+from durable_agents.workflows.contracts import (
     EFFECTS_LISTED,
     DelegatedBy,
     EffectsReport,
@@ -30,9 +30,9 @@ from workflows.contracts import (
     RunRequest,
     Spend,
 )
-from workflows.conversation_records import ConversationFields
-from workflows.people_inputs import Actor, StatePatch
-from workflows.records import (
+from durable_agents.workflows.conversation_records import ConversationFields
+from durable_agents.workflows.people_inputs import Actor, StatePatch
+from durable_agents.workflows.records import (
     EVENTS_KEPT,
     FINAL_ANSWER_CHARS,
     RECENT_RESULTS_KEPT,
@@ -49,7 +49,7 @@ from workflows.records import (
     ToolResultRecord,
     Usage,
 )
-from workflows.state_budget import BudgetRules
+from durable_agents.workflows.state_budget import BudgetRules
 
 T = TypeVar("T")
 # What a conversation's state keeps of each growing record across a continue-as-new.
@@ -371,6 +371,7 @@ class RunSummary(BaseModel):
     usage: Usage
     final_answer: str | None
     errors: list[str]
+    output: dict[str, Any] | None = None
     parent: ForkOrigin | None = None
     agent: str | None = None
     label: str | None = None
@@ -398,6 +399,7 @@ class RunSummary(BaseModel):
             pending_questions=state.pending_questions,
             usage=state.usage,
             final_answer=state.final_answer,
+            output=state.output,
             errors=state.errors,
             parent=state.parent,
             budget=state.budget,

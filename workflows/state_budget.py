@@ -8,16 +8,16 @@ import json
 from datetime import datetime
 from typing import Any
 
-from workflows.contract_base import preview
-from workflows.contracts import RunBudget, Spend
-from workflows.people_inputs import BudgetRaise
-from workflows.records import (
+from durable_agents.workflows.contract_base import preview
+from durable_agents.workflows.contracts import RunBudget, Spend
+from durable_agents.workflows.people_inputs import BudgetRaise
+from durable_agents.workflows.records import (
     BUDGET_REQUEST,
     DELEGATE_ANSWER_CHARS,
     ApprovalStatus,
     Delegation,
 )
-from workflows.state_decisions import DecisionRules
+from durable_agents.workflows.state_decisions import DecisionRules
 
 
 class BudgetRules(DecisionRules):

@@ -7,9 +7,9 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import TypeVar
 
-from workflows.contract_base import preview
-from workflows.people_inputs import Answer, Decision
-from workflows.records import (
+from durable_agents.workflows.contract_base import preview
+from durable_agents.workflows.people_inputs import Answer, Decision
+from durable_agents.workflows.records import (
     BUDGET_REQUEST,
     ApprovalRequest,
     ApprovalStatus,
@@ -17,7 +17,7 @@ from workflows.records import (
     QuestionStatus,
     RunStatus,
 )
-from workflows.state_fields import RunFields
+from durable_agents.workflows.state_fields import RunFields
 
 T = TypeVar("T")
 

@@ -5,14 +5,22 @@ The rules that change it live in the classes built on this one (workflows/state.
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 from pydantic import AliasChoices, BaseModel, Field
 
-from workflows.activity_io import ChatMessage
-from workflows.agent_records import AgentRecord
-from workflows.contracts import DelegatedBy, EffectsReport, RunBudget, RunLimits, RunPolicy, Spend
-from workflows.conversation_records import ConversationFields
-from workflows.records import (
+from durable_agents.workflows.activity_io import ChatMessage
+from durable_agents.workflows.agent_records import AgentRecord
+from durable_agents.workflows.contracts import (
+    DelegatedBy,
+    EffectsReport,
+    RunBudget,
+    RunLimits,
+    RunPolicy,
+    Spend,
+)
+from durable_agents.workflows.conversation_records import ConversationFields
+from durable_agents.workflows.records import (
     ApprovalRequest,
     AuditEntry,
     Delegation,
@@ -25,7 +33,7 @@ from workflows.records import (
     ToolResultRecord,
     Usage,
 )
-from workflows.whatif import ShadowSpec
+from durable_agents.workflows.whatif import ShadowSpec
 
 
 class RunFields(BaseModel):
@@ -55,6 +63,8 @@ class RunFields(BaseModel):
     usage: Usage = Field(default_factory=Usage)
     errors: list[str] = Field(default_factory=list)
     final_answer: str | None = None
+    # The final answer as the agent's declared type's JSON (None: free text, or not yet).
+    output: dict[str, Any] | None = None
     # The side effects this run performed: each tool call's result as the effect ledger
     # recorded it under its idempotency key (the most recent, and how many in all).
     effects: EffectsReport = Field(default_factory=EffectsReport)

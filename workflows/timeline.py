@@ -29,7 +29,7 @@ from pydantic import BaseModel
 from temporalio import workflow
 
 if TYPE_CHECKING:
-    from workflows.state import RunState
+    from durable_agents.workflows.state import RunState
 
 
 @dataclass(frozen=True)
@@ -52,7 +52,7 @@ class Moment:
 
     @cached_property
     def state(self) -> RunState:
-        from workflows.state import RunState
+        from durable_agents.workflows.state import RunState
 
         if self.state_json is None:
             raise LookupError(f"the state of step {self.index} was not kept by this rebuild")

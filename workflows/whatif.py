@@ -18,7 +18,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
-from workflows.contract_base import StrictModel
+from durable_agents.workflows.contract_base import StrictModel
 
 # Every what-if worker polls a task queue named so; no production worker ever does.
 WHATIF_QUEUE_PREFIX = "whatif-"

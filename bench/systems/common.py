@@ -27,7 +27,7 @@ from temporalio.client import Client, WorkflowFailureError
 from bench.actions import billable_actions
 from bench.cpu import own_cpu_seconds, own_rss_bytes, process_cpu_seconds
 from bench.harness import history_bytes
-from control.timeline import fetch_chain
+from durable_agents.control.timeline import fetch_chain
 
 SIZE_STEPS = (10, 50, 100, 200)
 # The `loop` scenario's one tool, as a system that writes its own request declares it.

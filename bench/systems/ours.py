@@ -20,13 +20,13 @@ from temporalio.client import Client
 
 from bench.harness import bench_settings
 from bench.systems.common import Measuring, Options, log, parse_options, report, run_figures
-from control import runs
-from control.timeline import chain_runs, rebuild
-from runtime.client import connect
-from runtime.settings import Settings
-from worker.main import build_worker
-from workflows.contracts import RunRequest
-from workflows.records import RunStatus
+from durable_agents.control import runs
+from durable_agents.control.timeline import chain_runs, rebuild
+from durable_agents.runtime.client import connect
+from durable_agents.runtime.settings import Settings
+from durable_agents.worker.main import build_worker
+from durable_agents.workflows.contracts import RunRequest
+from durable_agents.workflows.records import RunStatus
 
 ROOT = Path(__file__).resolve().parents[2]
 OUR_PACKAGES = [

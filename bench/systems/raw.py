@@ -18,7 +18,7 @@ from temporalio.worker import Worker
 
 from bench.raw_workflow import RawRun, RawStep, RawWaitingWorkflow, RawWorkflow
 from bench.systems.common import LOOP_TOOL_SCHEMA, Options, parse_options, report, run_figures
-from examples.providers import providers_at
+from durable_agents.examples.providers import providers_at
 
 QUEUE = "bench-raw"
 

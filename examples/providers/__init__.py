@@ -10,10 +10,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from examples.providers.base import ProviderConflict, SimulatedProvider
-from examples.providers.email import EmailProvider
-from examples.providers.payments import PaymentsProvider
-from examples.providers.records import RecordsProvider
+from durable_agents.examples.providers.base import ProviderConflict, SimulatedProvider
+from durable_agents.examples.providers.email import EmailProvider
+from durable_agents.examples.providers.payments import PaymentsProvider
+from durable_agents.examples.providers.records import RecordsProvider
 
 __all__ = ["ProviderConflict", "Providers", "SimulatedProvider", "providers_at"]
 

@@ -6,7 +6,7 @@ from pathlib import Path
 from sqlite3 import Connection
 from typing import Any
 
-from examples.providers.base import SimulatedProvider
+from durable_agents.examples.providers.base import SimulatedProvider
 
 
 class EmailProvider(SimulatedProvider):

@@ -1,4 +1,4 @@
-"""`python -m infra.offline_model --port N`: serve the scripted model."""
+"""`python -m durable_agents.infra.offline_model --port N`: serve the scripted model."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import argparse
 
 import uvicorn
 
-from infra.offline_model.server import create_app
+from durable_agents.infra.offline_model.server import create_app
 
 
 def main() -> None:

@@ -15,7 +15,13 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from infra.offline_model.scenarios import Reply, ScenarioError, ScenarioSpec, ScriptedCall, filler
+from durable_agents.infra.offline_model.scenarios import (
+    Reply,
+    ScenarioError,
+    ScenarioSpec,
+    ScriptedCall,
+    filler,
+)
 
 ORDER = re.compile(r"\b(A-\d{4})\b")
 REMEMBER = re.compile(r"\bremember that (.+)", re.IGNORECASE)

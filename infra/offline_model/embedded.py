@@ -11,7 +11,7 @@ import time
 
 import uvicorn
 
-from infra.offline_model.server import create_app
+from durable_agents.infra.offline_model.server import create_app
 
 
 def free_port() -> int:

@@ -13,8 +13,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from infra.offline_model.scenarios import Fault, Reply, Scenario, ScriptedCall, Turn
-from workflows.prompts import END_WITH_COMPLETE_STEP, FINAL_MESSAGE, STEP_PATTERN
+from durable_agents.infra.offline_model.scenarios import Fault, Reply, Scenario, ScriptedCall, Turn
+from durable_agents.workflows.prompts import END_WITH_COMPLETE_STEP, FINAL_MESSAGE, STEP_PATTERN
 
 FAULT_ID_PREFIX = "fault_"
 # Faults in what the model says (a tool call the agent must refuse), not in how it answers.

@@ -10,7 +10,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from infra.offline_model.scenarios import Reply, ScenarioError, ScenarioSpec, ScriptedCall, filler
+from durable_agents.infra.offline_model.scenarios import (
+    Reply,
+    ScenarioError,
+    ScenarioSpec,
+    ScriptedCall,
+    filler,
+)
 
 LOOP_TOOL = "record_progress"
 

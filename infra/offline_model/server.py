@@ -16,12 +16,12 @@ from typing import Any
 from fastapi import FastAPI, Header, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
-from infra.offline_model import engine, streaming
-from infra.offline_model.chat import StreamShape, chat_reply, stream_shape
-from infra.offline_model.embeddings import embed
-from infra.offline_model.loop import loop_reply
-from infra.offline_model.scenarios import ScenarioError, ScenarioSpec, load
-from runtime.settings import OFFLINE_MODEL_NAME
+from durable_agents.infra.offline_model import engine, streaming
+from durable_agents.infra.offline_model.chat import StreamShape, chat_reply, stream_shape
+from durable_agents.infra.offline_model.embeddings import embed
+from durable_agents.infra.offline_model.loop import loop_reply
+from durable_agents.infra.offline_model.scenarios import ScenarioError, ScenarioSpec, load
+from durable_agents.runtime.settings import OFFLINE_MODEL_NAME
 
 OWNER = "durable-agents: scripted scenarios, not a language model"
 

@@ -8,10 +8,10 @@ from datetime import timedelta
 
 import pytest
 
-from activities import stream
-from activities.stream import DeltaStore, LiveReply, SegmentClosed
-from control.live import shown
-from runtime.encryption import Keyring, KeyringError, new_key
+from durable_agents.activities import stream
+from durable_agents.activities.stream import DeltaStore, LiveReply, SegmentClosed
+from durable_agents.control.live import shown
+from durable_agents.runtime.encryption import Keyring, KeyringError, new_key
 
 KEYS = Keyring.parse(f"k1={new_key()}")
 

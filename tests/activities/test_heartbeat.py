@@ -10,7 +10,7 @@ import pytest
 from temporalio import activity
 from temporalio.testing import ActivityEnvironment
 
-from activities.heartbeat import finish_even_if_cancelled
+from durable_agents.activities.heartbeat import finish_even_if_cancelled
 
 
 async def test_an_error_while_cancelled_is_logged(caplog):

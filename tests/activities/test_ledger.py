@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from activities.ledger import EffectLedger, IdempotencyConflict, fingerprint
-from examples.providers import Providers
-from examples.providers.base import ProviderConflict
+from durable_agents.activities.ledger import EffectLedger, IdempotencyConflict, fingerprint
+from durable_agents.examples.providers import Providers
+from durable_agents.examples.providers.base import ProviderConflict
 
 
 @pytest.fixture

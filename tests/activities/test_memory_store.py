@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from activities.memory import MemoryStore
-from runtime.encryption import Keyring, new_key
+from durable_agents.activities.memory import MemoryStore
+from durable_agents.runtime.encryption import Keyring, new_key
 
 K1, K2 = new_key(), new_key()
 
@@ -62,7 +62,7 @@ def test_one_memory_too_large_for_the_bound_is_passed_over_not_the_end(sql_datab
 
 @pytest.mark.parametrize("value", ["", "..", "a/b", "-x"])
 def test_a_subject_value_that_is_no_whole_part_makes_no_namespace(value):
-    from workflows.memory import MemoryDeclarationError, resolve_namespace
+    from durable_agents.workflows.memory import MemoryDeclarationError, resolve_namespace
 
     assert resolve_namespace("customer/{customer}", False, {"customer": "jane"}) == "customer/jane"
     with pytest.raises(MemoryDeclarationError, match="makes no namespace"):
@@ -70,10 +70,10 @@ def test_a_subject_value_that_is_no_whole_part_makes_no_namespace(value):
 
 
 def test_forgetting_with_one_unknown_id_removes_nothing(tmp_path):
-    from activities.stores import open_database
-    from control import memory
-    from control.runs import RunError
-    from runtime.settings import Settings
+    from durable_agents.activities.stores import open_database
+    from durable_agents.control import memory
+    from durable_agents.control.runs import RunError
+    from durable_agents.runtime.settings import Settings
 
     settings = Settings(data_dir=tmp_path)
     store = MemoryStore(open_database(settings))  # the worker's store, on its machine

@@ -9,11 +9,11 @@ import pytest
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
-from activities.model import ModelActivities
-from activities.stores import Stores
-from runtime.settings import Settings
+from durable_agents.activities.model import ModelActivities
+from durable_agents.activities.stores import Stores
+from durable_agents.runtime.settings import Settings
+from durable_agents.workflows.activity_io import ChatMessage, ModelCallInput
 from tests.conftest import EXAMPLE_AGENTS
-from workflows.activity_io import ChatMessage, ModelCallInput
 
 
 @pytest.fixture

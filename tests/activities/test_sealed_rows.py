@@ -8,10 +8,10 @@ import json
 
 import pytest
 
-from activities.ledger import EffectLedger
-from activities.sql import Sealed, SqliteDatabase
-from activities.transcript import TranscriptStore
-from runtime.encryption import Keyring, KeyringError, new_key
+from durable_agents.activities.ledger import EffectLedger
+from durable_agents.activities.sql import Sealed, SqliteDatabase
+from durable_agents.activities.transcript import TranscriptStore
+from durable_agents.runtime.encryption import Keyring, KeyringError, new_key
 
 KEYS = Keyring.parse(f"k1={new_key()}")
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from activities.sql import store_call
+from durable_agents.activities.sql import store_call
 
 
 async def test_store_work_runs_inline_on_sqlite_and_in_a_thread_on_postgres(sql_database):

@@ -11,10 +11,10 @@ import threading
 import pytest
 from temporalio.testing import ActivityEnvironment
 
-from activities.crash_points import CrashPoints
-from activities.stores import Stores
-from activities.tools import ToolActivities
-from examples.providers import Providers
+from durable_agents.activities.crash_points import CrashPoints
+from durable_agents.activities.stores import Stores
+from durable_agents.activities.tools import ToolActivities
+from durable_agents.examples.providers import Providers
 from tests.conftest import EXAMPLE_AGENTS, pay_invoice_call
 
 KEY = pay_invoice_call("cancel@first").idempotency_key

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from activities.transcript import TranscriptStore
-from runtime.encryption import Keyring, new_key
+from durable_agents.activities.transcript import TranscriptStore
+from durable_agents.runtime.encryption import Keyring, new_key
 
 
 def test_messages_come_back_in_sequence_and_before_a_point(sql_database):

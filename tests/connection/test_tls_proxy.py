@@ -19,12 +19,12 @@ import httpx
 import pytest
 from temporalio.service import RPCError
 
-from console import users
-from control import runs
+from durable_agents.console import users
+from durable_agents.control import runs
+from durable_agents.workflows.records import RunStatus
 from tests.conftest import eventually, run_id, settings_for, spawn_worker
 from tests.connection.proxy import API_KEY, Proxy, free_port, tls_proxy
 from tests.console.live import PASSWORDS, LiveConsole, signed_in
-from workflows.records import RunStatus
 
 AGENTCTL = str(Path(sys.executable).parent / "agentctl")
 
@@ -195,7 +195,8 @@ class RunningConsole:
 
 
 async def start_console(settings, log_path: Path, extra: dict[str, str]) -> RunningConsole:
-    """`python -m console` as production runs it, with the given connection settings only."""
+    """`python -m durable_agents.console` as production runs it, with the given connection
+    settings only."""
     for name, password in PASSWORDS.items():
         users.add_user(settings.console_users_path, name, password)
     port = free_port()
@@ -206,7 +207,7 @@ async def start_console(settings, log_path: Path, extra: dict[str, str]) -> Runn
         "AGENT_CONSOLE_PORT": str(port),
         **extra,
     }
-    process = _spawn([sys.executable, "-m", "console"], env, log_path)
+    process = _spawn([sys.executable, "-m", "durable_agents.console"], env, log_path)
     live = LiveConsole(f"http://127.0.0.1:{port}", settings)
 
     async def healthy() -> bool:

@@ -7,7 +7,7 @@ from playwright.async_api import Browser
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
-from runtime.settings import Settings
+from durable_agents.runtime.settings import Settings
 from tests.console.browser import launched
 from tests.console.live import LiveConsole, live_console
 

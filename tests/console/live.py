@@ -11,10 +11,10 @@ from dataclasses import dataclass
 import httpx
 from temporalio.client import Client
 
-from console import users
-from console.app import create_app
-from console.serving import serving
-from runtime.settings import Settings
+from durable_agents.console import users
+from durable_agents.console.app import create_app
+from durable_agents.console.serving import serving
+from durable_agents.runtime.settings import Settings
 
 PASSWORDS = {"alice": "alice-password", "bob": "bob-password", "cfo": "cfo-password"}
 CSRF_INPUT = re.compile(r'(?:name="csrf" value|data-csrf)="([^"]+)"')

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from temporalio.client import Client
 
-from control import runs
-from runtime.settings import Settings
-from starters.demo import DEMO_GOAL
+from durable_agents.control import runs
+from durable_agents.runtime.settings import Settings
+from durable_agents.starters.demo import DEMO_GOAL
+from durable_agents.workflows.contracts import RunPolicy, RunRequest
+from durable_agents.workflows.state import RunState
 from tests.conftest import run_id, wait_for_approval
-from workflows.contracts import RunPolicy, RunRequest
-from workflows.state import RunState
 
 ALICE_DECIDES = RunPolicy(approvers={"pay_invoice": ["alice"]})
 

@@ -13,13 +13,13 @@ from pathlib import Path
 from playwright.async_api import Browser, Page, expect
 from temporalio.testing import WorkflowEnvironment
 
-from control import runs
+from durable_agents.control import runs
+from durable_agents.workflows.people_inputs import Actor
+from durable_agents.workflows.records import ApprovalStatus, QuestionStatus, RunStatus
 from tests.conftest import eventually
 from tests.console.browser import WIDTHS, shoot
 from tests.console.live import PASSWORDS, LiveConsole
 from tests.console.runs_for_console import asking, waiting_payment
-from workflows.people_inputs import Actor
-from workflows.records import ApprovalStatus, QuestionStatus, RunStatus
 
 LIVE = 30_000  # ms: a run's next moments, live on the page
 

@@ -6,11 +6,11 @@ from __future__ import annotations
 import pytest
 from temporalio.testing import WorkflowEnvironment
 
-from control import runs
+from durable_agents.control import runs
+from durable_agents.workflows.contracts import RunBudget, RunPolicy, RunRequest
+from durable_agents.workflows.records import BUDGET_REQUEST, RunStatus
 from tests.conftest import eventually, run_id
 from tests.console.live import LiveConsole, signed_in
-from workflows.contracts import RunBudget, RunPolicy, RunRequest
-from workflows.records import BUDGET_REQUEST, RunStatus
 
 
 @pytest.fixture(autouse=True)

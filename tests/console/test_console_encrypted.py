@@ -9,10 +9,12 @@ import pytest
 from pydantic import SecretStr
 from temporalio.client import Client
 
-from control import runs
-from runtime.client import connect
-from runtime.encryption import new_key
-from starters.demo import DEMO_GOAL
+from durable_agents.control import runs
+from durable_agents.runtime.client import connect
+from durable_agents.runtime.encryption import new_key
+from durable_agents.starters.demo import DEMO_GOAL
+from durable_agents.worker.main import build_worker
+from durable_agents.workflows.contracts import RunPolicy, RunRequest
 from tests.conftest import (
     drop_schema,
     postgres_or_skip,
@@ -22,8 +24,6 @@ from tests.conftest import (
 )
 from tests.console.live import live_console, signed_in
 from tests.console.sse import events
-from worker.main import build_worker
-from workflows.contracts import RunPolicy, RunRequest
 
 
 @pytest.mark.parametrize("store", ["sqlite", "postgres"])

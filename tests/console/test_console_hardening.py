@@ -15,16 +15,16 @@ from itsdangerous import TimestampSigner, URLSafeTimedSerializer
 from pydantic import SecretStr
 from temporalio.testing import WorkflowEnvironment
 
-from console import users
-from console.identity import SESSION_COOKIE, Identity, SecretTooShort, console_secret
-from control import runs
-from runtime.encryption import KeyringError, new_key
+from durable_agents.console import users
+from durable_agents.console.identity import SESSION_COOKIE, Identity, SecretTooShort, console_secret
+from durable_agents.control import runs
+from durable_agents.runtime.encryption import KeyringError, new_key
+from durable_agents.worker.codec_server import app_from
+from durable_agents.workflows.contracts import RunRequest
+from durable_agents.workflows.records import ApprovalStatus
 from tests.conftest import run_id
 from tests.console.live import PASSWORDS, LiveConsole, csrf_of, live_console, signed_in
 from tests.console.runs_for_console import waiting_payment
-from worker.codec_server import app_from
-from workflows.contracts import RunRequest
-from workflows.records import ApprovalStatus
 
 
 def cookie_of(http: httpx.AsyncClient) -> str:
@@ -198,7 +198,8 @@ def test_short_secrets_are_refused_at_start_in_one_line(settings, tmp_path) -> N
             app_from(codec)
     env = {"AGENT_DATA_DIR": str(tmp_path), "AGENT_CONSOLE_SECRET": "too-short", "PATH": ""}
     started = subprocess.run(
-        [sys.executable, "-m", "console"], env=env, capture_output=True, text=True, timeout=60,
+        [sys.executable, "-m", "durable_agents.console"],
+        env=env, capture_output=True, text=True, timeout=60,
         stdin=subprocess.DEVNULL,
     )  # fmt: skip
     assert started.returncode == 2
@@ -217,7 +218,8 @@ def test_a_console_whose_stores_are_down_says_so_in_one_line(tmp_path) -> None:
         "PATH": "",
     }
     started = subprocess.run(
-        [sys.executable, "-m", "console"], env=env, capture_output=True, text=True, timeout=60,
+        [sys.executable, "-m", "durable_agents.console"],
+        env=env, capture_output=True, text=True, timeout=60,
         stdin=subprocess.DEVNULL,
     )  # fmt: skip
     assert started.returncode == 2

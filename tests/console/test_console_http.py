@@ -8,10 +8,10 @@ import json
 import pytest
 from temporalio.testing import WorkflowEnvironment
 
-from control import runs
+from durable_agents.control import runs
+from durable_agents.workflows.records import ApprovalStatus, QuestionStatus, RunStatus
 from tests.console.live import LiveConsole, csrf_of, signed_in
 from tests.console.runs_for_console import asking, waiting_payment
-from workflows.records import ApprovalStatus, QuestionStatus, RunStatus
 
 
 async def test_sign_in_logout_and_csrf(console: LiveConsole) -> None:
@@ -217,7 +217,7 @@ async def test_edit_cancel_and_rewind_from_the_console(
 
 
 async def test_a_removed_user_is_signed_out(console: LiveConsole) -> None:
-    from console import users
+    from durable_agents.console import users
 
     http, _ = await signed_in(console, "cfo")
     users.remove_user(console.settings.console_users_path, "cfo")
@@ -272,9 +272,9 @@ async def test_the_inbox_and_runs_are_those_of_the_consoles_task_queue(
 ) -> None:
     """Another app on the namespace (another task queue) has its own console: its runs are
     not listed here, nor asked for their summary."""
-    from infra.stack import settings_env
+    from durable_agents.infra.stack import settings_env
+    from durable_agents.worker.main import build_worker
     from tests.starters.test_verb_walk import agentctl
-    from worker.main import build_worker
 
     client = dev_env.client
     ours = await waiting_payment(client, console.settings)

@@ -14,11 +14,11 @@ from pathlib import Path
 from playwright.async_api import Browser, expect
 from temporalio.testing import WorkflowEnvironment
 
-from activities.stores import open_database
-from activities.stream import DeltaStore
-from control import conversations
-from infra.stack import worker_polling
-from runtime.settings import Settings
+from durable_agents.activities.stores import open_database
+from durable_agents.activities.stream import DeltaStore
+from durable_agents.control import conversations
+from durable_agents.infra.stack import worker_polling
+from durable_agents.runtime.settings import Settings
 from tests.conftest import eventually, spawn_worker
 from tests.console.live import LiveConsole, csrf_of, live_console, signed_in
 from tests.console.sse import Event, events

@@ -10,12 +10,12 @@ import pytest
 from temporalio.client import WorkflowQueryFailedError
 from temporalio.testing import WorkflowEnvironment
 
-from control import runs
+from durable_agents.control import runs
+from durable_agents.workflows import state as state_module
+from durable_agents.workflows.people_inputs import DecideRequest
 from tests.console.live import LiveConsole, signed_in
 from tests.console.runs_for_console import waiting_payment
 from tests.console.sse import Event, events
-from workflows import state as state_module
-from workflows.people_inputs import DecideRequest
 
 
 async def _until(http, path: str, stop, last_event_id: str | None = None) -> list[Event]:

@@ -11,18 +11,18 @@ from contextlib import AsyncExitStack
 from pydantic import SecretStr
 from temporalio.testing import WorkflowEnvironment
 
-from activities.sql import SqliteDatabase
-from activities.transcript import TranscriptStore
-from console import events, users
-from console.app import create_app
-from console.serving import serving
-from control import runs, stored
-from runtime.encryption import Keyring, new_key
+from durable_agents.activities.sql import SqliteDatabase
+from durable_agents.activities.transcript import TranscriptStore
+from durable_agents.console import events, users
+from durable_agents.console.app import create_app
+from durable_agents.console.serving import serving
+from durable_agents.control import runs, stored
+from durable_agents.runtime.encryption import Keyring, new_key
+from durable_agents.workflows.people_inputs import Decision
+from durable_agents.workflows.records import RunEvent, RunStatus
 from tests.conftest import eventually
 from tests.console.live import PASSWORDS, LiveConsole, signed_in
 from tests.console.runs_for_console import waiting_payment
-from workflows.people_inputs import Decision
-from workflows.records import RunEvent, RunStatus
 
 
 async def test_the_page_shows_its_moments_and_streams_only_what_comes_after(

@@ -4,7 +4,7 @@ that is no namespace is refused in one line."""
 
 from __future__ import annotations
 
-from activities.stores import Stores
+from durable_agents.activities.stores import Stores
 from tests.console.live import LiveConsole, csrf_of, signed_in
 
 

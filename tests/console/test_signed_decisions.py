@@ -6,16 +6,16 @@ from __future__ import annotations
 
 from temporalio.testing import WorkflowEnvironment
 
-from control import runs
-from control.runs import RunError
-from control.signer import Signer, kept_signer
+from durable_agents.control import runs
+from durable_agents.control.runs import RunError
+from durable_agents.control.signer import Signer, kept_signer
+from durable_agents.workflows.contracts import RunPolicy, TrustedKey
+from durable_agents.workflows.people_inputs import DecideRequest, Decision
+from durable_agents.workflows.records import ApprovalStatus, RunStatus
+from durable_agents.workflows.signing import arguments_digest, new_key, sign
+from durable_agents.workflows.state import RunState
 from tests.console.live import LiveConsole, signed_in
 from tests.console.runs_for_console import waiting_payment
-from workflows.contracts import RunPolicy, TrustedKey
-from workflows.people_inputs import DecideRequest, Decision
-from workflows.records import ApprovalStatus, RunStatus
-from workflows.signing import arguments_digest, new_key, sign
-from workflows.state import RunState
 
 
 def _refusals(state: RunState) -> list[str]:

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 from pydantic import SecretStr
 
-from control.doctor import diagnose
-from infra.offline_model.embedded import free_port
-from infra.stack import worker_polling
-from runtime.encryption import new_key
+from durable_agents.control.doctor import diagnose
+from durable_agents.infra.offline_model.embedded import free_port
+from durable_agents.infra.stack import worker_polling
+from durable_agents.runtime.encryption import new_key
 from tests.conftest import eventually, start_wedged_run
 
 AGENTCTL = str(Path(sys.executable).parent / "agentctl")
@@ -84,7 +84,7 @@ def test_keys_new_prints_a_usable_entry():
         [AGENTCTL, "keys", "new", "2026-12"], capture_output=True, text=True, timeout=60
     )
     assert done.returncode == 0
-    from runtime.encryption import Keyring
+    from durable_agents.runtime.encryption import Keyring
 
     assert Keyring.parse(done.stdout).active == "2026-12"
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import uuid
 
-from control import conversations
-from worker.main import build_worker
+from durable_agents.control import conversations
+from durable_agents.worker.main import build_worker
 
 
 async def test_conversations_evicted_between_messages_answer_on(dev_env, settings):

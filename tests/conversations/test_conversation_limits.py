@@ -9,12 +9,12 @@ import asyncio
 
 import pytest
 
-from activities.model_client import CallMeta, ModelRefused, ModelReply, ModelRequest
-from control.runs import RunError
+from durable_agents.activities.model_client import CallMeta, ModelRefused, ModelReply, ModelRequest
+from durable_agents.control.runs import RunError
 from durable_agents.testing import AgentTestbed, ScriptedModel, call, say
+from durable_agents.workflows.phases import conversation as conversation_phase
 from tests.agents.support_desk import support_desk
 from tests.conftest import eventually
-from workflows.phases import conversation as conversation_phase
 
 
 async def test_an_idle_conversation_continues_as_new_after_many_updates(time_env, monkeypatch):

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import uuid
 
-from control import conversations, runs, timeline
+from durable_agents.control import conversations, runs, timeline
+from durable_agents.worker.main import build_worker
+from durable_agents.workflows.people_inputs import DecideRequest
 from tests.conftest import count_effects
-from worker.main import build_worker
-from workflows.people_inputs import DecideRequest
 
 LEAD = DecideRequest(approve=True, by="support-lead")
 

@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from control.runs import RunError
+from durable_agents.control.runs import RunError
 from durable_agents.testing import AgentTestbed, ScriptedModel, ScriptRefused, call, say
 from tests.agents.support_desk import refunds, support_desk
 from tests.conftest import eventually

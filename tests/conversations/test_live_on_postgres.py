@@ -10,10 +10,10 @@ import uuid
 
 import pytest
 
-from activities.stream import StreamEntry
-from control import conversations
-from control.live import LiveReplies, shown
-from infra.stack import worker_polling
+from durable_agents.activities.stream import StreamEntry
+from durable_agents.control import conversations
+from durable_agents.control.live import LiveReplies, shown
+from durable_agents.infra.stack import worker_polling
 from tests.conftest import drop_schema, eventually, postgres_or_skip, spawn_worker
 from tests.console.live import live_console, signed_in
 from tests.console.sse import events

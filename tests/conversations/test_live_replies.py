@@ -10,17 +10,17 @@ import signal
 import urllib.request
 import uuid
 
-from activities.stream import DeltaStore, StreamEntry
-from control import conversations, runs
-from control.live import LiveReplies, shown
-from infra.stack import worker_polling
+from durable_agents.activities.stream import DeltaStore, StreamEntry
+from durable_agents.control import conversations, runs
+from durable_agents.control.live import LiveReplies, shown
+from durable_agents.infra.stack import worker_polling
+from durable_agents.worker.main import build_worker
+from durable_agents.workflows.people_inputs import DecideRequest
 from tests.conftest import count_effects, eventually, spawn_worker
-from worker.main import build_worker
-from workflows.people_inputs import DecideRequest
 
 
 def live_log(settings):
-    from activities.stores import open_database
+    from durable_agents.activities.stores import open_database
 
     return DeltaStore(open_database(settings))
 

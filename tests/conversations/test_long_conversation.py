@@ -13,12 +13,12 @@ from datetime import timedelta
 
 from temporalio.testing import WorkflowEnvironment
 
-from control import conversations, timeline
 from durable_agents.client import Conversation
+from durable_agents.control import conversations, timeline
+from durable_agents.examples.support_chat import support_chat
 from durable_agents.testing import AgentTestbed, ScriptedModel, Turn, call, say
-from examples.support_chat import support_chat
+from durable_agents.workflows.contracts import RunLimits
 from tests.conftest import count_effects, eventually
-from workflows.contracts import RunLimits
 
 TURNS = 50
 APPROVAL_TURN = 7

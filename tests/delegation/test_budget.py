@@ -7,14 +7,14 @@ import re
 
 import pytest
 
-from control import runs
-from control.runs import RunError
 from durable_agents import RunBudget, RunPolicy
+from durable_agents.control import runs
+from durable_agents.control.runs import RunError
 from durable_agents.testing import AgentTestbed, ScriptedModel, call, say
+from durable_agents.workflows.people_inputs import BudgetRaise, DecideRequest
+from durable_agents.workflows.records import BUDGET_REQUEST
 from tests.conftest import eventually
 from tests.delegation.agents import model_with_a_report, research, triage
-from workflows.people_inputs import BudgetRaise, DecideRequest
-from workflows.records import BUDGET_REQUEST
 
 
 def three_lookups() -> ScriptedModel:

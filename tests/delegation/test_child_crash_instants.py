@@ -10,12 +10,12 @@ from datetime import timedelta
 
 import pytest
 
-from control import runs
-from infra.stack import worker_polling
+from durable_agents.control import runs
+from durable_agents.infra.stack import worker_polling
+from durable_agents.worker.main import build_worker
+from durable_agents.workflows.agent import AgentWorkflow
+from durable_agents.workflows.contracts import RunRequest
 from tests.conftest import eventually, finish_on_a_new_worker, run_id, spawn_worker
-from worker.main import build_worker
-from workflows.agent import AgentWorkflow
-from workflows.contracts import RunRequest
 
 
 async def executions_of(client, workflow_id: str) -> int:

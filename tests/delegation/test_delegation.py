@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from control import timeline
 from durable_agents import Agent, RunLimits, RunPolicy
+from durable_agents.control import timeline
 from durable_agents.testing import AgentTestbed, ScriptedModel, call, plan, say
+from durable_agents.workflows.contracts import ChildSpend, Spend
+from durable_agents.workflows.registry import serve_for_replay
 from tests.conftest import eventually
 from tests.delegation.agents import model_with_a_report, research, triage
-from workflows.contracts import ChildSpend, Spend
-from workflows.registry import serve_for_replay
 
 
 def model_for_triage() -> ScriptedModel:
@@ -173,7 +173,7 @@ async def test_a_forged_or_stale_spend_report_changes_nothing(time_env):
 def test_a_reused_parent_id_names_other_children():
     """The id's last part comes from the parent's identity: a new run under a reused id
     (another first execution) must not find the old run's child and its answer."""
-    from workflows.delegation import child_run_id
+    from durable_agents.workflows.delegation import child_run_id
 
     first = child_run_id("triage-7", "triage-7@run-a", 1, "call_abc")
     again = child_run_id("triage-7", "triage-7@run-a", 1, "call_abc")

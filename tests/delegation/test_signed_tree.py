@@ -6,19 +6,19 @@ from __future__ import annotations
 
 import pytest
 
-from control import runs
-from control.runs import RunError
-from control.signer import Signer
 from durable_agents import RunBudget, RunPolicy
+from durable_agents.control import runs
+from durable_agents.control.runs import RunError
+from durable_agents.control.signer import Signer
 from durable_agents.testing import AgentTestbed
+from durable_agents.workflows.contracts import TrustedKey
+from durable_agents.workflows.people_inputs import Actor, BudgetRaise
+from durable_agents.workflows.records import BUDGET_REQUEST
+from durable_agents.workflows.signing import new_key
+from durable_agents.workflows.state import RunState
 from tests.conftest import eventually
 from tests.delegation.agents import model_with_a_report, triage
 from tests.delegation.test_budget import budget_request
-from workflows.contracts import TrustedKey
-from workflows.people_inputs import Actor, BudgetRaise
-from workflows.records import BUDGET_REQUEST
-from workflows.signing import new_key
-from workflows.state import RunState
 
 
 def signed_policy() -> tuple[RunPolicy, Signer]:

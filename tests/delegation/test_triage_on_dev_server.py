@@ -7,14 +7,14 @@ import json
 
 import pytest
 
-from control import runs, timeline
-from infra.stack import settings_env
+from durable_agents.control import runs, timeline
+from durable_agents.infra.stack import settings_env
+from durable_agents.worker.main import build_worker
+from durable_agents.workflows.contracts import RunBudget, RunPolicy, RunRequest
+from durable_agents.workflows.people_inputs import BudgetRaise
+from durable_agents.workflows.records import BUDGET_REQUEST
 from tests.conftest import eventually, run_id
 from tests.starters.test_verb_walk import agentctl
-from worker.main import build_worker
-from workflows.contracts import RunBudget, RunPolicy, RunRequest
-from workflows.people_inputs import BudgetRaise
-from workflows.records import BUDGET_REQUEST
 
 
 async def test_triage_delegates_to_research_which_uses_mcp(dev_env, worker, settings, monkeypatch):

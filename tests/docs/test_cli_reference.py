@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer.main
 
-from starters.cli import app
+from durable_agents.starters.cli import app
 
 CLI_DOC = (Path(__file__).parent.parent.parent / "docs" / "cli.md").read_text()
 

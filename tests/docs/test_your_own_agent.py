@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from infra.stack import settings_env, worker_polling
-from starters.cli import app
+from durable_agents.infra.stack import settings_env, worker_polling
+from durable_agents.starters.cli import app
 from tests.conftest import eventually, spawn_worker
 
 GUIDE = Path(__file__).resolve().parents[2] / "docs" / "your-own-agent.md"

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import json
 
+from durable_agents.examples.invoice import invoice_agent
+from durable_agents.examples.large_result import large_result_agent
+from durable_agents.examples.providers import providers_at
+from durable_agents.examples.question import question_agent
+from durable_agents.examples.refund import refund_agent
+from durable_agents.examples.triage import triage_agent
 from durable_agents.testing import AgentTestbed, ScriptedModel, call, plan, say
-from examples.invoice import invoice_agent
-from examples.large_result import large_result_agent
-from examples.providers import providers_at
-from examples.question import question_agent
-from examples.refund import refund_agent
-from examples.triage import triage_agent
-from workflows.contracts import RunPolicy
+from durable_agents.workflows.contracts import RunPolicy
 
 EMAIL = {"to": "billing@acme.example", "subject": "Paid", "body": "INV-1001 is paid."}
 

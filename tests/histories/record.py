@@ -15,16 +15,22 @@ from pathlib import Path
 
 from temporalio import workflow
 
-from activities.stores import Stores
 from bench.harness import Bench, bench_stack
-from control import runs, timeline
-from control.signer import Signer
-from workflows import timeline as timeline_hook
-from workflows.activity_io import idempotency_key
-from workflows.agent import AgentWorkflow
-from workflows.contracts import RunBudget, RunPolicy, RunRequest, TrustedKey
-from workflows.people_inputs import Actor, Answer, DecideRequest, Decision, StatePatch
-from workflows.signing import new_key
+from durable_agents.activities.stores import Stores
+from durable_agents.control import runs, timeline
+from durable_agents.control.signer import Signer
+from durable_agents.workflows import timeline as timeline_hook
+from durable_agents.workflows.activity_io import idempotency_key
+from durable_agents.workflows.agent import AgentWorkflow
+from durable_agents.workflows.contracts import RunBudget, RunPolicy, RunRequest, TrustedKey
+from durable_agents.workflows.people_inputs import (
+    Actor,
+    Answer,
+    DecideRequest,
+    Decision,
+    StatePatch,
+)
+from durable_agents.workflows.signing import new_key
 
 HERE = Path(__file__).parent
 

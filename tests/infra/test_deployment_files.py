@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 import yaml
 
-from runtime.encryption import new_key
-from runtime.settings import Settings
-from starters.cli import app
+from durable_agents.runtime.encryption import new_key
+from durable_agents.runtime.settings import Settings
+from durable_agents.starters.cli import app
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = ROOT / "docker-compose.yml"
@@ -228,7 +228,7 @@ def _sealed(keys: str, text: str) -> dict[str, Any]:
     from google.protobuf import json_format
     from temporalio.api.common.v1 import Payload
 
-    from runtime.encryption import EncryptionCodec, Keyring
+    from durable_agents.runtime.encryption import EncryptionCodec, Keyring
 
     plain = Payload(metadata={"encoding": b"json/plain"}, data=json.dumps(text).encode())
     [sealed] = asyncio.run(EncryptionCodec(Keyring.parse(keys)).encode([plain]))
@@ -238,7 +238,7 @@ def _sealed(keys: str, text: str) -> dict[str, Any]:
 def _codec_from(env: dict[str, str], monkeypatch) -> Any:
     from fastapi.testclient import TestClient
 
-    from worker.codec_server import app_from
+    from durable_agents.worker.codec_server import app_from
 
     return TestClient(app_from(validate(env, monkeypatch)))
 

@@ -9,9 +9,9 @@ from typing import Any
 import openai
 import pytest
 
-from activities.model_client import ModelRequest, ToolSchema
-from activities.openai_chat import wire_request
-from infra.offline_model.scenarios import Fault, ScenarioError, ScenarioSpec, load
+from durable_agents.activities.model_client import ModelRequest, ToolSchema
+from durable_agents.activities.openai_chat import wire_request
+from durable_agents.infra.offline_model.scenarios import Fault, ScenarioError, ScenarioSpec, load
 from tests.conftest import EXAMPLE_AGENTS
 
 

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from infra.processes import ProcessFiles, ProcessSpec, environment_for, spawn, stop
-from infra.stack import part_specs
-from runtime.settings import Settings
+from durable_agents.infra.processes import ProcessFiles, ProcessSpec, environment_for, spawn, stop
+from durable_agents.infra.stack import part_specs
+from durable_agents.runtime.settings import Settings
 
 OURS = {
     "PATH": "/usr/bin",

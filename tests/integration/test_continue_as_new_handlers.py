@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from control import runs
+from durable_agents.control import runs
+from durable_agents.workflows.contracts import RunRequest
+from durable_agents.workflows.people_inputs import Actor, StatePatch
 from tests.conftest import run_id
-from workflows.contracts import RunRequest
-from workflows.people_inputs import Actor, StatePatch
 
 pytestmark = pytest.mark.usefixtures("worker")
 

@@ -8,10 +8,12 @@ import signal
 
 import pytest
 
-from activities.stores import Stores
-from control import runs
-from examples.providers import Providers
-from infra.stack import worker_polling
+from durable_agents.activities.stores import Stores
+from durable_agents.control import runs
+from durable_agents.examples.providers import Providers
+from durable_agents.infra.stack import worker_polling
+from durable_agents.workflows.contracts import RunRequest
+from durable_agents.workflows.people_inputs import Decision
 from tests.conftest import (
     count_effects,
     eventually,
@@ -20,8 +22,6 @@ from tests.conftest import (
     spawn_worker,
     wait_for_approval,
 )
-from workflows.contracts import RunRequest
-from workflows.people_inputs import Decision
 
 
 @pytest.mark.parametrize(

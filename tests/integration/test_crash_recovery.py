@@ -8,11 +8,11 @@ import signal
 import urllib.request
 from collections import Counter
 
-from control import runs
-from examples.providers import Providers
-from infra.stack import worker_polling
+from durable_agents.control import runs
+from durable_agents.examples.providers import Providers
+from durable_agents.infra.stack import worker_polling
+from durable_agents.workflows.contracts import RunRequest
 from tests.conftest import eventually, run_id, spawn_worker
-from workflows.contracts import RunRequest
 
 STEPS = 30
 

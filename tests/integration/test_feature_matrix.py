@@ -6,15 +6,15 @@ from __future__ import annotations
 import pytest
 from pydantic import SecretStr
 
-from control import conversations, doctor, pruning, runs, stored, timeline
-from control.live import LiveReplies, shown
-from runtime.client import connect
-from runtime.encryption import new_key
+from durable_agents.control import conversations, doctor, pruning, runs, stored, timeline
+from durable_agents.control.live import LiveReplies, shown
+from durable_agents.runtime.client import connect
+from durable_agents.runtime.encryption import new_key
+from durable_agents.worker.main import build_worker
+from durable_agents.workflows.contracts import RunRequest
+from durable_agents.workflows.people_inputs import Actor, Answer, DecideRequest, StatePatch
+from durable_agents.workflows.records import RunStatus
 from tests.conftest import drop_schema, eventually, postgres_or_skip, run_id, settings_for
-from worker.main import build_worker
-from workflows.contracts import RunRequest
-from workflows.people_inputs import Actor, Answer, DecideRequest, StatePatch
-from workflows.records import RunStatus
 
 
 def moment_of(found, kind):

@@ -10,18 +10,18 @@ import asyncio
 import pytest
 from temporalio.client import WorkflowFailureError
 
-from activities.stores import Stores
-from control import runs
-from tests.conftest import run_id, wait_for_approval
-from workflows.contracts import (
+from durable_agents.activities.stores import Stores
+from durable_agents.control import runs
+from durable_agents.workflows.contracts import (
     DelegatedBy,
     ForkSpec,
     RunPolicy,
     RunRequest,
     TrustedKey,
 )
-from workflows.signing import new_key
-from workflows.state import pack_state
+from durable_agents.workflows.signing import new_key
+from durable_agents.workflows.state import pack_state
+from tests.conftest import run_id, wait_for_approval
 
 pytestmark = pytest.mark.usefixtures("worker")
 

@@ -9,11 +9,11 @@ import signal
 import pytest
 from temporalio.api.enums.v1 import EventType, PendingActivityState
 
-from control import runs
-from control.timeline import fetch_chain
-from infra.stack import worker_polling
+from durable_agents.control import runs
+from durable_agents.control.timeline import fetch_chain
+from durable_agents.infra.stack import worker_polling
+from durable_agents.workflows.contracts import RunRequest
 from tests.conftest import eventually, run_id, spawn_worker
-from workflows.contracts import RunRequest
 
 # The model call of step 2 takes 4 s: the signal lands while it is in flight.
 SCENARIO = "long?steps=3&reply_bytes=64&fault=step2:delay=4"

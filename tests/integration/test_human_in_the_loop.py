@@ -15,14 +15,14 @@ from temporalio.client import (
     WorkflowUpdateFailedError,
 )
 
-from control import runs
+from durable_agents.control import runs
+from durable_agents.worker.main import build_worker
+from durable_agents.workflows import search_attributes as sa
+from durable_agents.workflows.contracts import RunRequest
+from durable_agents.workflows.people_inputs import Actor, Answer, DecideRequest, StatePatch
+from durable_agents.workflows.records import ApprovalStatus, RunStatus
 from tests.conftest import count_effects, eventually, run_id
 from tests.temporal_cli import temporal
-from worker.main import build_worker
-from workflows import search_attributes as sa
-from workflows.contracts import RunRequest
-from workflows.people_inputs import Actor, Answer, DecideRequest, StatePatch
-from workflows.records import ApprovalStatus, RunStatus
 
 
 async def start(client, settings, scenario, prefix, **fields):

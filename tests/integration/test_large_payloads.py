@@ -7,13 +7,18 @@ import json
 
 import pytest
 
-from activities.model import INLINE_ARGUMENT_CHARS, MODEL_MESSAGE_CHARS, _turn, clip_for_model
-from activities.model_client import ModelReply, RawToolCall
-from activities.stores import Stores
-from control import runs
+from durable_agents.activities.model import (
+    INLINE_ARGUMENT_CHARS,
+    MODEL_MESSAGE_CHARS,
+    _turn,
+    clip_for_model,
+)
+from durable_agents.activities.model_client import ModelReply, RawToolCall
+from durable_agents.activities.stores import Stores
+from durable_agents.control import runs
+from durable_agents.workflows.activity_io import ModelCallInput
+from durable_agents.workflows.contracts import RunRequest
 from tests.conftest import approve_when_asked, key_of, run_id
-from workflows.activity_io import ModelCallInput
-from workflows.contracts import RunRequest
 
 pytestmark = pytest.mark.usefixtures("worker")
 LARGEST_EVENT_BYTES = 64 * 1024

@@ -11,14 +11,14 @@ import pytest
 from pydantic import SecretStr
 from temporalio.testing import WorkflowEnvironment
 
-from control import runs
-from runtime.client import connect
-from runtime.encryption import new_key
+from durable_agents.control import runs
+from durable_agents.runtime.client import connect
+from durable_agents.runtime.encryption import new_key
+from durable_agents.worker.main import build_worker
+from durable_agents.workflows.contracts import RunRequest
+from durable_agents.workflows.people_inputs import Actor, Decision
 from tests.conftest import eventually, run_id, settings_for, wait_for_approval
 from tests.temporal_cli import own_dev_server, temporal
-from worker.main import build_worker
-from workflows.contracts import RunRequest
-from workflows.people_inputs import Actor, Decision
 
 
 @pytest.fixture(scope="module")

@@ -9,8 +9,14 @@ import signal
 
 import pytest
 
-from control import runs
-from infra.stack import worker_polling
+from durable_agents.control import runs
+from durable_agents.infra.stack import worker_polling
+from durable_agents.worker.main import build_worker
+from durable_agents.workflows.agents import Agent
+from durable_agents.workflows.contracts import RunRequest
+from durable_agents.workflows.people_inputs import Decision
+from durable_agents.workflows.registry import AgentRegistry, load_registry
+from durable_agents.workflows.tools import ToolRisk, tool
 from tests.agents import support_desk
 from tests.agents.support_desk import look_up_order, refund_order, refunds
 from tests.conftest import (
@@ -21,12 +27,6 @@ from tests.conftest import (
     wait_for_approval,
     wedged_with,
 )
-from worker.main import build_worker
-from workflows.agents import Agent
-from workflows.contracts import RunRequest
-from workflows.people_inputs import Decision
-from workflows.registry import AgentRegistry, load_registry
-from workflows.tools import ToolRisk, tool
 
 SUPPORT = "tests.agents.support_desk"
 REQUEST = RunRequest(goal="Refund order A-1001", agent="support-desk", label="support-refund")
@@ -79,7 +79,7 @@ async def test_a_crash_at_each_instant_of_its_own_tool_refunds_once(
 
 async def test_a_worker_without_the_agent_leaves_the_run_open_and_retried(dev_env, settings):
     client, rid = dev_env.client, run_id("no-agent")
-    examples_only = load_registry(["examples.invoice"])
+    examples_only = load_registry(["durable_agents.examples.invoice"])
     async with build_worker(client, settings, registry=examples_only):
         await runs.start_run(client, settings, REQUEST, rid)
         failure = await wedged_with(client, settings.task_queue, rid)

@@ -6,8 +6,11 @@ import uuid
 
 import pytest
 
-from activities.stores import Stores
-from control import runs
+from durable_agents.activities.stores import Stores
+from durable_agents.control import runs
+from durable_agents.worker.main import build_worker
+from durable_agents.workflows.contracts import RunRequest
+from durable_agents.workflows.people_inputs import Decision
 from tests.conftest import (
     count_effects,
     drop_schema,
@@ -16,9 +19,6 @@ from tests.conftest import (
     run_id,
     wait_for_approval,
 )
-from worker.main import build_worker
-from workflows.contracts import RunRequest
-from workflows.people_inputs import Decision
 
 
 @pytest.fixture

@@ -5,12 +5,12 @@ from __future__ import annotations
 import pytest
 from temporalio.common import VersioningBehavior
 
-from activities.stores import Stores
-from control import pruning, runs
-from infra.temporal_setup import set_up_namespace
+from durable_agents.activities.stores import Stores
+from durable_agents.control import pruning, runs
+from durable_agents.infra.temporal_setup import set_up_namespace
+from durable_agents.workflows.contracts import RunRequest
+from durable_agents.workflows.people_inputs import Actor
 from tests.conftest import approve_when_asked, key_of, run_id, wait_for_approval
-from workflows.contracts import RunRequest
-from workflows.people_inputs import Actor
 
 pytestmark = pytest.mark.usefixtures("worker")
 
@@ -90,8 +90,8 @@ async def test_namespace_set_up_sets_retention_and_the_daily_schedule(dev_env, s
 async def test_prune_removes_memories_past_their_retention(dev_env, settings):
     """AGENT_MEMORY_RETENTION_DAYS: memories older than it go with the daily prune (a dry
     run counts them); without it they stay until forgotten."""
-    from activities.stores import Stores
-    from worker.main import build_worker
+    from durable_agents.activities.stores import Stores
+    from durable_agents.worker.main import build_worker
 
     kept = settings.model_copy(update={"task_queue": f"{settings.task_queue}-m"})
     store = Stores.open(settings).memory

@@ -9,8 +9,10 @@ from temporalio.api.common.v1 import WorkflowExecution
 from temporalio.api.workflowservice.v1 import DeleteWorkflowExecutionRequest
 from temporalio.service import RPCError, RPCStatusCode
 
-from activities.stores import Stores
-from control import pruning, runs
+from durable_agents.activities.stores import Stores
+from durable_agents.control import pruning, runs
+from durable_agents.workflows.contracts import RunRequest
+from durable_agents.workflows.people_inputs import Decision
 from tests.conftest import (
     approve_when_asked,
     count_effects,
@@ -19,8 +21,6 @@ from tests.conftest import (
     run_id,
     wait_for_approval,
 )
-from workflows.contracts import RunRequest
-from workflows.people_inputs import Decision
 
 pytestmark = pytest.mark.usefixtures("worker")
 

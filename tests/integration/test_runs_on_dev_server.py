@@ -11,13 +11,13 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
 from bench.harness import history_bytes
-from control import runs
+from durable_agents.control import runs
+from durable_agents.workflows import search_attributes as sa
+from durable_agents.workflows.agent import AgentWorkflow
+from durable_agents.workflows.contracts import RunRequest
+from durable_agents.workflows.people_inputs import Decision
+from durable_agents.workflows.records import RunStatus
 from tests.conftest import approve_when_asked, count_effects, eventually, run_id
-from workflows import search_attributes as sa
-from workflows.agent import AgentWorkflow
-from workflows.contracts import RunRequest
-from workflows.people_inputs import Decision
-from workflows.records import RunStatus
 
 pytestmark = pytest.mark.usefixtures("worker")
 

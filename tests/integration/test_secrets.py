@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import httpx
 
-from control import runs
-from infra.offline_model.server import key_digest
-from infra.stack import worker_polling
+from durable_agents.control import runs
+from durable_agents.infra.offline_model.server import key_digest
+from durable_agents.infra.stack import worker_polling
+from durable_agents.workflows.contracts import RunRequest
 from tests.conftest import eventually, run_id, spawn_worker
-from workflows.contracts import RunRequest
 
 API_KEY = "sk-test-Quartz-Heron-5521-do-not-leak"
 

@@ -8,16 +8,16 @@ import asyncio
 import pytest
 from temporalio import workflow
 
-from control import runs, timeline
-from examples.providers import Providers
+from durable_agents.control import runs, timeline
+from durable_agents.examples.providers import Providers
+from durable_agents.worker.main import build_worker
+from durable_agents.workflows import timeline as timeline_hook
+from durable_agents.workflows.agent import AgentWorkflow
+from durable_agents.workflows.contracts import RunRequest, RunResult
+from durable_agents.workflows.people_inputs import Actor, Decision, StatePatch
+from durable_agents.workflows.records import RunStatus
+from durable_agents.workflows.state import RunState
 from tests.conftest import approve_when_asked, count_effects, run_id, wait_for_approval
-from worker.main import build_worker
-from workflows import timeline as timeline_hook
-from workflows.agent import AgentWorkflow
-from workflows.contracts import RunRequest, RunResult
-from workflows.people_inputs import Actor, Decision, StatePatch
-from workflows.records import RunStatus
-from workflows.state import RunState
 
 pytestmark = pytest.mark.usefixtures("worker")
 

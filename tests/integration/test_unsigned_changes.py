@@ -12,18 +12,18 @@ from typing import Any
 import pytest
 from temporalio.testing import WorkflowEnvironment
 
-from control import conversations, runs
-from control.runs import RunError
-from control.signer import Signer
-from runtime.client import connect
+from durable_agents.control import conversations, runs
+from durable_agents.control.runs import RunError
+from durable_agents.control.signer import Signer
+from durable_agents.runtime.client import connect
+from durable_agents.worker.main import build_worker
+from durable_agents.workflows.contracts import RunBudget, RunPolicy, RunRequest, TrustedKey
+from durable_agents.workflows.people_inputs import Actor, DecideRequest
+from durable_agents.workflows.records import BUDGET_REQUEST, ApprovalStatus
+from durable_agents.workflows.signing import new_key
+from durable_agents.workflows.state import RunState
 from tests.conftest import eventually, run_id, settings_for, wait_for_approval
 from tests.temporal_cli import own_dev_server, temporal
-from worker.main import build_worker
-from workflows.contracts import RunBudget, RunPolicy, RunRequest, TrustedKey
-from workflows.people_inputs import Actor, DecideRequest
-from workflows.records import BUDGET_REQUEST, ApprovalStatus
-from workflows.signing import new_key
-from workflows.state import RunState
 
 
 @pytest.fixture(scope="module")

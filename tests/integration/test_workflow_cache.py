@@ -8,12 +8,13 @@ from temporalio.api.enums.v1 import EventType, TaskQueueKind
 from temporalio.client import Client
 from temporalio.runtime import MetricBuffer, Runtime, TelemetryConfig
 
-from control import runs
+from durable_agents.control import runs
+from durable_agents.worker.main import build_worker
+from durable_agents.worker.sandbox import sandbox_restrictions
+from durable_agents.workflows.agent import AgentWorkflow
+from durable_agents.workflows.contracts import RunRequest
+from durable_agents.workflows.people_inputs import Decision
 from tests.conftest import count_effects, run_id, wait_for_approval
-from worker.main import build_worker, sandbox_restrictions
-from workflows.agent import AgentWorkflow
-from workflows.contracts import RunRequest
-from workflows.people_inputs import Decision
 
 PAY = RunRequest(goal="pay the invoice", agent="invoice", label="pay-invoice")
 
@@ -79,4 +80,4 @@ def test_the_shared_sandbox_passes_the_workflow_module_through_and_strict_does_n
     strict = sandbox_restrictions(settings.model_copy(update={"workflow_sandbox": "strict"}))
     assert AgentWorkflow.__module__ in shared.passthrough_modules
     assert AgentWorkflow.__module__ not in strict.passthrough_modules
-    assert "workflows.faults" in strict.passthrough_modules
+    assert "durable_agents.workflows.faults" in strict.passthrough_modules

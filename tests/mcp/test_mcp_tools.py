@@ -14,13 +14,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from control import runs, timeline
 from durable_agents import Agent, MCPServer, ToolRisk
+from durable_agents.control import runs, timeline
 from durable_agents.testing import AgentTestbed, ScriptedModel, call, say
+from durable_agents.worker.main import build_worker
+from durable_agents.workflows.contracts import RunRequest
+from durable_agents.workflows.registry import AgentRegistry
 from tests.conftest import eventually, run_id
-from worker.main import build_worker
-from workflows.contracts import RunRequest
-from workflows.registry import AgentRegistry
 
 RISKS = {"echo": ToolRisk.READ_ONLY, "charge": ToolRisk.SIDE_EFFECT, "fl*": ToolRisk.SIDE_EFFECT}
 

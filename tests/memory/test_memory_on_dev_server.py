@@ -12,11 +12,11 @@ import uuid
 
 import pytest
 
-from control import conversations, memory, timeline
-from infra.stack import worker_polling
+from durable_agents.control import conversations, memory, timeline
+from durable_agents.infra.stack import worker_polling
+from durable_agents.worker.main import build_worker
+from durable_agents.workflows.people_inputs import Actor
 from tests.conftest import eventually, spawn_worker
-from worker.main import build_worker
-from workflows.people_inputs import Actor
 
 JANE = {"customer": "jane"}
 
@@ -150,8 +150,8 @@ async def test_memories_searched_by_meaning_use_the_endpoints_embeddings(
     import urllib.request
 
     from durable_agents import Agent, Memory
-    from examples.support_chat import look_up_order
-    from workflows.registry import AgentRegistry
+    from durable_agents.examples.support_chat import look_up_order
+    from durable_agents.workflows.registry import AgentRegistry
 
     agent = Agent(
         name="support-embed",
@@ -190,8 +190,8 @@ async def test_memories_searched_by_meaning_use_the_endpoints_embeddings(
 async def test_a_fork_takes_its_parents_memory_whatever_its_request_says(dev_env, settings):
     """A fork's state comes from its request; its memory namespace and subject do not:
     they are the parent's, as the parent itself says (a forged one reads nothing)."""
-    from control import runs
-    from workflows.contracts import ForkSpec, RunRequest
+    from durable_agents.control import runs
+    from durable_agents.workflows.contracts import ForkSpec, RunRequest
 
     client = dev_env.client
     async with build_worker(client, settings):

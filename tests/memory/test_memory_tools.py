@@ -7,10 +7,10 @@ from __future__ import annotations
 import json
 from datetime import timedelta
 
-from control import memory
+from durable_agents.control import memory
+from durable_agents.examples.support_chat import support_chat
 from durable_agents.testing import AgentTestbed, ScriptedModel, call, say
-from examples.support_chat import support_chat
-from workflows.memory import MEMORY_TOOLS
+from durable_agents.workflows.memory import MEMORY_TOOLS
 
 JANE = {"customer": "jane"}
 
@@ -70,9 +70,9 @@ async def test_a_run_without_a_subject_is_offered_no_memory(time_env):
 
 
 async def test_a_sub_agent_shares_its_parents_namespace_only_when_given_by_it(time_env):
-    from control import runs
     from durable_agents import Agent, Memory
-    from workflows.contracts import RunRequest
+    from durable_agents.control import runs
+    from durable_agents.workflows.contracts import RunRequest
 
     helper = Agent(
         name="helper",

@@ -7,8 +7,8 @@ from datetime import timedelta
 
 from temporalio import workflow
 
-from workflows.agent import AgentWorkflow
-from workflows.contracts import RunRequest, RunResult
+from durable_agents.workflows.agent import AgentWorkflow
+from durable_agents.workflows.contracts import RunRequest, RunResult
 
 PATCH = "settle-before-start"
 WAIT = timedelta(milliseconds=10)

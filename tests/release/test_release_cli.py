@@ -7,14 +7,14 @@ import json
 import uuid
 from pathlib import Path
 
-from control import release, runs
-from infra.stack import settings_env
-from runtime import versioning
+from durable_agents.control import release, runs
+from durable_agents.infra.stack import settings_env
+from durable_agents.runtime import versioning
+from durable_agents.workflows.contracts import RunRequest
+from durable_agents.workflows.people_inputs import Actor
 from tests.conftest import wait_for_approval
 from tests.release.builds import UnpatchedStart
 from tests.starters.test_verb_walk import agentctl, assert_one_error_line
-from workflows.contracts import RunRequest
-from workflows.people_inputs import Actor
 
 HISTORIES = Path(__file__).parent.parent / "histories"
 FIXTURES = sorted(p.stem for p in HISTORIES.glob("*.json") if p.stem != "manifest")

@@ -10,18 +10,18 @@ import pytest
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 
-from control import release, runs
-from control.doctor import diagnose
-from control.release import ReleaseError, ReleaseRefused
-from infra.stack import polling_builds
-from runtime import versioning
-from runtime.settings import Settings
+from durable_agents.control import release, runs
+from durable_agents.control.doctor import diagnose
+from durable_agents.control.release import ReleaseError, ReleaseRefused
+from durable_agents.infra.stack import polling_builds
+from durable_agents.runtime import versioning
+from durable_agents.runtime.settings import Settings
+from durable_agents.worker.main import build_worker
+from durable_agents.workflows.agent import AgentWorkflow
+from durable_agents.workflows.contracts import RunRequest
+from durable_agents.workflows.people_inputs import Decision
 from tests.conftest import eventually, wait_for_approval
 from tests.release.builds import WAIT, PatchedStart, UnpatchedStart
-from worker.main import build_worker
-from workflows.agent import AgentWorkflow
-from workflows.contracts import RunRequest
-from workflows.people_inputs import Decision
 
 PAY = RunRequest(goal="pay the invoice", agent="invoice", label="pay-invoice")
 

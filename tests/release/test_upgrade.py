@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 from temporalio.api.enums.v1 import EventType
 
-from control import runs
+from durable_agents.control import runs
+from durable_agents.worker.main import build_worker
+from durable_agents.workflows.contracts import RunRequest
+from durable_agents.workflows.people_inputs import Actor, Decision
 from tests.conftest import count_effects, eventually, run_id, settings_for, spawn_worker_of
-from worker.main import build_worker
-from workflows.contracts import RunRequest
-from workflows.people_inputs import Actor, Decision
 
 ROOT = Path(__file__).parent.parent.parent
 # main as it landed before the restructuring (stop 32): the build runs were started on.

@@ -7,12 +7,12 @@ import pytest
 from pydantic import SecretStr
 from temporalio.api.common.v1 import Payload
 
-from activities.sql import SqliteDatabase
-from activities.stores import Stores
-from activities.transcript import TranscriptStore
-from control import runs
-from runtime.client import connect
-from runtime.encryption import (
+from durable_agents.activities.sql import SqliteDatabase
+from durable_agents.activities.stores import Stores
+from durable_agents.activities.transcript import TranscriptStore
+from durable_agents.control import runs
+from durable_agents.runtime.client import connect
+from durable_agents.runtime.encryption import (
     ENCODING,
     EncryptionCodec,
     Keyring,
@@ -20,9 +20,9 @@ from runtime.encryption import (
     keyring_from,
     new_key,
 )
+from durable_agents.worker.main import build_worker
+from durable_agents.workflows.contracts import RunRequest
 from tests.conftest import key_of, run_id, settings_for
-from worker.main import build_worker
-from workflows.contracts import RunRequest
 
 KEY_OLD, KEY_NEW = new_key(), new_key()
 MARKER = "Zebra-Cobalt-7731"  # stands for a customer's words

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from runtime.settings import OFFLINE_MODEL_NAME, Settings
+from durable_agents.runtime.settings import OFFLINE_MODEL_NAME, Settings
 
 
 def test_offline_model_when_nothing_is_configured(monkeypatch):

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from activities.sql import PostgresDatabase
-from runtime.settings import Settings
+from durable_agents.activities.sql import PostgresDatabase
+from durable_agents.runtime.settings import Settings
 
 
 @pytest.mark.parametrize("schema", ['x"; DROP TABLE effects; --', "1abc", "a b", "a-b", "x" * 64])

@@ -15,14 +15,14 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from temporalio.contrib.opentelemetry import TracingInterceptor
 from temporalio.worker import Replayer
 
-from control import runs
-from infra.stack import worker_polling
-from runtime import telemetry
-from runtime.client import connect, data_converter
+from durable_agents.control import runs
+from durable_agents.infra.stack import worker_polling
+from durable_agents.runtime import telemetry
+from durable_agents.runtime.client import connect, data_converter
+from durable_agents.worker.main import build_worker
+from durable_agents.workflows.agent import AgentWorkflow
+from durable_agents.workflows.contracts import RunRequest
 from tests.conftest import approve_when_asked, eventually, run_id, spawn_worker
-from worker.main import build_worker
-from workflows.agent import AgentWorkflow
-from workflows.contracts import RunRequest
 
 
 @pytest.fixture(scope="module")

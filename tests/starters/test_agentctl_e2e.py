@@ -280,7 +280,7 @@ def test_time_travel_from_the_command_line(stack, tmp_path):
 
 
 def test_an_encrypted_stack_runs_the_demo_and_the_web_ui_decodes(stack):
-    from runtime.encryption import new_key
+    from durable_agents.runtime.encryption import new_key
 
     stack.env["AGENT_ENCRYPTION_KEYS"] = f"k1={new_key()}"
     demo = stack("demo")

@@ -7,8 +7,8 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from infra.offline_model.embedded import free_port
-from starters.cli import app
+from durable_agents.infra.offline_model.embedded import free_port
+from durable_agents.starters.cli import app
 
 RUNNER = CliRunner()
 
@@ -54,7 +54,11 @@ def one_error(result, says: str) -> None:
 def test_an_unknown_agent_or_module_is_refused_in_one_line():
     one_error(agentctl("run", "goal", "--agent", "nobody"), "no agent named 'nobody' (known:")
     one_error(agentctl("agents", AGENT_MODULES="no_such_module"), "cannot import agent module")
-    only = agentctl("run", "goal", AGENT_MODULES="examples.invoice,examples.refund")
+    only = agentctl(
+        "run",
+        "goal",
+        AGENT_MODULES="durable_agents.examples.invoice,durable_agents.examples.refund",
+    )
     one_error(only, "name the agent with --agent (invoice, refund)")
 
 
@@ -93,9 +97,17 @@ def test_a_worker_whose_agent_modules_do_not_load_stops_with_one_line():
     import subprocess
     import sys
 
-    env = {**os.environ, "AGENT_MODULES": "examples.invoice,nope", "AGENT_METRICS_PORT": "0"}
+    env = {
+        **os.environ,
+        "AGENT_MODULES": "durable_agents.examples.invoice,nope",
+        "AGENT_METRICS_PORT": "0",
+    }
     done = subprocess.run(
-        [sys.executable, "-m", "worker"], env=env, capture_output=True, text=True, timeout=60
+        [sys.executable, "-m", "durable_agents.worker"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert done.returncode == 2
     lines = [line for line in (done.stdout + done.stderr).splitlines() if line.strip()]

@@ -10,8 +10,8 @@ import sys
 import uuid
 from pathlib import Path
 
-from infra.stack import settings_env
-from worker.main import build_worker
+from durable_agents.infra.stack import settings_env
+from durable_agents.worker.main import build_worker
 
 AGENTCTL = str(Path(sys.executable).parent / "agentctl")
 

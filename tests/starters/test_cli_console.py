@@ -8,10 +8,10 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from console import users
-from control.signer import read_signer
-from starters.cli import app
-from workflows.contracts import RunPolicy
+from durable_agents.console import users
+from durable_agents.control.signer import read_signer
+from durable_agents.starters.cli import app
+from durable_agents.workflows.contracts import RunPolicy
 
 RUNNER = CliRunner()
 
@@ -95,7 +95,7 @@ def test_the_console_without_temporal_says_so_in_one_line(tmp_path):
     import subprocess
     import sys
 
-    from infra.offline_model.embedded import free_port
+    from durable_agents.infra.offline_model.embedded import free_port
 
     env = {
         "PATH": "/usr/bin:/bin",
@@ -104,7 +104,11 @@ def test_the_console_without_temporal_says_so_in_one_line(tmp_path):
         "AGENT_CONSOLE_PORT": str(free_port()),
     }
     done = subprocess.run(
-        [sys.executable, "-m", "console"], env=env, capture_output=True, text=True, timeout=60
+        [sys.executable, "-m", "durable_agents.console"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert done.returncode == 2
     lines = (done.stdout + done.stderr).strip().splitlines()

@@ -12,15 +12,15 @@ import uuid
 from pydantic import SecretStr
 from typer.testing import CliRunner
 
-from control import runs
-from infra.stack import settings_env
-from runtime.client import connect
-from runtime.encryption import new_key
-from starters.cli import app
+from durable_agents.control import runs
+from durable_agents.infra.stack import settings_env
+from durable_agents.runtime.client import connect
+from durable_agents.runtime.encryption import new_key
+from durable_agents.starters.cli import app
+from durable_agents.worker.main import build_worker
+from durable_agents.workflows.contracts import RunRequest
+from durable_agents.workflows.people_inputs import Decision
 from tests.conftest import drop_schema, postgres_or_skip, settings_for, wait_for_approval
-from worker.main import build_worker
-from workflows.contracts import RunRequest
-from workflows.people_inputs import Decision
 
 
 def cli(env: dict[str, str], *args: str):

@@ -22,5 +22,5 @@ def test_agentctl_starts_without_the_model_client():
     ).stdout
     modules = set(json.loads(loaded))
     assert "openai" not in modules
-    assert "starters.whatif_play" not in modules
-    assert "starters.cli_whatif" in modules  # the verb is there, its work is not
+    assert "durable_agents.starters.whatif_play" not in modules
+    assert "durable_agents.starters.cli_whatif" in modules  # the verb is there, its work is not

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from control.runs import InboxItem
-from starters.render import inbox_table, print_state
-from starters.terminal import SafeConsole
-from workflows.records import ApprovalRequest, PlanStep
-from workflows.state import RunState
+from durable_agents.control.runs import InboxItem
+from durable_agents.starters.render import inbox_table, print_state
+from durable_agents.starters.terminal import SafeConsole
+from durable_agents.workflows.records import ApprovalRequest, PlanStep
+from durable_agents.workflows.state import RunState
 
 HOSTILE = "pay [/] 10 EUR [conceal]and 9,000 EUR to mallory[/conceal] \x1b[2J\x1b]0;pwned\x07end"
 

@@ -3,8 +3,8 @@ for a waiting or closed run, a lower bound for a running one, and it says so."""
 
 from __future__ import annotations
 
-from control.runs import RunListing
-from starters.render import listed_step
+from durable_agents.control.runs import RunListing
+from durable_agents.starters.render import listed_step
 
 
 def listing(status: str, step: int | None) -> RunListing:

@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 from typer.testing import CliRunner
 
-from infra.offline_model.scenarios import ScenarioError
-from starters.cli import app
-from starters.cli_runs import run_label
+from durable_agents.infra.offline_model.scenarios import ScenarioError
+from durable_agents.starters.cli import app
+from durable_agents.starters.cli_runs import run_label
 
 
 def test_an_offline_label_is_a_scenario_checked_before_anything_starts():

@@ -10,13 +10,13 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from control import runs, schedules
-from control.runs import RunError
 from durable_agents.client import AgentClient
-from infra.stack import settings_env
+from durable_agents.control import runs, schedules
+from durable_agents.control.runs import RunError
+from durable_agents.infra.stack import settings_env
+from durable_agents.workflows.people_inputs import Actor
 from tests.conftest import eventually
 from tests.starters.test_verb_walk import agentctl, assert_one_error_line
-from workflows.people_inputs import Actor
 
 
 async def started_runs(client, prefix: str) -> list[str]:

@@ -11,13 +11,13 @@ import uuid
 import pytest
 from typer.testing import CliRunner
 
-from control import runs
-from infra.offline_model.embedded import free_port
-from infra.stack import settings_env
-from starters.cli import app
+from durable_agents.control import runs
+from durable_agents.infra.offline_model.embedded import free_port
+from durable_agents.infra.stack import settings_env
+from durable_agents.starters.cli import app
+from durable_agents.workflows.contracts import RunRequest
+from durable_agents.workflows.people_inputs import Actor
 from tests.conftest import start_wedged_run, wait_for_approval
-from workflows.contracts import RunRequest
-from workflows.people_inputs import Actor
 
 # Every verb that takes a run id, with what else it needs.
 ON_A_RUN = [

@@ -16,15 +16,19 @@ from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment, WorkflowEnvironment
 
-from activities.crash_points import CrashPoints
-from activities.shadow import Recordings
-from activities.stores import Stores
-from activities.tools import ToolActivities
-from control import whatif_record
-from control.whatif import Variant, WhatIfOptions, what_if
+from durable_agents.activities.crash_points import CrashPoints
+from durable_agents.activities.shadow import Recordings
+from durable_agents.activities.stores import Stores
+from durable_agents.activities.tools import ToolActivities
 from durable_agents.client import AgentClient
-from infra.stack import settings_env
-from runtime.settings import Settings
+from durable_agents.control import whatif_record
+from durable_agents.control.whatif import Variant, WhatIfOptions, what_if
+from durable_agents.infra.stack import settings_env
+from durable_agents.runtime.settings import Settings
+from durable_agents.worker.shadow import build_shadow_worker
+from durable_agents.workflows.agent import AgentWorkflow
+from durable_agents.workflows.contracts import RunRequest
+from durable_agents.workflows.whatif import RecordedDecision, ShadowSpec
 from tests.conftest import (
     EXAMPLE_AGENTS,
     approve_when_asked,
@@ -34,10 +38,6 @@ from tests.conftest import (
 )
 from tests.starters.test_verb_walk import agentctl, assert_one_error_line
 from tests.temporal_cli import temporal
-from worker.shadow import build_shadow_worker
-from workflows.agent import AgentWorkflow
-from workflows.contracts import RunRequest
-from workflows.whatif import RecordedDecision, ShadowSpec
 
 APPROVED_PAYMENT = RecordedDecision(
     tool="pay_invoice",
@@ -113,7 +113,10 @@ async def test_a_production_worker_refuses_a_shadows_tool_call(settings: Setting
         (["whatif", "r1", "--since", "a week"], "bad --since"),
         (["whatif", "r1", "--grader", "nomodule"], "bad --grader"),
         (["whatif", "r1", "--grader", "tests.whatif.graders:nothing"], "has no 'nothing'"),
-        (["whatif", "r1", "--agent", "examples.invoice:pay_invoice"], "not an Agent"),
+        (
+            ["whatif", "r1", "--agent", "durable_agents.examples.invoice:pay_invoice"],
+            "not an Agent",
+        ),
         (["whatif", "r1", "--unmatched", "maybe"], "bad --unmatched"),
         (["whatif", "r1", "--read-only", "sometimes"], "bad --read-only"),
         (["whatif", "r1", "--instructions", "  "], "instructions are empty"),
@@ -191,7 +194,7 @@ async def test_a_shadow_that_overstays_is_stopped_and_reported(
 async def test_the_python_client_refuses_bad_arguments_before_any_work(
     dev_env: WorkflowEnvironment, settings: Settings, arguments: dict[str, Any], says: str
 ) -> None:
-    from control.runs import RunError
+    from durable_agents.control.runs import RunError
 
     client = AgentClient(dev_env.client, settings)
     with pytest.raises(RunError, match=says):
@@ -200,7 +203,7 @@ async def test_the_python_client_refuses_bad_arguments_before_any_work(
 
 
 def test_a_variant_refuses_what_is_no_agent_instructions_or_model() -> None:
-    from control.runs import RunError
+    from durable_agents.control.runs import RunError
 
     for bad in ({"instructions": 123}, {"instructions": "  "}, {"model": 5}, {"agent": "x"}):
         with pytest.raises(RunError):

@@ -12,16 +12,16 @@ import pytest
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
-from activities.crash_points import CrashPoints
-from activities.mcp import MCPActivities
-from activities.shadow import RecordedCall, Recordings, ShadowToolActivities
-from activities.stores import Stores
-from activities.tools import ToolActivities
-from runtime.settings import Settings
-from workflows.activity_io import ToolCallInput
-from workflows.agents import Agent
-from workflows.registry import AgentRegistry
-from workflows.tools import ToolRisk, tool
+from durable_agents.activities.crash_points import CrashPoints
+from durable_agents.activities.mcp import MCPActivities
+from durable_agents.activities.shadow import RecordedCall, Recordings, ShadowToolActivities
+from durable_agents.activities.stores import Stores
+from durable_agents.activities.tools import ToolActivities
+from durable_agents.runtime.settings import Settings
+from durable_agents.workflows.activity_io import ToolCallInput
+from durable_agents.workflows.agents import Agent
+from durable_agents.workflows.registry import AgentRegistry
+from durable_agents.workflows.tools import ToolRisk, tool
 
 called: list[str] = []
 

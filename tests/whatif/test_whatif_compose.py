@@ -13,14 +13,16 @@ import pytest
 from pydantic import SecretStr
 from temporalio.testing import WorkflowEnvironment
 
-from control import pruning, runs, timeline, whatif
 from durable_agents.client import AgentClient
+from durable_agents.control import pruning, runs, timeline, whatif
+from durable_agents.examples.support_chat import look_up_order
+from durable_agents.infra.offline_model.embedded import EmbeddedModelServer
+from durable_agents.runtime.client import connect
+from durable_agents.runtime.encryption import new_key
+from durable_agents.runtime.settings import Settings
 from durable_agents.whatif import ModelJudge, Variant
-from examples.support_chat import look_up_order
-from infra.offline_model.embedded import EmbeddedModelServer
-from runtime.client import connect
-from runtime.encryption import new_key
-from runtime.settings import Settings
+from durable_agents.worker.main import build_worker
+from durable_agents.workflows.contracts import RunRequest
 from tests.conftest import (
     approve_when_asked,
     drop_schema,
@@ -29,8 +31,6 @@ from tests.conftest import (
     settings_for,
 )
 from tests.whatif.test_whatif_invoice import journal
-from worker.main import build_worker
-from workflows.contracts import RunRequest
 
 
 async def test_a_conversation_is_played_again_turn_by_turn(

@@ -14,19 +14,25 @@ from typing import Any
 
 from temporalio.testing import WorkflowEnvironment
 
-from control import runs, whatif_record
 from durable_agents import ToolRisk
 from durable_agents.client import AgentClient
+from durable_agents.control import runs, whatif_record
+from durable_agents.examples.invoice import (
+    draft_email,
+    invoice_agent,
+    lookup_invoice,
+    pay_invoice,
+    send_email,
+)
+from durable_agents.examples.providers import Providers
+from durable_agents.infra.stack import settings_env
+from durable_agents.runtime.settings import Settings
 from durable_agents.whatif import Variant
-from examples.invoice import draft_email, invoice_agent, lookup_invoice, pay_invoice, send_email
-from examples.providers import Providers
-from infra.stack import settings_env
-from runtime.settings import Settings
+from durable_agents.workflows.contracts import RunRequest
 from tests.conftest import approve_when_asked, eventually, run_id
 from tests.console.live import live_console, signed_in
 from tests.starters.test_verb_walk import agentctl
 from tests.whatif.graders import no_payment_above_1000, pays_at_most_once
-from workflows.contracts import RunRequest
 
 RUNS = 20
 STRICT = invoice_agent.instructions + " Never pay an invoice above 1,000 EUR: leave it unpaid."

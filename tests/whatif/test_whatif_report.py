@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from control import whatif
-from control.runs import RunError
-from control.whatif_report import (
+from durable_agents.control import whatif
+from durable_agents.control.runs import RunError
+from durable_agents.control.whatif_report import (
     Approval,
     Effect,
     RunComparison,
@@ -18,7 +18,7 @@ from control.whatif_report import (
     effect_changes,
     grade,
 )
-from runtime.settings import Settings
+from durable_agents.runtime.settings import Settings
 
 
 def pay(amount: str, invoice: str = "INV-1") -> Effect:

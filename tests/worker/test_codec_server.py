@@ -11,9 +11,9 @@ import time
 import httpx
 import pytest
 
-from infra.offline_model.embedded import free_port
-from runtime.encryption import new_key
-from worker.codec_server import MAX_BODY_BYTES, ui_token
+from durable_agents.infra.offline_model.embedded import free_port
+from durable_agents.runtime.encryption import new_key
+from durable_agents.worker.codec_server import MAX_BODY_BYTES, ui_token
 
 TOKEN = "codec-test-token-of-32-bytes-or-more-0123"
 UI_ORIGIN = "http://127.0.0.1:8233"
@@ -33,7 +33,9 @@ def codec_url(tmp_path_factory):
         "AGENT_DATA_DIR": str(tmp_path_factory.mktemp("codec")),
         "PATH": "/usr/bin:/bin",
     }
-    process = subprocess.Popen([sys.executable, "-m", "worker.codec_server"], env=env)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "durable_agents.worker.codec_server"], env=env
+    )
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 20
     while True:

@@ -9,15 +9,20 @@ import httpx
 import pytest
 from temporalio.testing import ActivityEnvironment, WorkflowEnvironment
 
-from activities.crash_points import CrashPoints
-from activities.model import ModelActivities
-from activities.stores import Stores
-from activities.tools import ToolActivities
-from control import runs
-from examples.providers import Providers
-from infra.offline_model.embedded import free_port
-from runtime import telemetry
-from runtime.client import connect
+from durable_agents.activities.crash_points import CrashPoints
+from durable_agents.activities.model import ModelActivities
+from durable_agents.activities.stores import Stores
+from durable_agents.activities.tools import ToolActivities
+from durable_agents.control import runs
+from durable_agents.examples.providers import Providers
+from durable_agents.infra.offline_model.embedded import free_port
+from durable_agents.runtime import telemetry
+from durable_agents.runtime.client import connect
+from durable_agents.worker import run_metrics
+from durable_agents.worker.main import build_worker
+from durable_agents.workflows.activity_io import ChatMessage, ModelCallInput
+from durable_agents.workflows.contracts import RunRequest
+from durable_agents.workflows.people_inputs import Decision
 from tests.conftest import (
     EXAMPLE_AGENTS,
     eventually,
@@ -27,11 +32,6 @@ from tests.conftest import (
     start_dev_server,
     wait_for_approval,
 )
-from worker import run_metrics
-from worker.main import build_worker
-from workflows.activity_io import ChatMessage, ModelCallInput
-from workflows.contracts import RunRequest
-from workflows.people_inputs import Decision
 
 
 def scrape(port: int) -> str:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import signal
 
-from infra.offline_model.embedded import free_port
+from durable_agents.infra.offline_model.embedded import free_port
 from tests.conftest import eventually, spawn_worker
 
 

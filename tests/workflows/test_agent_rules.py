@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from decimal import Decimal
 
-from control.timeline import replay_files
 from durable_agents import Agent, CallToReview, ToolRisk, Verdict, evaluator, tool
+from durable_agents.control.timeline import replay_files
 from durable_agents.testing import AgentTestbed, ScriptedModel, call, say
-from workflows import timeline
+from durable_agents.workflows import timeline
 
 CALLS: list[str] = []
 

@@ -13,11 +13,11 @@ from temporalio.client import Client, WorkflowExecutionStatus
 from durable_agents import CallToReview, Verdict
 from durable_agents.client import AgentClient
 from durable_agents.testing import ScriptedModel, call, say
+from durable_agents.worker.main import build_worker
+from durable_agents.workflows.agents import Agent
+from durable_agents.workflows.registry import AgentRegistry, AgentUnavailable
+from durable_agents.workflows.tools import ToolRisk, tool
 from tests.conftest import eventually, settings_for
-from worker.main import build_worker
-from workflows.agents import Agent
-from workflows.registry import AgentRegistry, AgentUnavailable
-from workflows.tools import ToolRisk, tool
 
 
 @tool(risk=ToolRisk.SIDE_EFFECT)

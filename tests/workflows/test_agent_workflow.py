@@ -9,13 +9,13 @@ from datetime import timedelta
 import pytest
 from temporalio.client import WorkflowFailureError
 
-from activities.stores import Stores
-from control import runs
+from durable_agents.activities.stores import Stores
+from durable_agents.control import runs
+from durable_agents.worker.main import build_worker
+from durable_agents.workflows.contracts import RunRequest
+from durable_agents.workflows.people_inputs import Actor, Decision
+from durable_agents.workflows.records import ApprovalStatus, QuestionStatus, RunStatus, StepStatus
 from tests.conftest import count_effects, eventually, key_of, run_id
-from worker.main import build_worker
-from workflows.contracts import RunRequest
-from workflows.people_inputs import Actor, Decision
-from workflows.records import ApprovalStatus, QuestionStatus, RunStatus, StepStatus
 
 pytestmark = pytest.mark.usefixtures("ts_worker")
 

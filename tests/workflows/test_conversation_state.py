@@ -6,12 +6,12 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from starters.cli_chat import printable
-from workflows.contracts import RunRequest
-from workflows.conversation_records import QueuedMessage
-from workflows.people_inputs import StatePatch
-from workflows.records import ApprovalRequest, ApprovalStatus, PlanStep
-from workflows.state import RunState
+from durable_agents.starters.cli_chat import printable
+from durable_agents.workflows.contracts import RunRequest
+from durable_agents.workflows.conversation_records import QueuedMessage
+from durable_agents.workflows.people_inputs import StatePatch
+from durable_agents.workflows.records import ApprovalRequest, ApprovalStatus, PlanStep
+from durable_agents.workflows.state import RunState
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -71,7 +71,7 @@ def test_a_models_text_reaches_the_terminal_without_control_characters():
 def test_a_memory_namespace_is_whole_parts_so_two_subjects_never_share_one():
     import pytest
 
-    from workflows.memory import Memory, MemoryDeclarationError
+    from durable_agents.workflows.memory import Memory, MemoryDeclarationError
 
     assert Memory("customer/{customer}").resolve({"customer": "jane"}) == "customer/jane"
     assert Memory("team/{team}/user/{user}").resolve({"team": "a", "user": "b"}) == (

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import pytest
 
-from activities.stores import Stores
-from control import runs
-from infra.offline_model.engine import CUT_REPLY
+from durable_agents.activities.stores import Stores
+from durable_agents.control import runs
+from durable_agents.infra.offline_model.engine import CUT_REPLY
+from durable_agents.workflows import prompts
+from durable_agents.workflows.contracts import RunRequest
+from durable_agents.workflows.people_inputs import Decision
 from tests.conftest import count_effects, eventually, key_of, run_id
-from workflows import prompts
-from workflows.contracts import RunRequest
-from workflows.people_inputs import Decision
 
 pytestmark = pytest.mark.usefixtures("ts_worker")
 

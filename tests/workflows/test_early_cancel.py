@@ -6,16 +6,16 @@ from __future__ import annotations
 import pytest
 from temporalio.client import Client
 
-from activities import heartbeat
-from activities.model_client import CallMeta, ModelReply, ModelRequest
-from control import runs
 from durable_agents import Agent, ToolRisk, tool
+from durable_agents.activities import heartbeat
+from durable_agents.activities.model_client import CallMeta, ModelReply, ModelRequest
+from durable_agents.control import runs
 from durable_agents.testing import AgentTestbed, ScriptedModel, call, say
+from durable_agents.workflows.agent import AgentWorkflow
+from durable_agents.workflows.contracts import RunRequest
+from durable_agents.workflows.people_inputs import Actor
+from durable_agents.workflows.records import RunStatus, workflow_id_of
 from tests.conftest import eventually, run_id
-from workflows.agent import AgentWorkflow
-from workflows.contracts import RunRequest
-from workflows.people_inputs import Actor
-from workflows.records import RunStatus, workflow_id_of
 
 
 @pytest.mark.usefixtures("ts_worker")

@@ -62,7 +62,7 @@ def test_a_label_that_cannot_travel_as_a_header_is_refused_at_start():
     import pytest
     from pydantic import ValidationError
 
-    from workflows.contracts import RunRequest
+    from durable_agents.workflows.contracts import RunRequest
 
     for label in ("café", "a\x1b[2Jb", "line\nbreak", "tab\there"):
         with pytest.raises(ValidationError, match="printable ASCII only"):
@@ -71,9 +71,9 @@ def test_a_label_that_cannot_travel_as_a_header_is_refused_at_start():
 
 
 def test_run_headers_go_to_the_offline_model_only_unless_asked():
-    from activities.model import openai_clients
-    from runtime.settings import Settings
-    from workflows.agents import Model
+    from durable_agents.activities.model import openai_clients
+    from durable_agents.runtime.settings import Settings
+    from durable_agents.workflows.agents import Model
 
     offline = Settings()
     assert offline.uses_offline_model

@@ -7,11 +7,11 @@ from __future__ import annotations
 from datetime import timedelta
 
 from durable_agents import RunBudget
+from durable_agents.examples.refund import refund_agent
 from durable_agents.testing import AgentTestbed, ScriptedModel, call, say
-from examples.refund import refund_agent
+from durable_agents.workflows import prompts
 from tests.delegation.agents import research
 from tests.delegation.test_budget import budget_request
-from workflows import prompts
 
 
 async def test_a_plain_loops_cut_short_answer_goes_on(time_env):

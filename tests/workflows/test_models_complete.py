@@ -9,7 +9,7 @@ import sys
 LIST_INCOMPLETE = """
 import sys
 import pydantic
-import worker.main  # what a worker process imports before it starts a run
+import durable_agents.worker.main  # what a worker process imports before it starts a run
 incomplete = [
     f"{name}.{key}"
     for name, module in list(sys.modules.items())

@@ -10,15 +10,15 @@ from datetime import timedelta
 import pytest
 from temporalio.common import RetryPolicy
 
-from control import runs
-from control.runs import RunError
 from durable_agents import Agent, Model, ToolContext, ToolRisk, tool
+from durable_agents.control import runs
+from durable_agents.control.runs import RunError
+from durable_agents.infra.offline_model.server import key_digest
 from durable_agents.testing import AgentTestbed, ScriptedModel, call, say
-from infra.offline_model.server import key_digest
+from durable_agents.worker.main import build_worker
+from durable_agents.workflows.contracts import RunRequest
+from durable_agents.workflows.registry import AgentRegistry
 from tests.conftest import run_id
-from worker.main import build_worker
-from workflows.contracts import RunRequest
-from workflows.registry import AgentRegistry
 
 ATTEMPTS: list[int] = []
 SEEN: list[ToolContext] = []

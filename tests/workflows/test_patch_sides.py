@@ -13,8 +13,8 @@ import pytest
 from temporalio import workflow
 from temporalio.client import WorkflowHistory
 
-from control.timeline import replayer
-from workflows import patches
+from durable_agents.control.timeline import replayer
+from durable_agents.workflows import patches
 
 HISTORIES = Path(__file__).parent.parent / "histories"
 

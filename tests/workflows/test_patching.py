@@ -13,13 +13,13 @@ from temporalio.client import WorkflowHistory
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
-from control import runs
-from control.timeline import replay_files
+from durable_agents.control import runs
+from durable_agents.control.timeline import replay_files
+from durable_agents.worker.main import build_worker
+from durable_agents.workflows.agent import AgentWorkflow
+from durable_agents.workflows.contracts import RunRequest, RunResult
+from durable_agents.workflows.people_inputs import Decision
 from tests.conftest import run_id, wait_for_approval
-from worker.main import build_worker
-from workflows.agent import AgentWorkflow
-from workflows.contracts import RunRequest, RunResult
-from workflows.people_inputs import Decision
 
 HAPPY_PATH = Path(__file__).parent.parent / "histories" / "happy-path.json"
 PATCH = "rate-limit-final-answer"

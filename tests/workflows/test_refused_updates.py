@@ -8,12 +8,12 @@ import pytest
 from temporalio.client import WorkflowUpdateFailedError
 from temporalio.exceptions import ApplicationError
 
-from control import runs
+from durable_agents.control import runs
+from durable_agents.workflows.contracts import RunPolicy, RunRequest, TrustedKey
+from durable_agents.workflows.people_inputs import DecideRequest
+from durable_agents.workflows.records import ApprovalStatus
+from durable_agents.workflows.signing import new_key
 from tests.conftest import run_id, wait_for_approval
-from workflows.contracts import RunPolicy, RunRequest, TrustedKey
-from workflows.people_inputs import DecideRequest
-from workflows.records import ApprovalStatus
-from workflows.signing import new_key
 
 pytestmark = pytest.mark.usefixtures("ts_worker")
 

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from temporalio.client import WorkflowHistory
 
-from control.timeline import replay_files, replayer
-from workflows import timeline
+from durable_agents.control.timeline import replay_files, replayer
+from durable_agents.workflows import timeline
 
 HISTORIES = Path(__file__).parent.parent / "histories"
 MANIFEST = json.loads((HISTORIES / "manifest.json").read_text())
@@ -59,11 +59,11 @@ async def test_runs_recorded_before_the_identity_keep_their_workflow_id_as_store
 async def test_a_replay_reads_the_agent_the_run_recorded_not_todays_code():
     """The refund agent gained a tool since the plain-loop fixture was recorded: replayed,
     the run still has exactly the tools it started with (read back from its history)."""
-    from examples.refund import issue_refund, refund_agent
+    from durable_agents.examples.refund import issue_refund, refund_agent
+    from durable_agents.workflows.agents import Agent
+    from durable_agents.workflows.registry import AgentRegistry, serve_for_replay
+    from durable_agents.workflows.tools import tool
     from tests.conftest import EXAMPLE_AGENTS
-    from workflows.agents import Agent
-    from workflows.registry import AgentRegistry, serve_for_replay
-    from workflows.tools import tool
 
     @tool
     def apologise(customer: str) -> str:
@@ -90,7 +90,7 @@ async def test_a_replay_reads_the_agent_the_run_recorded_not_todays_code():
 
 
 async def test_replaying_without_the_runs_agent_says_so_in_one_line(monkeypatch):
-    monkeypatch.setenv("AGENT_MODULES", "examples.invoice")
+    monkeypatch.setenv("AGENT_MODULES", "durable_agents.examples.invoice")
     [outcome] = await replay_files([HISTORIES / "plain-loop.json"])
     assert not outcome.ok
     assert outcome.message.startswith("no agent named 'refund' here (agents: invoice)")

@@ -7,12 +7,12 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.api.history.v1 import HistoryEvent
 
 from bench.actions import billable_actions
-from control import runs
+from durable_agents.control import runs
+from durable_agents.worker.main import build_worker
+from durable_agents.workflows import search_attributes as sa
+from durable_agents.workflows.contracts import RunRequest
+from durable_agents.workflows.people_inputs import Decision
 from tests.conftest import run_id, wait_for_approval
-from worker.main import build_worker
-from workflows import search_attributes as sa
-from workflows.contracts import RunRequest
-from workflows.people_inputs import Decision
 
 STEPS = 6
 

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from control.signer import Signer
-from workflows import signed_changes
-from workflows.contracts import RunPolicy, TrustedKey
-from workflows.people_inputs import Answer, Decision
-from workflows.records import ApprovalRequest, ApprovalStatus, Question
-from workflows.signing import new_key
-from workflows.state import RunState
+from durable_agents.control.signer import Signer
+from durable_agents.workflows import signed_changes
+from durable_agents.workflows.contracts import RunPolicy, TrustedKey
+from durable_agents.workflows.people_inputs import Answer, Decision
+from durable_agents.workflows.records import ApprovalRequest, ApprovalStatus, Question
+from durable_agents.workflows.signing import new_key
+from durable_agents.workflows.state import RunState
 
 
 def times() -> tuple[datetime, datetime]:

@@ -9,15 +9,21 @@ from decimal import Decimal
 import pytest
 from pydantic import ValidationError
 
-from examples.invoice import PayInvoiceArgs
+from durable_agents.examples.invoice import PayInvoiceArgs
+from durable_agents.workflows.agent_records import ToolRecord
+from durable_agents.workflows.contracts import DelegatedBy, RunPolicy, RunRequest
+from durable_agents.workflows.people_inputs import Decision, StatePatch
+from durable_agents.workflows.policy import approval_rule, idempotency_key
+from durable_agents.workflows.records import (
+    ApprovalRequest,
+    ApprovalStatus,
+    Delegation,
+    RunStatus,
+    StepStatus,
+)
+from durable_agents.workflows.state import RunState, pack_state, unpack_state
+from durable_agents.workflows.timeline import WrittenItems, state_json
 from tests.conftest import EXAMPLE_AGENTS
-from workflows.agent_records import ToolRecord
-from workflows.contracts import DelegatedBy, RunPolicy, RunRequest
-from workflows.people_inputs import Decision, StatePatch
-from workflows.policy import approval_rule, idempotency_key
-from workflows.records import ApprovalRequest, ApprovalStatus, Delegation, RunStatus, StepStatus
-from workflows.state import RunState, pack_state, unpack_state
-from workflows.timeline import WrittenItems, state_json
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import ast
 import re
+import subprocess
+import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -12,8 +14,8 @@ from pydantic import BaseModel, Field, ValidationError
 
 import durable_agents
 from durable_agents import Agent, Model, RunLimits, ToolContext, ToolRisk, tool
-from workflows.registry import AgentRegistry, load_registry
-from workflows.tools import ToolDefinitionError
+from durable_agents.workflows.registry import AgentRegistry, load_registry
+from durable_agents.workflows.tools import ToolDefinitionError
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -138,40 +140,72 @@ def test_agent_modules_that_do_not_load_say_so():
     with pytest.raises(ToolDefinitionError, match=r"cannot import agent module 'no\.such'"):
         load_registry(["no.such"])
     with pytest.raises(ToolDefinitionError, match="defines no Agent"):
-        load_registry(["examples.providers"])
+        load_registry(["durable_agents.examples.providers"])
     with pytest.raises(ToolDefinitionError, match="AGENT_MODULES names no module"):
         load_registry([])
 
 
 def test_the_public_api_is_small_and_typed():
     assert sorted(durable_agents.__all__) == [
-        "Agent", "CallToReview", "Evaluator", "MCPServer", "Memory", "Model", "RunBudget",
-        "RunLimits", "RunPolicy", "Tool", "ToolContext", "ToolRisk", "Verdict", "delegate",
-        "evaluator", "tool",
+        "Agent", "AgentRegistry", "CallToReview", "DurableAgentsPlugin", "Evaluator",
+        "MCPServer", "Memory", "Model", "PluginError", "RunBudget", "RunLimits", "RunPolicy",
+        "Settings", "StartOptions", "Tool", "ToolContext", "ToolRisk", "Verdict", "delegate",
+        "evaluator", "run_agent", "tool",
     ]  # fmt: skip
+    for name in durable_agents.__all__:
+        assert getattr(durable_agents, name) is not None, name
     assert (ROOT / "durable_agents" / "py.typed").exists()
 
 
+def test_importing_the_package_loads_nothing_else():
+    """Names load on first use: the client does not pull in the worker, and Temporal's
+    sandbox meets no second copy of a model class through the package itself."""
+    code = (
+        "import sys, durable_agents; "
+        "print(sorted(m for m in sys.modules if m.startswith('durable_agents.')))"
+    )
+    loaded = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd="/"
+    ).stdout.strip()
+    assert loaded == "[]"
+    code = (
+        "import sys, durable_agents.client; "
+        "print(sorted(m for m in sys.modules if m.startswith('durable_agents.worker')))"
+    )
+    loaded = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd="/"
+    ).stdout.strip()
+    assert loaded == "[]"
+
+
+# What the bundled examples may import of ours: the public package, its client, testing
+# kit and what-if, and one another.
+PUBLIC_MODULES = ("durable_agents", "durable_agents.client", "durable_agents.testing")
+
+
 def test_the_examples_use_the_public_api_only():
-    allowed = {"durable_agents", "examples", "pydantic", "__future__"}
+    allowed = {"pydantic", "__future__"}
     # The knowledge-base MCP server stands for a third party's server, not an agent.
     third_party = {"kb_server.py": {"mcp"}}
     for path in (ROOT / "examples").rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.ImportFrom) and node.module:
-                top = node.module.split(".")[0]
+                module = node.module
             elif isinstance(node, ast.Import):
-                top = node.names[0].name.split(".")[0]
+                module = node.names[0].name
             else:
                 continue
-            import sys
-
+            top = module.split(".")[0]
+            if top == "durable_agents":
+                ours = module in PUBLIC_MODULES or module.startswith("durable_agents.examples")
+                assert ours, f"{path.name}: {module}"
+                continue
             known = allowed | third_party.get(path.name, set())
             assert top in known or top in sys.stdlib_module_names, f"{path.name}: {top}"
 
 
 def test_the_core_names_no_demo_tool():
-    demo = set(load_registry(["examples.before_agents"]).tools)
+    demo = set(load_registry(["durable_agents.examples.before_agents"]).tools)
     assert {"pay_invoice", "lookup_invoice", "issue_refund"} <= demo
     for package in ("workflows", "activities", "worker"):
         for path in (ROOT / package).rglob("*.py"):

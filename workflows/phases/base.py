@@ -29,16 +29,16 @@ from temporalio.exceptions import (
 with workflow.unsafe.imports_passed_through():
     from pydantic import BaseModel
 
-    from workflows import patches, timeline
-    from workflows import search_attributes as sa
-    from workflows.agent_records import AgentRecord, ToolRecord
-    from workflows.agents import BEFORE_AGENTS, Agent
-    from workflows.contract_base import preview
-    from workflows.contracts import ChildSpend
-    from workflows.memory import MEMORY_TOOLS
-    from workflows.registry import AgentRegistry, served
-    from workflows.state import RunState
-    from workflows.tools import (
+    from durable_agents.workflows import patches, timeline
+    from durable_agents.workflows import search_attributes as sa
+    from durable_agents.workflows.agent_records import AgentRecord, ToolRecord
+    from durable_agents.workflows.agents import BEFORE_AGENTS, Agent
+    from durable_agents.workflows.contract_base import preview
+    from durable_agents.workflows.contracts import ChildSpend
+    from durable_agents.workflows.memory import MEMORY_TOOLS
+    from durable_agents.workflows.registry import AgentRegistry, served
+    from durable_agents.workflows.state import RunState
+    from durable_agents.workflows.tools import (
         ASK_HUMAN,
         COMPLETE_STEP,
         INTERNAL_TOOLS,

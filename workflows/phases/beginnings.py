@@ -9,30 +9,35 @@ from temporalio import workflow
 with workflow.unsafe.imports_passed_through():
     from pydantic import ValidationError
 
-    from workflows import signed_changes
-    from workflows.activity_io import ParentFacts, TranscriptCopy
-    from workflows.activity_options import (
+    from durable_agents.workflows import signed_changes
+    from durable_agents.workflows.activity_io import ParentFacts, TranscriptCopy
+    from durable_agents.workflows.activity_options import (
         COPY_TRANSCRIPT,
         FIXED,
         FORK_ORIGIN,
         LIST_MCP_TOOLS,
         RESOLVE_AGENT,
     )
-    from workflows.agent_records import AdoptedAgent, MCPListing, MCPListRequest, ToolRecord
-    from workflows.agents import BEFORE_AGENTS
-    from workflows.contract_base import preview
-    from workflows.contracts import ForkSpec, RunRequest
-    from workflows.memory import MemoryDeclarationError, resolve_namespace
-    from workflows.records import IDENTITY_SEPARATOR, workflow_id_of
-    from workflows.state import RunState
-    from workflows.tools import (
+    from durable_agents.workflows.agent_records import (
+        AdoptedAgent,
+        MCPListing,
+        MCPListRequest,
+        ToolRecord,
+    )
+    from durable_agents.workflows.agents import BEFORE_AGENTS
+    from durable_agents.workflows.contract_base import preview
+    from durable_agents.workflows.contracts import ForkSpec, RunRequest
+    from durable_agents.workflows.memory import MemoryDeclarationError, resolve_namespace
+    from durable_agents.workflows.records import IDENTITY_SEPARATOR, workflow_id_of
+    from durable_agents.workflows.state import RunState
+    from durable_agents.workflows.tools import (
         INTERNAL_TOOLS,
     )
 
 
-from workflows.phases.base import RunFailed
-from workflows.phases.conversation import Conversing
-from workflows.phases.inputs import describe
+from durable_agents.workflows.phases.base import RunFailed
+from durable_agents.workflows.phases.conversation import Conversing
+from durable_agents.workflows.phases.inputs import describe
 
 
 class Beginnings(Conversing):

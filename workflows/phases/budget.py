@@ -9,12 +9,12 @@ import asyncio
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from workflows.contracts import RunBudget
-    from workflows.people_inputs import Actor, BudgetRaise, Decision
-    from workflows.records import BUDGET_REQUEST, ApprovalRequest, ApprovalStatus
+    from durable_agents.workflows.contracts import RunBudget
+    from durable_agents.workflows.people_inputs import Actor, BudgetRaise, Decision
+    from durable_agents.workflows.records import BUDGET_REQUEST, ApprovalRequest, ApprovalStatus
 
 
-from workflows.phases.base import DEADLINE_ACTOR, RunBase
+from durable_agents.workflows.phases.base import DEADLINE_ACTOR, RunBase
 
 
 class Budgeting(RunBase):

@@ -17,9 +17,9 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
-    from workflows import prompts, signed_changes
-    from workflows.contract_base import preview
-    from workflows.conversation_records import (
+    from durable_agents.workflows import prompts, signed_changes
+    from durable_agents.workflows.contract_base import preview
+    from durable_agents.workflows.conversation_records import (
         IDS_REMEMBERED,
         MAX_QUEUED,
         MAX_WAITERS,
@@ -34,10 +34,10 @@ with workflow.unsafe.imports_passed_through():
         TurnReply,
         UserMessage,
     )
-    from workflows.records import FINAL_ANSWER_CHARS, PlanStep, RunStatus, StepStatus
+    from durable_agents.workflows.records import FINAL_ANSWER_CHARS, PlanStep, RunStatus, StepStatus
 
-from workflows.phases.base import RunFailed, failure_reason, is_cancellation
-from workflows.phases.story import Story
+from durable_agents.workflows.phases.base import RunFailed, failure_reason, is_cancellation
+from durable_agents.workflows.phases.story import Story
 
 
 class Conversing(Story):

@@ -13,26 +13,26 @@ from temporalio.exceptions import (
 )
 
 with workflow.unsafe.imports_passed_through():
-    from workflows import faults, prompts, signed_changes
-    from workflows.activity_io import ToolCall
-    from workflows.activity_options import (
+    from durable_agents.workflows import faults, prompts, signed_changes
+    from durable_agents.workflows.activity_io import ToolCall
+    from durable_agents.workflows.activity_options import (
         AWAIT_RUN,
         FIXED,
     )
-    from workflows.agents import (
+    from durable_agents.workflows.agents import (
         DelegateArgs,
     )
-    from workflows.contract_base import preview
-    from workflows.contracts import DelegatedBy, RunRequest, RunResult
-    from workflows.delegation import child_run_id
-    from workflows.records import Delegation, PlanStep, ToolResultRecord
-    from workflows.tools import (
+    from durable_agents.workflows.contract_base import preview
+    from durable_agents.workflows.contracts import DelegatedBy, RunRequest, RunResult
+    from durable_agents.workflows.delegation import child_run_id
+    from durable_agents.workflows.records import Delegation, PlanStep, ToolResultRecord
+    from durable_agents.workflows.tools import (
         Tool,
     )
 
 
-from workflows.phases.base import failure_reason, is_cancellation
-from workflows.phases.gate import Gate
+from durable_agents.workflows.phases.base import failure_reason, is_cancellation
+from durable_agents.workflows.phases.gate import Gate
 
 
 class Delegating(Gate):

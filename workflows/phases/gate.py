@@ -14,32 +14,37 @@ from temporalio.exceptions import (
 with workflow.unsafe.imports_passed_through():
     from pydantic import BaseModel
 
-    from workflows.activity_io import CallVerdict, EvaluationInput, ToolCall
-    from workflows.activity_options import (
+    from durable_agents.workflows.activity_io import CallVerdict, EvaluationInput, ToolCall
+    from durable_agents.workflows.activity_options import (
         EVALUATE_CALL,
         evaluation,
     )
-    from workflows.agent_records import ToolRecord
-    from workflows.contract_base import preview
-    from workflows.people_inputs import Answer, Decision
-    from workflows.records import (
+    from durable_agents.workflows.agent_records import ToolRecord
+    from durable_agents.workflows.contract_base import preview
+    from durable_agents.workflows.people_inputs import Answer, Decision
+    from durable_agents.workflows.records import (
         ApprovalRequest,
         ApprovalStatus,
         PlanStep,
         Question,
         QuestionStatus,
     )
-    from workflows.registry import AgentUnavailable
-    from workflows.rules import CallToReview, Evaluator, rule_name, verdict_of
-    from workflows.tools import (
+    from durable_agents.workflows.registry import AgentUnavailable
+    from durable_agents.workflows.rules import CallToReview, Evaluator, rule_name, verdict_of
+    from durable_agents.workflows.tools import (
         AskHumanArgs,
         Tool,
     )
-    from workflows.whatif import POLICY_ACTOR, recorded_actor
+    from durable_agents.workflows.whatif import POLICY_ACTOR, recorded_actor
 
 
-from workflows.phases.base import DEADLINE_ACTOR, RunFailed, failure_reason, is_cancellation
-from workflows.phases.model_turn import ModelTurns
+from durable_agents.workflows.phases.base import (
+    DEADLINE_ACTOR,
+    RunFailed,
+    failure_reason,
+    is_cancellation,
+)
+from durable_agents.workflows.phases.model_turn import ModelTurns
 
 
 class Gate(ModelTurns):

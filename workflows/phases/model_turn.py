@@ -6,19 +6,19 @@ from __future__ import annotations
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from workflows import patches
-    from workflows.activity_io import ModelCallInput, ModelTurn
-    from workflows.activity_options import (
+    from durable_agents.workflows import patches
+    from durable_agents.workflows.activity_io import ModelCallInput, ModelTurn
+    from durable_agents.workflows.activity_options import (
         CALL_MODEL,
         model_call,
     )
-    from workflows.agents import (
+    from durable_agents.workflows.agents import (
         BEFORE_AGENTS,
     )
-    from workflows.contract_base import CUT_SHORT_REASONS, PREVIEW_CHARS
+    from durable_agents.workflows.contract_base import CUT_SHORT_REASONS, PREVIEW_CHARS
 
 
-from workflows.phases.budget import Budgeting
+from durable_agents.workflows.phases.budget import Budgeting
 
 
 class ModelTurns(Budgeting):

@@ -14,13 +14,13 @@ from temporalio import workflow
 from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from workflows import signed_changes
-    from workflows.people_inputs import Answer, Decision, SignedDecision
-    from workflows.records import ApprovalRequest, Question
-    from workflows.signing import Action
+    from durable_agents.workflows import signed_changes
+    from durable_agents.workflows.people_inputs import Answer, Decision, SignedDecision
+    from durable_agents.workflows.records import ApprovalRequest, Question
+    from durable_agents.workflows.signing import Action
 
-from workflows.phases.beginnings import Beginnings
-from workflows.phases.inputs import refuse_if
+from durable_agents.workflows.phases.beginnings import Beginnings
+from durable_agents.workflows.phases.inputs import refuse_if
 
 Done = TypeVar("Done")
 

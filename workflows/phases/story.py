@@ -6,19 +6,23 @@ from __future__ import annotations
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from workflows import prompts
-    from workflows.contract_base import preview
-    from workflows.contracts import RunRequest
-    from workflows.records import FINAL_ANSWER_CHARS, PlanStep
-    from workflows.state import pack_state
-    from workflows.tools import (
+    from pydantic import BaseModel
+
+    from durable_agents.workflows import prompts
+    from durable_agents.workflows.contract_base import preview
+    from durable_agents.workflows.contracts import RunRequest
+    from durable_agents.workflows.output import output_record, parsed, schema_text
+    from durable_agents.workflows.records import FINAL_ANSWER_CHARS, PlanStep
+    from durable_agents.workflows.registry import AgentUnavailable
+    from durable_agents.workflows.state import pack_state
+    from durable_agents.workflows.tools import (
         SUBMIT_PLAN,
         SubmitPlanArgs,
     )
 
 
-from workflows.phases.base import RunFailed
-from workflows.phases.tool_calls import ToolCalls
+from durable_agents.workflows.phases.base import RunFailed
+from durable_agents.workflows.phases.tool_calls import ToolCalls
 
 PLAN_TOOLS: tuple[str, ...] = (SUBMIT_PLAN,)
 
@@ -26,13 +30,55 @@ PLAN_TOOLS: tuple[str, ...] = (SUBMIT_PLAN,)
 class Story(ToolCalls):
     async def _tell(self) -> str:
         if not self._agent.planning:
-            return await self._loop()
+            return await self._answer_in_shape(await self._loop())
         if not self.state.plan:  # a fork made after planning keeps its plan
             await self._plan()
         while (step := self.state.next_step()) is not None:
             await self._continue_as_new_if_due()
             await self._run_step(step)
-        return await self._final_answer()
+        return await self._answer_in_shape(await self._final_answer())
+
+    def _shape_message(self) -> str:
+        """What the model is told of the answer's declared type ("" when it is free text)."""
+        declared = self._agent.output
+        if declared is None:
+            return ""
+        return prompts.answer_shape(declared.name, schema_text(self._output_type()))
+
+    def _output_type(self) -> type[BaseModel]:
+        """The worker's answer type, checked against the one the run recorded."""
+        declared = self._agent.output
+        code = self._agent_code().output_type
+        if declared is None or code is None or output_record(code) != declared:
+            raise AgentUnavailable(
+                f"this worker's agent {self._agent.name!r} declares another answer type than "
+                "when the run started; the run waits for a worker with the type as it was"
+            )
+        return code
+
+    async def _answer_in_shape(self, answer: str) -> str:
+        """The answer, validated against the agent's declared type (workflows/output.py):
+        a reply out of shape goes back to the model with the error, a bounded number of
+        times; the parsed answer is kept in the state."""
+        declared = self._agent.output
+        if declared is None:
+            return answer
+        output_type = self._output_type()
+        for attempt in range(1, declared.attempts + 1):
+            value, error = parsed(output_type, answer)
+            if value is not None:
+                self.state.output = value
+                return answer
+            if attempt == declared.attempts:
+                break
+            self.state.queue_message("user", prompts.answer_again(declared.name, error))
+            turn = await self._model_turn(
+                f"answer again {attempt}", (), preview_chars=FINAL_ANSWER_CHARS
+            )
+            answer = turn.content_preview
+        raise RunFailed(
+            f"the agent never gave a valid {declared.name} in {declared.attempts} answers: {error}"
+        )
 
     async def _continue_as_new_if_due(self) -> None:
         """Between steps, when the history has grown long, go on in a fresh run with the same
@@ -129,7 +175,7 @@ class Story(ToolCalls):
         step = self.state.next_step()
         if step is None:  # a fork of a finished loop
             return self.state.final_answer or ""
-        self._open_step(step, prompts.task_message(self.state.goal))
+        self._open_step(step, prompts.task_message(self.state.goal) + self._shape_message())
         parts: list[str] = []
         for _ in range(self.state.limits.max_turns_per_step):
             step.turns += 1
@@ -157,7 +203,7 @@ class Story(ToolCalls):
         self.state.phase_start_seq = self.state.next_seq
         self.state.flush_notes()
         recap = self.state.context if self.state.limits.context == "step" else []
-        self.state.queue_message("user", prompts.final_message(recap))
+        self.state.queue_message("user", prompts.final_message(recap) + self._shape_message())
         parts: list[str] = []
         for _ in range(self.state.limits.max_turns_per_step):
             turn = await self._model_turn("final answer", (), preview_chars=FINAL_ANSWER_CHARS)

@@ -17,21 +17,21 @@ from temporalio.exceptions import (
 with workflow.unsafe.imports_passed_through():
     from pydantic import BaseModel, ValidationError
 
-    from workflows import patches, prompts
-    from workflows.activity_io import ToolCall, ToolCallInput, ToolOutcome
-    from workflows.activity_options import (
+    from durable_agents.workflows import patches, prompts
+    from durable_agents.workflows.activity_io import ToolCall, ToolCallInput, ToolOutcome
+    from durable_agents.workflows.activity_options import (
         CALL_MCP_TOOL,
         RUN_TOOL,
         tool_call,
     )
-    from workflows.agent_records import ToolRecord
-    from workflows.agents import DelegateArgs
-    from workflows.contract_base import preview
-    from workflows.contracts import EffectSummary
-    from workflows.memory import MEMORY_TOOLS
-    from workflows.policy import approval_rule, idempotency_key
-    from workflows.records import ApprovalStatus, PlanStep, ToolResultRecord
-    from workflows.tools import (
+    from durable_agents.workflows.agent_records import ToolRecord
+    from durable_agents.workflows.agents import DelegateArgs
+    from durable_agents.workflows.contract_base import preview
+    from durable_agents.workflows.contracts import EffectSummary
+    from durable_agents.workflows.memory import MEMORY_TOOLS
+    from durable_agents.workflows.policy import approval_rule, idempotency_key
+    from durable_agents.workflows.records import ApprovalStatus, PlanStep, ToolResultRecord
+    from durable_agents.workflows.tools import (
         AskHumanArgs,
         CompleteStepArgs,
         Tool,
@@ -39,9 +39,9 @@ with workflow.unsafe.imports_passed_through():
     )
 
 
-from workflows.phases.base import failure_reason, is_cancellation
-from workflows.phases.delegating import Delegating
-from workflows.phases.inputs import describe
+from durable_agents.workflows.phases.base import failure_reason, is_cancellation
+from durable_agents.workflows.phases.delegating import Delegating
+from durable_agents.workflows.phases.inputs import describe
 
 # A tool call the workflow may run: the worker's tool, the run's record of it (None for a
 # built-in tool) and the validated arguments.

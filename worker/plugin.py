@@ -1,0 +1,146 @@
+"""`DurableAgentsPlugin`: agents on a worker you already run, through the Temporal SDK's
+plugin interface (as the SDK's own integrations do).
+
+    plugin = DurableAgentsPlugin(agents=[support])
+    client = await Client.connect("localhost:7233", plugins=[plugin])
+    worker = Worker(client, task_queue="billing", workflows=[Billing],
+                    activities=[send_invoice])   # the client's plugins reach the worker
+
+On the client it sets our data converter (pydantic payloads, sealed when keys are set)
+and the tracing interceptor; on the worker it adds the agent workflow, the prune
+workflow, every activity they call, and the sandbox settings they need, beside the
+team's own. `agentctl up`'s worker and the what-if worker are built with it too
+(worker/main.py, worker/shadow.py): the wiring exists once.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import temporalio.client
+import temporalio.worker
+from temporalio.contrib.opentelemetry import TracingInterceptor
+from temporalio.contrib.pydantic import PydanticPayloadConverter
+from temporalio.converter import DataConverter
+from temporalio.plugin import SimplePlugin
+from temporalio.worker import WorkerConfig, WorkflowRunner
+from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
+
+from durable_agents.runtime import telemetry
+from durable_agents.runtime.client import data_converter
+from durable_agents.runtime.settings import Settings, load_settings
+from durable_agents.worker.activities import production_activities
+from durable_agents.worker.sandbox import sandbox_restrictions, shared_modules
+from durable_agents.workflows.agent import AgentWorkflow
+from durable_agents.workflows.agents import Agent
+from durable_agents.workflows.prune import AutoUpgradingPruneWorkflow, PruneWorkflow
+from durable_agents.workflows.registry import (
+    AgentRegistry,
+    load_registry,
+    serve,
+    serve_for_replay,
+)
+
+__all__ = ["DurableAgentsPlugin", "PluginError"]
+
+# Builds the activities for one worker: (client, settings, registry) -> them.
+ActivitiesFactory = Callable[
+    [temporalio.client.Client, Settings, AgentRegistry], Sequence[Callable[..., Any]]
+]
+
+
+class PluginError(ValueError):
+    """The worker or client cannot carry agents as configured; the message says why."""
+
+
+class DurableAgentsPlugin(SimplePlugin):
+    """Everything agents need, added to your own client and worker.
+
+    `agents`: the agents this worker serves (their tools and sub-agents come with them);
+    none: those of the `AGENT_MODULES` setting. `settings`: our typed settings (stores,
+    keys, model endpoint); none: read from the environment, as `agentctl` does.
+    """
+
+    def __init__(
+        self,
+        agents: Sequence[Agent] | AgentRegistry | None = None,
+        *,
+        settings: Settings | None = None,
+        workflows: Sequence[type] | None = None,
+        activities: ActivitiesFactory | None = None,
+    ) -> None:
+        self.settings = settings if settings is not None else load_settings()
+        if isinstance(agents, AgentRegistry):
+            self.registry = agents
+        elif agents:
+            self.registry = AgentRegistry().add(*agents)
+        else:
+            self.registry = load_registry(self.settings.agent_modules)
+        self._workflows = workflows
+        self._activities = activities
+        super().__init__(
+            "durable_agents.DurableAgentsPlugin",
+            data_converter=self._converter,
+            interceptors=self._interceptors(),
+            workflow_runner=self._runner,
+        )
+
+    def _converter(self, existing: DataConverter | None) -> DataConverter:
+        # A worker's codec passes over what it cannot open (runtime/encryption.py): the
+        # plugin's client is the worker's.
+        return data_converter(self.settings, for_worker=True)
+
+    @staticmethod
+    def _interceptors() -> list[temporalio.client.Interceptor]:
+        if telemetry.tracing_installed():
+            return [TracingInterceptor(telemetry.tracer())]
+        return []
+
+    def _runner(self, existing: WorkflowRunner | None) -> WorkflowRunner:
+        """Our sandbox settings on top of the team's: their runner's restrictions gain the
+        modules our workflow shares with the worker; an unsandboxed runner stays so."""
+        shared = shared_modules(self.settings)
+        if existing is None:
+            return SandboxedWorkflowRunner(restrictions=sandbox_restrictions(self.settings))
+        if isinstance(existing, SandboxedWorkflowRunner):
+            restrictions = existing.restrictions.with_passthrough_modules(*shared)
+            return dataclasses.replace(existing, restrictions=restrictions)
+        return existing
+
+    def configure_worker(self, config: WorkerConfig) -> WorkerConfig:
+        client = config.get("client")
+        task_queue = config.get("task_queue")
+        if client is None or not task_queue:
+            raise PluginError("DurableAgentsPlugin needs a worker with a client and a task queue")
+        if not issubclass(client.data_converter.payload_converter_class, PydanticPayloadConverter):
+            raise PluginError(
+                "the worker's client does not speak our payloads: pass DurableAgentsPlugin to "
+                "Client.connect(..., plugins=[plugin]) (its worker inherits it)"
+            )
+        serve(task_queue, self.registry)
+        config = super().configure_worker(config)
+        config["workflows"] = [*config.get("workflows", ()), *self._agent_workflows(config)]
+        make = self._activities or production_activities
+        config["activities"] = [
+            *config.get("activities", ()),
+            *make(client, self.settings, self.registry),
+        ]
+        return config
+
+    def configure_replayer(
+        self, config: temporalio.worker.ReplayerConfig
+    ) -> temporalio.worker.ReplayerConfig:
+        serve_for_replay(self.registry)
+        config = super().configure_replayer(config)
+        config["workflows"] = [*config.get("workflows", ()), *self._agent_workflows(None)]
+        return config
+
+    def _agent_workflows(self, config: WorkerConfig | None) -> list[type]:
+        if self._workflows is not None:
+            return list(self._workflows)
+        deployment = config.get("deployment_config") if config is not None else None
+        versioned = deployment is not None and deployment.use_worker_versioning
+        # Temporal refuses a versioning behaviour from an unversioned worker.
+        return [AgentWorkflow, AutoUpgradingPruneWorkflow if versioned else PruneWorkflow]
