@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import functools
+from pathlib import Path
 from typing import Any
 
 from durable_agents.control.runs import RunError
@@ -18,14 +19,17 @@ from durable_agents.workflows.tools import ToolDefinitionError
 
 
 @functools.cache
-def _load(modules: tuple[str, ...]) -> AgentRegistry:
-    return load_registry(modules)
+def _load(modules: tuple[str, ...], folder: Path | None) -> AgentRegistry:
+    return load_registry(modules, folder)
 
 
 def local_agents(modules: list[str] | None = None) -> AgentRegistry:
-    """The registry of these modules (default: AGENT_MODULES), or RunError in one line."""
+    """The registry of these modules (default: AGENT_MODULES, from AGENT_MODULES_PATH or
+    the current folder), or RunError in one line."""
+    settings = load_settings()
     try:
-        return _load(tuple(modules if modules is not None else load_settings().agent_modules))
+        named = modules if modules is not None else settings.agent_modules
+        return _load(tuple(named), settings.modules_path)
     except ToolDefinitionError as err:
         raise RunError(str(err)) from None
 

@@ -9,6 +9,7 @@ started them; one moves only when its own history replays on the build it moves 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -422,17 +423,37 @@ async def move(
     return checked
 
 
-async def adopt_local_build(client: Client, settings: Settings, say: Callable[[str], None]) -> None:
+# How long `agentctl up` waits for its new worker's first poll before it gives up on
+# releasing the build (Temporal learns of a build only from its workers' polls).
+FIRST_POLL_SECONDS = 60.0
+
+
+async def adopt_local_build(
+    client: Client,
+    settings: Settings,
+    say: Callable[[str], None],
+    *,
+    first_poll_within: float = FIRST_POLL_SECONDS,
+) -> None:
     """For the local stack (`agentctl up`, `demo`), which runs one worker, of the code here:
     when the code changed since the current build, release it as an operator would (check,
     promote) and move the open runs of older builds to it, each after its history replayed
-    on it; nobody else will serve them. A failing check changes nothing and says why."""
+    on it; nobody else will serve them. It first waits, within a bound, for the new
+    worker's first poll: runs are never moved to a build no worker serves. A failing
+    check changes nothing and says why."""
     if not settings.worker_versioning:
         return
     here = versioning.build_id(settings)
     current = await versioning.current_build(client, settings.deployment_name)
     if current in (None, here):
         say(f"worker: build {here} of deployment {settings.deployment_name} takes new runs")
+        return
+    if not await _first_poll(client, settings, here, first_poll_within, say):
+        say(
+            f"worker: build {here} NOT released: no worker of it polled within "
+            f"{first_poll_within:g} s; new runs still start on {current} (run `agentctl up` "
+            "again once the worker is up)"
+        )
         return
     try:
         report = await promote(client, settings, here, by="agentctl up")
@@ -455,3 +476,20 @@ async def adopt_local_build(client: Client, settings: Settings, say: Callable[[s
         f"worker: build {here} released (was {current}): every open and recent run replays "
         f"on it; moved {moved} open runs to it"
     )
+
+
+async def _first_poll(
+    client: Client, settings: Settings, build: str, within: float, say: Callable[[str], None]
+) -> bool:
+    """Whether Temporal has seen `build` poll the deployment, waiting up to `within`
+    seconds for it (said once when it has to wait)."""
+    deadline = time.monotonic() + within
+    told = False
+    while build not in await _versions(client, settings.deployment_name):
+        if time.monotonic() >= deadline:
+            return False
+        if not told:
+            say(f"worker: waiting for build {build}'s first poll (at most {within:g} s)")
+            told = True
+        await asyncio.sleep(0.25)
+    return True

@@ -30,6 +30,7 @@ from durable_agents.infra.processes import (
     stop,
 )
 from durable_agents.infra.temporal_setup import set_up_namespace
+from durable_agents.runtime import versioning
 from durable_agents.runtime.client import connect
 from durable_agents.runtime.settings import Settings
 from durable_agents.workflows import search_attributes as sa
@@ -271,7 +272,10 @@ def _http_get_json(url: str) -> object:
 
 
 async def worker_polling(settings: Settings) -> bool:
-    return bool(await polling_builds(settings))
+    """Whether a worker of the code here polls the task queue: after an upgrade the old
+    build's stopped worker is still listed for a while, and is not ours."""
+    mine = versioning.build_id(settings) if settings.worker_versioning else ""
+    return mine in await polling_builds(settings)
 
 
 async def polling_builds(settings: Settings) -> set[str]:

@@ -80,6 +80,9 @@ class Settings(BaseSettings):
     )
     # The modules whose agents and tools the worker serves (comma-separated import paths).
     modules: str = Field(default=DEFAULT_AGENT_MODULES, min_length=1)
+    # The folder AGENT_MODULES are imported from, first on the import path as `python -m`
+    # puts the current folder (AGENT_MODULES_PATH; default: the current folder).
+    modules_path: Path | None = None
     # Fault hook for crash tests: kill the worker at a named instant of a tool call.
     crash_at: str | None = None
     # Headers for the agents' streamable-HTTP MCP servers, by server name, as JSON:

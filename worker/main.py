@@ -61,7 +61,11 @@ def build_worker(
 ) -> Worker:
     """Our own worker: the agents of `registry` (default: those of AGENT_MODULES) through
     the same plugin a team adds to its worker, on our task queue and deployment."""
-    registry = registry if registry is not None else load_registry(settings.agent_modules)
+    registry = (
+        registry
+        if registry is not None
+        else load_registry(settings.agent_modules, settings.modules_path)
+    )
     if settings.worker_versioning:
         workflows = [AutoUpgradingPruneWorkflow if w is PruneWorkflow else w for w in workflows]
     plugin = DurableAgentsPlugin(
@@ -85,7 +89,7 @@ def build_worker(
 
 async def run_worker(settings: Settings) -> None:
     # Before anything else: a module that does not load is a clear error, not a wedged run.
-    registry = load_registry(settings.agent_modules)
+    registry = load_registry(settings.agent_modules, settings.modules_path)
     telemetry.install_tracing(settings)
     runtime = telemetry.runtime_for(settings)
     stop = asyncio.Event()

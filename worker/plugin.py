@@ -77,7 +77,7 @@ class DurableAgentsPlugin(SimplePlugin):
         elif agents:
             self.registry = AgentRegistry().add(*agents)
         else:
-            self.registry = load_registry(self.settings.agent_modules)
+            self.registry = load_registry(self.settings.agent_modules, self.settings.modules_path)
         self._workflows = workflows
         self._activities = activities
         super().__init__(

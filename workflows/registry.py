@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
@@ -163,5 +165,15 @@ def mcp_tool(record: ToolRecord) -> Tool:
     )
 
 
-def load_registry(modules: Sequence[str]) -> AgentRegistry:
+def load_registry(modules: Sequence[str], folder: Path | None = None) -> AgentRegistry:
+    """The agents of these modules, imported as `python -m` would from `folder` (default:
+    the current folder): a team's own module beside its workflows.py is found as is."""
+    importable_from(folder or Path.cwd())
     return AgentRegistry().load(modules)
+
+
+def importable_from(folder: Path) -> None:
+    """Put `folder` first on the import path, once."""
+    where = str(folder.resolve())
+    if where not in sys.path:
+        sys.path.insert(0, where)

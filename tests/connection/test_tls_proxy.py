@@ -91,8 +91,10 @@ async def test_worker_cli_and_console_run_a_payment_through_an_mtls_proxy(
     try:
         env = cli_env(settings, proxy)
         rid = run_id("tls")
-        started = agentctl(env, "run", "Pay INV-1001", "--scenario", "pay-invoice", "--id", rid,
-                           "--json")  # fmt: skip
+        started = agentctl(
+            env, "run", "Pay INV-1001", "--agent", "before-agents", "--scenario", "pay-invoice",
+            "--id", rid, "--json",
+        )  # fmt: skip
         assert started.returncode == 0, started.stderr
         assert json.loads(started.stdout)["run_id"] == rid
 
@@ -166,7 +168,16 @@ async def test_wrong_credentials_say_one_line_and_start_nothing(dev_env, tmp_pat
         rid = run_id("refused")
         tried.append(rid)
         result = await asyncio.to_thread(
-            agentctl, env, "run", "Pay", "--scenario", "pay-invoice", "--id", rid
+            agentctl,
+            env,
+            "run",
+            "Pay",
+            "--agent",
+            "before-agents",
+            "--scenario",
+            "pay-invoice",
+            "--id",
+            rid,
         )
         assert result.returncode == 1, (case, result.stdout)
         lines = result.stderr.strip().splitlines()

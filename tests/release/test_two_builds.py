@@ -4,6 +4,7 @@ the new code, and a run moves only when its history replays where it goes."""
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 
 import pytest
@@ -243,6 +244,45 @@ async def test_the_local_stack_releases_its_new_build_and_moves_runs_that_replay
                 assert f"{waiting} at event 5 (TimerStarted)" in line  # the old code's timer
                 assert current == "old" and await pinned_to(client, waiting) == "old"
                 await client.get_workflow_handle(waiting).terminate("test over")
+
+
+async def test_up_waits_for_its_new_workers_first_poll_before_it_releases(dev_env, settings):
+    """The upgrade race: runs left waiting by the previous release, its worker stopped, and
+    `agentctl up` of this release asks to release before its new worker has polled. It
+    waits (bounded) for that first poll, then releases and moves the runs: one `up` is
+    enough. With no new worker within the bound it releases nothing and says so."""
+    client = dev_env.client
+    deployment = f"race-{uuid.uuid4().hex[:8]}"
+    own = settings.model_copy(update={"task_queue": deployment})
+    old = of_build(own, deployment, "old")
+    here = own.model_copy(update={"deployment": deployment})
+    async with build_worker(client, old):
+        waiting = await start_waiting(client, old, "race")
+    await listed(client, here, running=1, closed=0)
+    new_build = versioning.build_id(here)
+    said: list[str] = []
+    await release.adopt_local_build(client, here, said.append, first_poll_within=0.5)
+    assert said[-1].startswith(f"worker: build {new_build} NOT released: no worker of it")
+    assert await versioning.current_build(client, deployment) == "old"
+
+    said.clear()
+    asked_to_wait = asyncio.Event()
+
+    def say(line: str) -> None:
+        said.append(line)
+        if "first poll" in line:
+            asked_to_wait.set()
+
+    adopting = asyncio.create_task(release.adopt_local_build(client, here, say))
+    # Made to happen, not hoped for: the release is waiting before the worker starts.
+    await asyncio.wait_for(asked_to_wait.wait(), 60)
+    async with build_worker(client, here):
+        await asyncio.wait_for(adopting, 120)
+        assert said[0] == f"worker: waiting for build {new_build}'s first poll (at most 60 s)"
+        assert said[-1].startswith(f"worker: build {new_build} released (was old)"), said
+        assert "moved 1 open runs" in said[-1]
+        assert await pinned_to(client, waiting) == new_build
+        await finish(client, waiting)
 
 
 async def test_doctor_names_a_current_build_that_no_worker_serves(dev_env, settings):

@@ -115,7 +115,17 @@ def test_pay_invoice_through_approval_and_across_a_restart(stack):
     assert "PruneWorkflow" in schedule.stdout
 
     started = json.loads(
-        stack("run", "Pay INV-1001", "--label", "pay-invoice", "--id", "e2e-1", "--json").stdout
+        stack(
+            "run",
+            "Pay INV-1001",
+            "--agent",
+            "before-agents",
+            "--label",
+            "pay-invoice",
+            "--id",
+            "e2e-1",
+            "--json",
+        ).stdout
     )
     assert started["run_id"] == "e2e-1" and started["status"] in {"planning", "running"}
     waiting = stack.wait_status("e2e-1", "awaiting_approval")
@@ -154,7 +164,16 @@ def test_pay_invoice_through_approval_and_across_a_restart(stack):
     kept = stack("prune", "--older-than", "30d", "--dry-run").stdout
     assert kept.startswith("would prune 0 runs")
     # An open run is kept whatever its age; the closed one goes at age zero.
-    stack("run", "stays open", "--id", "e2e-open", "--label", "pay-invoice")
+    stack(
+        "run",
+        "stays open",
+        "--agent",
+        "before-agents",
+        "--id",
+        "e2e-open",
+        "--label",
+        "pay-invoice",
+    )
     stack.wait_status("e2e-open", "awaiting_approval")
     now = stack("prune", "--older-than", "0s", "--dry-run", "--json").stdout
     report = json.loads(now)
@@ -210,8 +229,19 @@ def test_a_process_that_dies_on_start_shows_the_tail_of_its_log(stack):
 
 def test_people_verbs_from_the_command_line(stack):
     stack("up")
-    stack("run", "ask", "--label", "ask-human", "--id", "q-1")
-    stack("run", "long", "--label", "long", "--steps", "300", "--id", "l-1")
+    stack("run", "ask", "--agent", "before-agents", "--label", "ask-human", "--id", "q-1")
+    stack(
+        "run",
+        "long",
+        "--agent",
+        "before-agents",
+        "--label",
+        "long",
+        "--steps",
+        "300",
+        "--id",
+        "l-1",
+    )
     stack.wait_status("q-1", "awaiting_input")
     inbox = json.loads(stack("inbox", "--json").stdout)
     assert {(i["run_id"], i["waiting_for"]) for i in inbox} >= {("q-1", "input")}
@@ -231,7 +261,7 @@ def test_people_verbs_from_the_command_line(stack):
     stack("resume", "l-1", "--as", "eve")
     stack.wait_status("l-1", "completed")
 
-    stack("run", "pay", "--label", "pay-invoice", "--id", "c-1")
+    stack("run", "pay", "--agent", "before-agents", "--label", "pay-invoice", "--id", "c-1")
     stack.wait_status("c-1", "awaiting_approval")
     stack("cancel", "c-1", "--as", "fay", "--reason", "disputed")
     cancelled = stack.wait_status("c-1", "cancelled")
@@ -240,7 +270,7 @@ def test_people_verbs_from_the_command_line(stack):
 
 def test_time_travel_from_the_command_line(stack, tmp_path):
     stack("up")
-    stack("run", "pay", "--label", "pay-invoice", "--id", "tt-1")
+    stack("run", "pay", "--agent", "before-agents", "--label", "pay-invoice", "--id", "tt-1")
     stack.wait_status("tt-1", "awaiting_approval")
     stack("approve", "tt-1", "--as", "alice")
     final = stack.wait_status("tt-1", "completed")

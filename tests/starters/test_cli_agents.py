@@ -60,6 +60,13 @@ def test_an_unknown_agent_or_module_is_refused_in_one_line():
         AGENT_MODULES="durable_agents.examples.invoice,durable_agents.examples.refund",
     )
     one_error(only, "name the agent with --agent (invoice, refund)")
+    # The legacy agent among several is no default either: nothing runs unchosen.
+    legacy = agentctl("run", "goal")
+    one_error(legacy, "name the agent with --agent (before-agents, invoice, ")
+    alone = agentctl(
+        "run", "goal", "--subject", "bad", AGENT_MODULES="durable_agents.examples.refund"
+    )
+    one_error(alone, "--subject takes KEY=VALUE, not 'bad'")
 
 
 @pytest.mark.parametrize(

@@ -41,7 +41,7 @@ ON_A_RUN = [
     ["release", "move", "{id}", "--to", "b1"],
 ]
 NO_RUN = [
-    ["run", "hello"],
+    ["run", "hello", "--agent", "before-agents"],
     ["list"],
     ["inbox"],
     ["prune", "--older-than", "1d"],
@@ -93,17 +93,36 @@ async def test_bad_and_unknown_ids_and_unwritable_paths(dev_env, settings, tmp_p
             assert_one_error_line(result, args, "bad run id")
         result = await agentctl(env, *filled(args, id="nobody-ran-this", tmp=str(tmp_path)))
         assert_one_error_line(result, args, "nobody-ran-this")
-    assert_one_error_line(await agentctl(env, "run", "x", "--id", ""), "run", "bad run id")
+    assert_one_error_line(
+        await agentctl(env, "run", "x", "--agent", "before-agents", "--id", ""), "run", "bad run id"
+    )
 
     rid = f"walk-{uuid.uuid4().hex[:8]}"
-    await runs.start_run(dev_env.client, settings, RunRequest(goal="pay", label="pay-invoice"), rid)
+    await runs.start_run(
+        dev_env.client,
+        settings,
+        RunRequest(goal="pay", agent="before-agents", label="pay-invoice"),
+        rid,
+    )
     await wait_for_approval(dev_env.client, rid)
     unwritable = await agentctl(env, "export", rid, "-o", str(tmp_path / "missing" / "x.json"))
     assert_one_error_line(unwritable, "export", "cannot write")
     # A running id with another goal is refused; the same request attaches.
-    other = await agentctl(env, "run", "something else", "--id", rid, "--scenario", "pay-invoice")
+    other = await agentctl(
+        env,
+        "run",
+        "something else",
+        "--agent",
+        "before-agents",
+        "--id",
+        rid,
+        "--scenario",
+        "pay-invoice",
+    )
     assert_one_error_line(other, "run", "already running with another request")
-    same = await agentctl(env, "run", "pay", "--id", rid, "--scenario", "pay-invoice")
+    same = await agentctl(
+        env, "run", "pay", "--agent", "before-agents", "--id", rid, "--scenario", "pay-invoice"
+    )
     assert same.exit_code == 0 and "attached to running run" in same.stdout
 
     # A database that does not answer: one line, and the timeline goes on without texts.
