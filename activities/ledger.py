@@ -12,10 +12,14 @@ from typing import Any
 
 from durable_agents.activities import fingerprints
 from durable_agents.activities.fingerprints import now_text
-from durable_agents.activities.sql import Sealed, SqlDatabase, apply_schema
+from durable_agents.activities.sql import Sealed, SqlDatabase, StoreSchema, apply_schema
 from durable_agents.runtime.encryption import Keyring
 
-SCHEMA = """
+# The tables, as this release's migrations (activities/sql.py: StoreSchema).
+SCHEMA = StoreSchema(
+    "effect_ledger",
+    (
+        """
 CREATE TABLE IF NOT EXISTS effects (
     idempotency_key TEXT PRIMARY KEY,
     run_id TEXT NOT NULL,
@@ -25,7 +29,9 @@ CREATE TABLE IF NOT EXISTS effects (
     created_at TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS effects_by_run ON effects (run_id)
-"""
+""",
+    ),
+)
 
 
 class IdempotencyConflict(Exception):

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from durable_agents.activities.fingerprints import now_text
-from durable_agents.activities.sql import Sealed, SqlDatabase, Tx, apply_schema
+from durable_agents.activities.sql import Sealed, SqlDatabase, StoreSchema, Tx, apply_schema
 from durable_agents.runtime.encryption import Keyring
 
 # What both backends keep; each adds its own search index (FTS5 rows sharing the rowid,
@@ -59,6 +59,10 @@ CREATE TABLE IF NOT EXISTS memories ({MEMORY_COLUMNS},
 {SHARED_TABLES}
 CREATE INDEX IF NOT EXISTS memories_search ON memories USING GIN (search)
 """
+# The tables, as this release's migrations (activities/sql.py: StoreSchema), one list per
+# backend with the same versions.
+SQLITE_TABLES = StoreSchema("memory", (SQLITE_SCHEMA,))
+POSTGRES_TABLES = StoreSchema("memory", (POSTGRES_SCHEMA,))
 WORD = re.compile(r"[^\W_]+", re.UNICODE)
 # Words shorter than this are not indexed (they match everything).
 MIN_WORD = 2
@@ -87,7 +91,7 @@ class MemoryStore:
         self.db = db
         self.sealed = Sealed(keyring)
         self.keyring = keyring
-        apply_schema(db, SQLITE_SCHEMA if db.local else POSTGRES_SCHEMA)
+        apply_schema(db, SQLITE_TABLES if db.local else POSTGRES_TABLES)
 
     # -- writing -------------------------------------------------------------------------
 

@@ -10,6 +10,7 @@ import sqlite3
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ParamSpec, Protocol, TypeVar
 from urllib.parse import urlsplit
@@ -164,11 +165,63 @@ def redacted_url(url: str) -> str:
     return f"//{host}{port}{parts.path}"
 
 
-def apply_schema(db: SqlDatabase, schema: str) -> None:
+@dataclass(frozen=True)
+class StoreSchema:
+    """A store's tables as the migrations that made them, oldest first: the n-th takes a
+    database from version n-1 to n. A release that changes a table adds one; it never
+    edits one already released (a database of that release has run it)."""
+
+    name: str
+    migrations: tuple[str, ...]
+
+    @property
+    def version(self) -> int:
+        return len(self.migrations)
+
+
+class StoreSchemaNewer(RuntimeError):
+    """The database was written by a newer release: this one must not touch it."""
+
+
+# Which version of each store's tables a database holds. A database of a release from
+# before versions has the tables and no row here: it is at version 0, and version 1 is
+# those very tables, created only where missing.
+VERSIONS_TABLE = """
+CREATE TABLE IF NOT EXISTS store_schemas (store TEXT PRIMARY KEY, version INTEGER NOT NULL)
+"""
+
+
+def apply_schema(db: SqlDatabase, schema: StoreSchema) -> None:
+    """Bring the store's tables to this release's version, in place and in one transaction
+    (every migration or none: two workers starting together take turns); a database a
+    newer release wrote is refused (StoreSchemaNewer, one line) and nothing is written."""
     with db.transaction() as tx:
-        for statement in schema.split(";"):
-            if statement.strip():
-                tx.execute(statement)
+        tx.execute(VERSIONS_TABLE)
+        if not db.local:  # SQLite's BEGIN IMMEDIATE holds the write lock already
+            tx.execute("LOCK TABLE store_schemas IN SHARE ROW EXCLUSIVE MODE")
+        rows = tx.execute("SELECT version FROM store_schemas WHERE store=?", (schema.name,))
+        found = int(rows[0]["version"]) if rows else 0
+        if found > schema.version:
+            raise StoreSchemaNewer(
+                f"the {schema.name} tables at {db.where} are at version {found}, written by a "
+                f"newer release (this one knows {schema.version}): run that release or a newer "
+                "one; this one writes nothing there"
+            )
+        for migration in schema.migrations[found:]:
+            for statement in migration.split(";"):
+                if statement.strip():
+                    tx.execute(statement)
+        if found == schema.version:
+            return
+        if rows:
+            tx.execute(
+                "UPDATE store_schemas SET version=? WHERE store=?", (schema.version, schema.name)
+            )
+        else:
+            tx.execute(
+                "INSERT INTO store_schemas (store, version) VALUES (?, ?)",
+                (schema.name, schema.version),
+            )
 
 
 async def store_call(db: SqlDatabase, work: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:

@@ -24,10 +24,22 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
 from durable_agents.activities.fingerprints import now_text
-from durable_agents.activities.sql import Row, Sealed, SqlDatabase, Tx, apply_schema, store_call
+from durable_agents.activities.sql import (
+    Row,
+    Sealed,
+    SqlDatabase,
+    StoreSchema,
+    Tx,
+    apply_schema,
+    store_call,
+)
 from durable_agents.runtime.encryption import Keyring
 
-SCHEMA = """
+# The tables, as this release's migrations (activities/sql.py: StoreSchema).
+SCHEMA = StoreSchema(
+    "live_log",
+    (
+        """
 CREATE TABLE IF NOT EXISTS stream_log (
     run_id TEXT NOT NULL,
     pos INTEGER NOT NULL,
@@ -39,7 +51,9 @@ CREATE TABLE IF NOT EXISTS stream_log (
     PRIMARY KEY (run_id, pos)
 );
 CREATE INDEX IF NOT EXISTS stream_log_segment ON stream_log (run_id, segment, kind)
-"""
+""",
+    ),
+)
 # The channel PostgreSQL notifies on (the payload: the run's workflow id).
 CHANNEL = "agent_stream"
 # A reader's page: a reply streams in far fewer entries (writes coalesce while one is made).

@@ -11,11 +11,15 @@ from typing import Any
 from temporalio import activity
 
 from durable_agents.activities.fingerprints import now_text
-from durable_agents.activities.sql import Sealed, SqlDatabase, Tx, apply_schema
+from durable_agents.activities.sql import Sealed, SqlDatabase, StoreSchema, Tx, apply_schema
 from durable_agents.runtime.encryption import Keyring
 from durable_agents.workflows.activity_io import TranscriptCopy
 
-SCHEMA = """
+# The tables, as this release's migrations (activities/sql.py: StoreSchema).
+SCHEMA = StoreSchema(
+    "transcript",
+    (
+        """
 CREATE TABLE IF NOT EXISTS transcript (
     run_id TEXT NOT NULL,
     seq INTEGER NOT NULL,
@@ -39,7 +43,9 @@ CREATE TABLE IF NOT EXISTS tool_lists (
     created_at TEXT NOT NULL,
     PRIMARY KEY (run_id, server)
 )
-"""
+""",
+    ),
+)
 
 
 class TranscriptStore:

@@ -6,17 +6,23 @@ from __future__ import annotations
 from typing import Any
 
 from durable_agents.activities.fingerprints import now_text
-from durable_agents.activities.sql import Sealed, SqlDatabase, apply_schema
+from durable_agents.activities.sql import Sealed, SqlDatabase, StoreSchema, apply_schema
 from durable_agents.runtime.encryption import Keyring
 
-SCHEMA = """
+# The tables, as this release's migrations (activities/sql.py: StoreSchema).
+SCHEMA = StoreSchema(
+    "whatif_reports",
+    (
+        """
 CREATE TABLE IF NOT EXISTS whatif_reports (
     report_id TEXT PRIMARY KEY,
     variant TEXT NOT NULL,
     report TEXT NOT NULL,
     created_at TEXT NOT NULL
 )
-"""
+""",
+    ),
+)
 
 
 class WhatIfReports:

@@ -8,14 +8,20 @@ from __future__ import annotations
 
 import time
 
-from durable_agents.activities.sql import SqlDatabase, apply_schema
+from durable_agents.activities.sql import SqlDatabase, StoreSchema, apply_schema
 
-SCHEMA = """
+# The tables, as this release's migrations (activities/sql.py: StoreSchema).
+SCHEMA = StoreSchema(
+    "console_sessions",
+    (
+        """
 CREATE TABLE IF NOT EXISTS console_signed_out (
     session TEXT PRIMARY KEY,
     until DOUBLE PRECISION NOT NULL
 );
-"""
+""",
+    ),
+)
 
 
 class SignedOutSessions:

@@ -14,7 +14,7 @@ from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
 from durable_agents.activities.ledger import EffectLedger
-from durable_agents.activities.sql import redacted_url
+from durable_agents.activities.sql import StoreSchemaNewer, redacted_url
 from durable_agents.activities.stores import open_database
 from durable_agents.activities.transcript import TranscriptStore
 from durable_agents.control.runs import RunError
@@ -42,6 +42,8 @@ def store_errors(settings: Settings) -> Iterator[None]:
     """A database that is down, refuses us or is not ours: one line, not a traceback."""
     try:
         yield
+    except StoreSchemaNewer as err:
+        raise RunError(str(err)) from None
     except (sqlite3.Error, psycopg.Error, OSError) as err:
         url = settings.database_url
         where = f"postgresql:{redacted_url(url)}" if url else "SQLite"

@@ -22,6 +22,7 @@ from temporalio.runtime import Runtime
 from temporalio.worker import Worker
 
 from durable_agents.activities.model import ClientFactory, openai_clients
+from durable_agents.activities.sql import StoreSchemaNewer
 from durable_agents.runtime import telemetry, versioning
 from durable_agents.runtime.client import TemporalUnreachable, connect
 from durable_agents.runtime.connection import ConnectionSettingsError
@@ -178,6 +179,7 @@ def main() -> None:
     try:
         asyncio.run(run_worker(load_settings()))
     except (
+        StoreSchemaNewer,
         telemetry.MetricsUnavailable,
         KeyringError,
         SettingsFileMissing,
