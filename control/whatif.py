@@ -47,7 +47,7 @@ from durable_agents.control.whatif_report import (
 from durable_agents.runtime.encryption import keyring_from
 from durable_agents.runtime.settings import Settings
 from durable_agents.workflows.agent import AgentWorkflow
-from durable_agents.workflows.agents import Agent, Model
+from durable_agents.workflows.agents import BEFORE_AGENTS, Agent, Model
 from durable_agents.workflows.contract_base import preview
 from durable_agents.workflows.contracts import RunPolicy, RunRequest
 from durable_agents.workflows.people_inputs import Actor
@@ -162,7 +162,10 @@ async def what_if(
         raise RunError("no recorded runs to play again")
     report_id = report_id or new_report_id()
     known = known or local_agents()
-    agents = {run.agent: variant.agent_for(known.agents.get(run.agent or "")) for run in recorded}
+    agents = {
+        run.agent: variant.agent_for(known.agents.get(run.agent or BEFORE_AGENTS))
+        for run in recorded
+    }
     registry = AgentRegistry()
     for agent in {id(a): a for a in agents.values()}.values():
         registry.add(agent)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from rich.console import Console, Group
 from rich.markup import escape
 from rich.panel import Panel
@@ -61,6 +63,9 @@ def summary_panel(summary: RunSummary) -> Panel:
         )
     if summary.final_answer:
         lines.append(Text(f"answer  {summary.final_answer}", style="green"))
+    if summary.output is not None:
+        typed = json.dumps(summary.output, ensure_ascii=False, sort_keys=True)
+        lines.append(Text(f"output  {typed}", style="green"))
     for error in summary.errors:
         lines.append(Text(f"error   {error}", style="red"))
     return Panel(Group(*lines), title=f"run {summary.run_id}", expand=False)

@@ -6,65 +6,14 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from pydantic import BaseModel
-from temporalio import workflow
 from temporalio.client import WorkflowFailureError
 from temporalio.exceptions import ApplicationError, ChildWorkflowError
 from temporalio.service import RPCError, RPCStatusCode
 
-from durable_agents import Agent, RunPolicy, ToolRisk, run_agent, tool
 from durable_agents.client import RunError, RunHandle
 from durable_agents.testing import AgentTestbed, ScriptedModel, call, say
 from durable_agents.workflows.output import OUTPUT_ATTEMPTS
-
-
-class TriageDecision(BaseModel):
-    refund: bool
-    priority: str
-
-
-@tool(risk=ToolRisk.SIDE_EFFECT, amount_field="amount")
-def issue_refund(customer: str, amount: float) -> str:
-    """Refund a customer."""
-    return f"refunded {amount} to {customer}"
-
-
-triage = Agent(
-    name="triage",
-    instructions="Decide.",
-    planning=False,
-    output_type=TriageDecision,
-    tools=[issue_refund],
-    policy=RunPolicy(approve_payments_above=10),
-)
-GOOD = '{"refund": true, "priority": "high"}'
-
-
-class Dispute(BaseModel):
-    text: str
-    child_id: str | None = None  # None: run_agent names the child itself
-
-
-@workflow.defn
-class Billing:
-    """A team's own workflow: it branches on the agent's typed answer."""
-
-    @workflow.run
-    async def run(self, dispute: Dispute) -> str:
-        decision = await run_agent(
-            triage, dispute.text, output_type=TriageDecision, run_id=dispute.child_id
-        )
-        return f"{'refund' if decision.refund else 'close'} ({decision.priority})"
-
-
-@workflow.defn
-class BillingUntyped:
-    """Without output_type: the run's whole result, its id among it."""
-
-    @workflow.run
-    async def run(self, dispute: str) -> list[str]:
-        result = await run_agent("triage", dispute)
-        return [result.run_id, result.status, str(result.output)]
+from tests.calling.billing import GOOD, Billing, BillingUntyped, Dispute, TriageDecision, triage
 
 
 async def test_a_valid_answer_is_kept_typed_in_the_result_and_the_state(time_env):

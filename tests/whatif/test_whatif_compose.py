@@ -75,6 +75,23 @@ async def test_a_conversation_is_played_again_turn_by_turn(
     assert gone.whatif_reports_deleted == 2 and whatif.kept_reports(settings) == []
 
 
+async def test_a_run_of_the_legacy_agent_is_played_again_too(
+    dev_env: WorkflowEnvironment, settings: Settings, worker: Any
+) -> None:
+    """A run started before agents existed names no agent: it is played with the agent it
+    ran with (before-agents), not refused."""
+    rid = run_id("legacy")
+    request = RunRequest(goal="Pay INV-1001", label="pay-invoice")
+    assert request.agent is None
+    await runs.start_run(dev_env.client, settings, request, rid)
+    await approve_when_asked(dev_env.client, rid)
+    assert (await runs.wait_result(dev_env.client, rid)).status == "completed"
+    report = await AgentClient(dev_env.client, settings).what_if([rid])
+    [run] = report.runs
+    assert run.agent in (None, "before-agents") and report.totals.runs == 1
+    assert run.differences == [] and run.now.tokens == 0
+
+
 async def test_a_delegation_plays_its_child_again_as_a_shadow(
     dev_env: WorkflowEnvironment, settings: Settings, worker: Any, monkeypatch: Any
 ) -> None:

@@ -1,0 +1,110 @@
+"""DurableAgentsPlugin on a team's own client and worker: their workflow and activity and
+our agents on one worker and one task queue of theirs, a client that speaks our payloads,
+and a clear refusal where the wiring cannot work."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from functools import partial
+
+import pytest
+from temporalio import activity, workflow
+from temporalio.client import Client
+from temporalio.worker import Worker
+from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
+
+from durable_agents import DurableAgentsPlugin, PluginError, Settings
+from durable_agents.client import AgentClient
+from durable_agents.testing import ScriptedModel, say
+from durable_agents.worker.activities import production_activities
+from durable_agents.worker.sandbox import NOT_WORKFLOW_CODE
+from tests.calling.billing import GOOD, Billing, Dispute, TriageDecision, triage
+
+SENT: list[str] = []
+
+
+@activity.defn
+async def send_invoice(customer: str) -> str:
+    SENT.append(customer)
+    return f"invoice sent to {customer}"
+
+
+@workflow.defn
+class Invoicing:
+    """The team's own workflow, with no agent in it."""
+
+    @workflow.run
+    async def run(self, customer: str) -> str:
+        return await workflow.execute_activity(
+            send_invoice, customer, start_to_close_timeout=timedelta(seconds=10)
+        )
+
+
+def plugin_for(tmp_path, model: ScriptedModel) -> DurableAgentsPlugin:
+    settings = Settings(data_dir=tmp_path, task_queue="billing", metrics_port=0)
+    return DurableAgentsPlugin(
+        [triage],
+        settings=settings,
+        activities=partial(production_activities, model_clients=lambda s, m: model),
+    )
+
+
+async def team_client(time_env, plugin: DurableAgentsPlugin | None) -> Client:
+    config = time_env.client.config()
+    return await Client.connect(
+        time_env.client.service_client.config.target_host,
+        namespace=time_env.client.namespace,
+        plugins=[plugin] if plugin is not None else [],
+        runtime=config.get("runtime"),
+    )
+
+
+async def test_the_teams_worker_runs_its_workflow_and_our_agents_side_by_side(time_env, tmp_path):
+    model = ScriptedModel([say(GOOD)])
+    plugin = plugin_for(tmp_path, model)
+    client = await team_client(time_env, plugin)
+    worker = Worker(
+        client, task_queue="billing", workflows=[Invoicing, Billing], activities=[send_invoice]
+    )
+    async with worker:
+        sent = await client.execute_workflow(
+            Invoicing.run, "acme", id="invoice-acme", task_queue="billing"
+        )
+        decided = await client.execute_workflow(
+            Billing.run,
+            Dispute(text="Customer 42", child_id="billing-9.triage"),
+            id="billing-9",
+            task_queue="billing",
+        )
+        # agentctl's client sees the agent's run like any other.
+        agents = AgentClient(client, plugin.settings, plugin.registry)
+        run = agents.run("billing-9.triage")
+        summary = await run.summary()
+        typed = await run.output(TriageDecision)
+        direct = await agents.start("triage", "Customer 43")
+        direct_answer = await direct.output(TriageDecision)
+    assert sent == "invoice sent to acme" and SENT == ["acme"]
+    assert decided == "refund (high)"
+    assert summary.agent == "triage" and typed.priority == "high"
+    assert direct_answer.refund is True
+
+
+async def test_a_worker_whose_client_lacks_the_plugin_is_refused_in_one_line(time_env, tmp_path):
+    plain = await team_client(time_env, None)  # the SDK's default converter
+    with pytest.raises(PluginError, match=r"pass DurableAgentsPlugin to Client.connect"):
+        Worker(plain, task_queue="billing", plugins=[plugin_for(tmp_path, ScriptedModel([]))])
+
+
+async def test_the_teams_own_sandbox_settings_are_kept_and_ours_added(time_env, tmp_path):
+    plugin = plugin_for(tmp_path, ScriptedModel([]))
+    client = await team_client(time_env, plugin)
+    theirs = SandboxedWorkflowRunner(
+        restrictions=SandboxRestrictions.default.with_passthrough_modules("their_module")
+    )
+    worker = Worker(client, task_queue="billing", workflows=[Invoicing], workflow_runner=theirs)
+    runner = worker.config(active_config=True)["workflow_runner"]
+    assert isinstance(runner, SandboxedWorkflowRunner)
+    passed = runner.restrictions.passthrough_modules
+    assert "their_module" in passed and set(NOT_WORKFLOW_CODE) <= passed
+    names = {getattr(w, "__name__", "") for w in worker.config(active_config=True)["workflows"]}
+    assert {"Invoicing", "AgentWorkflow", "PruneWorkflow"} <= names
