@@ -52,6 +52,7 @@ def test_every_import_of_ours_names_the_one_package():
         f"{path.relative_to(ROOT)}: {module}"
         for folder in (*MAY_IMPORT, "bench", "tests")
         for path in sorted((ROOT / folder).rglob("*.py"))
+        if "fixtures" not in path.parts  # the previous release's code writes those
         for module in _modules_named(path)
         if module.split(".")[0] in short
     ]

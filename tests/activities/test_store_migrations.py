@@ -57,7 +57,7 @@ def previous_postgres(schema: str) -> Settings:
     )
     text = re.sub(r"\bprev_release_fixture\b", schema, text)
     with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute(text)  # type: ignore[arg-type]
+        conn.execute(text)
     return Settings(database_url=url, database_schema=schema, metrics_port=0)
 
 
