@@ -54,9 +54,13 @@ def final_message(recap: list[str]) -> str:
     return FINAL_MESSAGE + "\nWhat the steps found:\n" + "\n".join(recap)
 
 
+# What precedes the schema in answer_shape (the offline model reads the schema after it).
+ANSWER_SHAPE_MARK = "Its JSON schema: "
+
+
 def answer_shape(name: str, schema: str) -> str:
     """What an agent with a declared answer type is told its answer must be."""
-    return f"\nAnswer with one JSON object, a {name}, and nothing else. Its JSON schema: {schema}"
+    return f"\nAnswer with one JSON object, a {name}, and nothing else. {ANSWER_SHAPE_MARK}{schema}"
 
 
 def answer_again(name: str, error: str) -> str:

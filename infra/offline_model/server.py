@@ -20,8 +20,15 @@ from durable_agents.infra.offline_model import engine, streaming
 from durable_agents.infra.offline_model.chat import StreamShape, chat_reply, stream_shape
 from durable_agents.infra.offline_model.embeddings import embed
 from durable_agents.infra.offline_model.loop import loop_reply
-from durable_agents.infra.offline_model.scenarios import ScenarioError, ScenarioSpec, load
+from durable_agents.infra.offline_model.scenarios import (
+    ScenarioError,
+    ScenarioSpec,
+    generic_scenario,
+    load,
+)
+from durable_agents.infra.offline_model.shapes import in_shape
 from durable_agents.runtime.settings import OFFLINE_MODEL_NAME
+from durable_agents.workflows.tools import SUBMIT_PLAN
 
 OWNER = "durable-agents: scripted scenarios, not a language model"
 
@@ -147,6 +154,11 @@ def create_app() -> FastAPI:
                     body, said.content, engine.render_calls(said, turn), messages
                 )
                 return answer(body, completion, shape)
+            if spec.name == "generic" and tools and SUBMIT_PLAN not in tools:
+                # A plain tool loop with no script: answered at once, as it would be finally.
+                stats["completions"] += 1
+                content = generic_scenario(goal).final.content
+                return answer(body, _completion(body, content, [], messages))
             scenario = load(spec, goal).for_agent(x_agent_name)
         except ScenarioError as err:
             return _error(400, "invalid_request_error", str(err))
@@ -229,6 +241,8 @@ def _completion(
         # As real endpoints do: the reply stops at the cap, mid-sentence, no tool call.
         content, calls, finish_reason = (content or "")[: max(0, cap - 1) * 4], [], "length"
         output_chars = len(content)
+    if not calls:
+        content = in_shape(content, messages)
     message: dict[str, Any] = {"role": "assistant", "content": content}
     if calls:
         message["tool_calls"] = calls

@@ -1,0 +1,177 @@
+"""README's "In your own project", as written, as users install it: a clean copy of the
+repository pip-installed (not editable) into a fresh venv, in a folder laid out like
+Temporal's samples (workflows.py, activities.py, worker.py): the project's own worker runs
+its workflow and the agent side by side through the plugin, its workflow gets a typed
+answer, `agentctl` from that folder lists, runs, approves and shows, and site-packages
+holds our one import package."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from temporalio.testing import WorkflowEnvironment
+
+from durable_agents.control import runs
+from durable_agents.infra.offline_model.embedded import EmbeddedModelServer
+from tests.conftest import eventually
+
+ROOT = Path(__file__).resolve().parents[2]
+BLOCK = re.compile(r"```(\w+)\n(.*?)```", re.DOTALL)
+NOT_SHIPPED = shutil.ignore_patterns(
+    ".venv*", ".git", ".data", "__pycache__", "*.egg-info", "build", ".mypy_cache",
+    ".ruff_cache", ".pytest_cache",
+)  # fmt: skip
+
+
+def section() -> str:
+    text = (ROOT / "README.md").read_text()
+    start = text.index("## In your own project")
+    return text[start : text.index("\n## ", start + 1)]
+
+
+def blocks(kind: str) -> list[str]:
+    return [body for lang, body in BLOCK.findall(section()) if lang == kind]
+
+
+def commands(block: str) -> list[list[str]]:
+    """The shell lines of a block, comments dropped."""
+    lines = [line.split("  #")[0].strip() for line in block.splitlines()]
+    return [shlex.split(line) for line in lines if line and not line.startswith("#")]
+
+
+def fresh_install(tmp_path: Path) -> Path:
+    """A clean copy of the repository, installed as the README's first line says."""
+    source = tmp_path / "durable-agents"
+    shutil.copytree(ROOT, source, symlinks=True, ignore=NOT_SHIPPED)
+    venv = tmp_path / "venv"
+    base_python = Path(sys.base_prefix) / "bin" / "python3"
+    subprocess.run([str(base_python), "-m", "venv", str(venv)], check=True)
+    [install] = commands(blocks("sh")[0])
+    assert install[:2] == ["pip", "install"] and install[2] == "/path/to/durable-agents"
+    pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet"]
+    constraints = ["-c", str(source / "constraints.txt")]
+    done = subprocess.run([*pip, *constraints, str(source)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return venv
+
+
+def site_packages(venv: Path) -> Path:
+    [found] = venv.glob("lib/python3*/site-packages")
+    return found
+
+
+def test_site_packages_gets_our_one_import_package(installed_venv):
+    venv = installed_venv
+    [dist] = site_packages(venv).glob("durable_agents_temporal-*.dist-info")
+    written = {
+        line.split(",")[0].split("/")[0] for line in (dist / "RECORD").read_text().splitlines()
+    }
+    assert written == {"durable_agents", dist.name, ".."}  # ..: the agentctl script
+    assert (site_packages(venv) / "durable_agents" / "py.typed").exists()
+
+
+async def test_the_readme_section_as_written_in_a_temporal_project(
+    installed_venv, dev_env: WorkflowEnvironment, model_server: EmbeddedModelServer, tmp_path
+):
+    venv = installed_venv
+    project = tmp_path / "billing"
+    project.mkdir()
+    for body in blocks("python"):
+        name = re.match(r"# (\w+\.py)\n", body)
+        assert name, f"a Python block starts with its file name: {body[:40]!r}"
+        (project / name.group(1)).write_text(body)
+    assert {"workflows.py", "activities.py", "worker.py"} <= {p.name for p in project.iterdir()}
+
+    address = dev_env.client.service_client.config.target_host
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith(("AGENT_", "OPENAI_", "TEMPORAL_", "VIRTUAL_ENV", "PYTHON"))
+    }
+    env |= {
+        "PATH": f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}",
+        "TEMPORAL_ADDRESS": address,
+        "AGENT_DATA_DIR": str(tmp_path / "data"),
+        "AGENT_OFFLINE_MODEL_PORT": str(model_server.port),
+        "AGENT_METRICS_PORT": "0",
+    }
+
+    def run(argv: list[str]) -> subprocess.CompletedProcess[str]:
+        done = subprocess.run(
+            argv, cwd=project, env=env, capture_output=True, text=True, timeout=180
+        )
+        assert done.returncode == 0, (argv, done.stdout[-2000:], done.stderr[-2000:])
+        return done
+
+    # Nothing of theirs is shadowed: their workflows, activities and worker modules are
+    # the files in their folder, ours are under durable_agents.
+    where = run(["python", "-c", "import workflows, activities, worker; print(workflows.__file__)"])
+    assert where.stdout.strip() == str(project / "workflows.py")
+
+    worker = None
+    try:
+        for argv in commands(blocks("sh")[1]):
+            if argv[0] == "export":
+                env |= dict(pair.split("=", 1) for pair in argv[1:])
+            elif argv[:2] == ["python", "worker.py"]:
+                worker = start_worker(project, env, tmp_path / "worker.log")
+                await eventually(lambda: _polling(dev_env, "billing"), within=90)
+            elif argv[:2] == ["python", "starter.py"]:
+                answer = run(argv).stdout.strip()
+                # Their workflow got the agent's typed answer and branched on it.
+                assert answer == "refunded: (scripted)", answer
+            elif argv[:2] == ["agentctl", "approve"]:
+                rid = argv[2]
+                await eventually(lambda rid=rid: _waiting(dev_env, rid), within=90)
+                run(argv)
+                result = await runs.wait_result(dev_env.client, rid)
+                assert result.status == "completed" and result.output is not None
+            else:
+                said = run(argv)
+                if argv[:2] == ["agentctl", "show"]:
+                    assert '"refund": true' in said.stdout and "output" in said.stdout
+                    assert "approved" in said.stdout and "finance" in said.stdout
+        listed = {row["run_id"] for row in json.loads(run(["agentctl", "list", "--json"]).stdout)}
+        assert "dispute-42" in listed
+        assert any(rid.startswith("billing-1.triage-") for rid in listed), listed  # the child
+        agents = json.loads(run(["agentctl", "agents", "--json"]).stdout)
+        assert [a["name"] for a in agents] == ["triage"]
+    finally:
+        if worker is not None:
+            worker.terminate()
+            worker.wait(timeout=60)
+
+
+def start_worker(project: Path, env: dict[str, str], log_path: Path) -> subprocess.Popen[bytes]:
+    log = log_path.open("w")
+    return subprocess.Popen(["python", "worker.py"], cwd=project, env=env, stdout=log, stderr=log)
+
+
+async def _polling(env: WorkflowEnvironment, task_queue: str) -> bool:
+    from temporalio.api.enums.v1 import TaskQueueType
+    from temporalio.api.taskqueue.v1 import TaskQueue
+    from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
+
+    described = await env.client.workflow_service.describe_task_queue(
+        DescribeTaskQueueRequest(
+            namespace=env.client.namespace,
+            task_queue=TaskQueue(name=task_queue),
+            task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
+        )
+    )
+    return bool(described.pollers)
+
+
+async def _waiting(env: WorkflowEnvironment, rid: str) -> bool:
+    try:
+        summary = await runs.get_summary(env.client, rid)
+    except runs.RunError:
+        return False
+    return bool(summary.pending_approvals)
