@@ -264,17 +264,22 @@ def spawn_worker(settings: Settings, log_path: Path, **env: str) -> subprocess.P
 
 
 def spawn_worker_of(
-    code: Path | None, settings: Settings, log_path: Path, **env: str
+    code: Path | None,
+    settings: Settings,
+    log_path: Path,
+    module: str = "durable_agents.worker",
+    **env: str,
 ) -> subprocess.Popen[bytes]:
     """A worker process of another build's code (a checkout at `code`; its packages come
-    first on the path: `python -m` puts the working directory there), or of this one."""
+    first on the path: `python -m` puts the working directory there), or of this one.
+    `module`: the worker's module in that code (`worker` before the one import package)."""
     from durable_agents.infra.stack import settings_env
 
     # No metrics endpoint unless a test asks: workers of parallel tests would share a port.
     full_env = {**os.environ, **settings_env(settings), "AGENT_METRICS_PORT": "0", **env}
     with open(log_path, "ab") as log:
         return subprocess.Popen(
-            [sys.executable, "-m", "durable_agents.worker"],
+            [sys.executable, "-m", module],
             env=full_env,
             stdout=log,
             stderr=subprocess.STDOUT,

@@ -59,7 +59,8 @@ class DurableAgentsPlugin(SimplePlugin):
     """Everything agents need, added to your own client and worker.
 
     `agents`: the agents this worker serves (their tools and sub-agents come with them);
-    none: those of the `AGENT_MODULES` setting. `settings`: our typed settings (stores,
+    None: those of the `AGENT_MODULES` setting; `[]`: none (a client that only starts and
+    reads runs). `settings`: our typed settings (stores,
     keys, model endpoint); none: read from the environment, as `agentctl` does.
     """
 
@@ -74,7 +75,7 @@ class DurableAgentsPlugin(SimplePlugin):
         self.settings = settings if settings is not None else load_settings()
         if isinstance(agents, AgentRegistry):
             self.registry = agents
-        elif agents:
+        elif agents is not None:
             self.registry = AgentRegistry().add(*agents)
         else:
             self.registry = load_registry(self.settings.agent_modules, self.settings.modules_path)

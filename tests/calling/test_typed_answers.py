@@ -16,9 +16,9 @@ from durable_agents.workflows.output import OUTPUT_ATTEMPTS
 from tests.calling.billing import GOOD, Billing, BillingUntyped, Dispute, TriageDecision, triage
 
 
-async def test_a_valid_answer_is_kept_typed_in_the_result_and_the_state(time_env):
+async def test_a_valid_answer_is_kept_typed_in_the_result_and_the_state(own_clock):
     model = ScriptedModel([say(f"```json\n{GOOD}\n```")])
-    async with AgentTestbed(triage, model=model, env=time_env) as bed:
+    async with AgentTestbed(triage, model=model, env=own_clock) as bed:
         run = await bed.start("triage", "Customer 42 was charged twice")
         decision = await run.output(TriageDecision)
         state = await run.state()
@@ -30,9 +30,9 @@ async def test_a_valid_answer_is_kept_typed_in_the_result_and_the_state(time_env
     assert '"priority"' in model.requests[0].messages[-1]["content"]
 
 
-async def test_an_answer_out_of_shape_goes_back_to_the_model_with_the_error(time_env):
+async def test_an_answer_out_of_shape_goes_back_to_the_model_with_the_error(own_clock):
     model = ScriptedModel([say("Refund them."), say('{"refund": "maybe"}'), say(GOOD)])
-    async with AgentTestbed(triage, model=model, env=time_env) as bed:
+    async with AgentTestbed(triage, model=model, env=own_clock) as bed:
         run = await bed.start("triage", "Customer 42 was charged twice")
         decision = await run.output(TriageDecision)
     assert decision.refund is True
@@ -41,9 +41,9 @@ async def test_an_answer_out_of_shape_goes_back_to_the_model_with_the_error(time
     assert "refund" in retold[1] and "priority" in retold[1]  # the fields it got wrong
 
 
-async def test_a_run_that_never_answers_in_shape_fails_with_the_reason(time_env):
+async def test_a_run_that_never_answers_in_shape_fails_with_the_reason(own_clock):
     model = ScriptedModel([say("no JSON here")] * OUTPUT_ATTEMPTS)
-    async with AgentTestbed(triage, model=model, env=time_env) as bed:
+    async with AgentTestbed(triage, model=model, env=own_clock) as bed:
         run = await bed.start("triage", "Customer 42 was charged twice")
         result = await run.result()
         with pytest.raises(RunError, match="gave no TriageDecision"):
@@ -53,10 +53,10 @@ async def test_a_run_that_never_answers_in_shape_fails_with_the_reason(time_env)
     assert len(model.requests) == OUTPUT_ATTEMPTS  # bounded: no fourth ask
 
 
-async def test_a_workflow_calls_the_agent_and_branches_on_its_typed_answer(time_env):
+async def test_a_workflow_calls_the_agent_and_branches_on_its_typed_answer(own_clock):
     model = ScriptedModel([say('{"refund": false, "priority": "low"}')])
     own = [Billing, BillingUntyped]
-    async with AgentTestbed(triage, model=model, env=time_env, workflows=own) as bed:
+    async with AgentTestbed(triage, model=model, env=own_clock, workflows=own) as bed:
         outcome = await bed.temporal.execute_workflow(
             Billing.run, Dispute(text="Customer 7 asks why"), id="billing-7",
             task_queue=bed.task_queue,
@@ -73,9 +73,9 @@ async def test_a_workflow_calls_the_agent_and_branches_on_its_typed_answer(time_
     assert child.agent == "triage" and child.output == {"refund": False, "priority": "low"}
 
 
-async def test_the_childs_approval_waits_for_a_person_like_any_run(time_env):
+async def test_the_childs_approval_waits_for_a_person_like_any_run(own_clock):
     model = ScriptedModel([call("issue_refund", customer="42", amount=80.0), say(GOOD)])
-    async with AgentTestbed(triage, model=model, env=time_env, workflows=[Billing]) as bed:
+    async with AgentTestbed(triage, model=model, env=own_clock, workflows=[Billing]) as bed:
         handle = await bed.temporal.start_workflow(
             Billing.run, Dispute(text="Customer 42 charged twice", child_id="b42.triage"),
             id="billing-42", task_queue=bed.task_queue,
@@ -87,9 +87,9 @@ async def test_the_childs_approval_waits_for_a_person_like_any_run(time_env):
         assert await handle.result() == "refund (high)"
 
 
-async def test_a_child_that_ends_without_an_answer_is_a_typed_failure(time_env):
+async def test_a_child_that_ends_without_an_answer_is_a_typed_failure(own_clock):
     model = ScriptedModel([call("issue_refund", customer="42", amount=80.0)])
-    async with AgentTestbed(triage, model=model, env=time_env, workflows=[Billing]) as bed:
+    async with AgentTestbed(triage, model=model, env=own_clock, workflows=[Billing]) as bed:
         handle = await bed.temporal.start_workflow(
             Billing.run, Dispute(text="Customer 42 charged twice", child_id="b43.triage"),
             id="billing-43", task_queue=bed.task_queue,

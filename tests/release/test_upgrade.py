@@ -1,5 +1,5 @@
-"""An upgrade across the restructuring of issue 27 (one job per file), with runs in flight:
-workers of the previous main (its code taken from git) start a payment that waits for
+"""An upgrade from the previous release (before one import package, issue 38), with runs in
+flight: workers of the previous main (its code taken from git) start a payment that waits for
 approval and a long run that is paused mid-chain (continued as new already); they stop;
 this code's worker picks both up and finishes them, with no workflow task failing and the
 payment made once. The workflow's registered name, module and handler names are what
@@ -21,8 +21,9 @@ from durable_agents.workflows.people_inputs import Actor, Decision
 from tests.conftest import count_effects, eventually, run_id, settings_for, spawn_worker_of
 
 ROOT = Path(__file__).parent.parent.parent
-# main as it landed before the restructuring (stop 32): the build runs were started on.
-PREVIOUS_MAIN = "670c43a7acbc102278f295cfcfdf188002430e17"
+# main as it landed before one import package (stop 36): the build runs were started on,
+# its modules top-level packages (`python -m worker`), its stores without schema versions.
+PREVIOUS_MAIN = "c8c51334f231e2c9328bdeeaa539c2073a1edb15"
 
 
 def previous_main(into: Path) -> Path:
@@ -51,7 +52,7 @@ async def test_runs_in_flight_on_the_previous_main_finish_on_this_code(
     settings = settings_for(client, tmp_path / "data", model_server.port, versioning=False)
     old_code = previous_main(tmp_path / "previous-main")
     pay, long = run_id("upgrade-pay"), run_id("upgrade-long")
-    old = spawn_worker_of(old_code, settings, tmp_path / "previous-worker.log")
+    old = spawn_worker_of(old_code, settings, tmp_path / "previous-worker.log", module="worker")
     try:
         await runs.start_run(client, settings, RunRequest(goal="pay", label="pay-invoice"), pay)
         chained = RunRequest.model_validate(

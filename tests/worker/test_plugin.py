@@ -49,20 +49,20 @@ def plugin_for(tmp_path, model: ScriptedModel) -> DurableAgentsPlugin:
     )
 
 
-async def team_client(time_env, plugin: DurableAgentsPlugin | None) -> Client:
-    config = time_env.client.config()
+async def team_client(own_clock, plugin: DurableAgentsPlugin | None) -> Client:
+    config = own_clock.client.config()
     return await Client.connect(
-        time_env.client.service_client.config.target_host,
-        namespace=time_env.client.namespace,
+        own_clock.client.service_client.config.target_host,
+        namespace=own_clock.client.namespace,
         plugins=[plugin] if plugin is not None else [],
         runtime=config.get("runtime"),
     )
 
 
-async def test_the_teams_worker_runs_its_workflow_and_our_agents_side_by_side(time_env, tmp_path):
+async def test_the_teams_worker_runs_its_workflow_and_our_agents_side_by_side(own_clock, tmp_path):
     model = ScriptedModel([say(GOOD)])
     plugin = plugin_for(tmp_path, model)
-    client = await team_client(time_env, plugin)
+    client = await team_client(own_clock, plugin)
     worker = Worker(
         client, task_queue="billing", workflows=[Invoicing, Billing], activities=[send_invoice]
     )
@@ -89,15 +89,15 @@ async def test_the_teams_worker_runs_its_workflow_and_our_agents_side_by_side(ti
     assert direct_answer.refund is True
 
 
-async def test_a_worker_whose_client_lacks_the_plugin_is_refused_in_one_line(time_env, tmp_path):
-    plain = await team_client(time_env, None)  # the SDK's default converter
+async def test_a_worker_whose_client_lacks_the_plugin_is_refused_in_one_line(own_clock, tmp_path):
+    plain = await team_client(own_clock, None)  # the SDK's default converter
     with pytest.raises(PluginError, match=r"pass DurableAgentsPlugin to Client.connect"):
         Worker(plain, task_queue="billing", plugins=[plugin_for(tmp_path, ScriptedModel([]))])
 
 
-async def test_the_teams_own_sandbox_settings_are_kept_and_ours_added(time_env, tmp_path):
+async def test_the_teams_own_sandbox_settings_are_kept_and_ours_added(own_clock, tmp_path):
     plugin = plugin_for(tmp_path, ScriptedModel([]))
-    client = await team_client(time_env, plugin)
+    client = await team_client(own_clock, plugin)
     theirs = SandboxedWorkflowRunner(
         restrictions=SandboxRestrictions.default.with_passthrough_modules("their_module")
     )

@@ -178,9 +178,31 @@ def test_importing_the_package_loads_nothing_else():
     assert loaded == "[]"
 
 
-# What the bundled examples may import of ours: the public package, its client, testing
-# kit and what-if, and one another.
-PUBLIC_MODULES = ("durable_agents", "durable_agents.client", "durable_agents.testing")
+# What the bundled examples and the docs' snippets may import of ours: the public package,
+# its client, testing kit, what-if and model-client interface (and the examples one
+# another).
+PUBLIC_MODULES = (
+    "durable_agents", "durable_agents.client", "durable_agents.testing",
+    "durable_agents.whatif", "durable_agents.models",
+)  # fmt: skip
+
+
+def test_the_docs_snippets_import_only_the_public_package():
+    fence = re.compile(r"```python\n(.*?)```", re.DOTALL)
+    found = 0
+    for doc in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        for block in fence.findall(doc.read_text()):
+            for node in ast.walk(ast.parse(block)):
+                names = []
+                if isinstance(node, ast.ImportFrom) and node.module:
+                    names = [node.module]
+                elif isinstance(node, ast.Import):
+                    names = [alias.name for alias in node.names]
+                for module in names:
+                    if module.split(".")[0] == "durable_agents":
+                        found += 1
+                        assert module in PUBLIC_MODULES, f"{doc.name}: {module}"
+    assert found >= 10
 
 
 def test_the_examples_use_the_public_api_only():
