@@ -191,14 +191,19 @@ CREATE TABLE IF NOT EXISTS store_schemas (store TEXT PRIMARY KEY, version INTEGE
 """
 
 
+# The PostgreSQL advisory lock migrations take turns under (a constant of ours).
+SCHEMA_LOCK = 0x64757261626C65  # "durable"
+
+
 def apply_schema(db: SqlDatabase, schema: StoreSchema) -> None:
     """Bring the store's tables to this release's version, in place and in one transaction
     (every migration or none: two workers starting together take turns); a database a
     newer release wrote is refused (StoreSchemaNewer, one line) and nothing is written."""
     with db.transaction() as tx:
-        tx.execute(VERSIONS_TABLE)
         if not db.local:  # SQLite's BEGIN IMMEDIATE holds the write lock already
-            tx.execute("LOCK TABLE store_schemas IN SHARE ROW EXCLUSIVE MODE")
+            # Before the versions table exists too: two first starts would both create it.
+            tx.execute("SELECT pg_advisory_xact_lock(?)", (SCHEMA_LOCK,))
+        tx.execute(VERSIONS_TABLE)
         rows = tx.execute("SELECT version FROM store_schemas WHERE store=?", (schema.name,))
         found = int(rows[0]["version"]) if rows else 0
         if found > schema.version:

@@ -105,6 +105,11 @@ def checked_request(
     can use, the subject its memory needs, and every option valid; else RunError in one
     line, before anything is sent."""
     found = known_agent(agent.name if isinstance(agent, Agent) else agent, registry)
+    if conversation and found.output_type is not None:
+        raise RunError(
+            f"agent {found.name!r} answers once, as a {found.output_type.__name__}: it holds "
+            "no conversation (start a run of it instead)"
+        )
     check_limits(found, options.limits)
     check_subject(found, options.subject)
     try:

@@ -25,7 +25,12 @@ from durable_agents.workflows.conversation_records import (
     UserMessage,
 )
 from durable_agents.workflows.people_inputs import Actor
-from durable_agents.workflows.start_options import StartFields, StartOptions, StartOptionsError
+from durable_agents.workflows.start_options import (
+    StartFields,
+    StartOptions,
+    StartOptionsError,
+    conversation_title,
+)
 
 # Who speaks for the agent in a thread.
 AGENT_SPEAKER = "agent"
@@ -48,7 +53,7 @@ def conversation_request(
     agent is not looked up here (the workflow refuses one its worker does not have)."""
     try:
         return StartOptions.of(**options).request(
-            agent, title or f"Conversation with {agent}", conversation=True
+            agent, title or conversation_title(agent), conversation=True
         )
     except StartOptionsError as err:
         raise RunError(str(err)) from None

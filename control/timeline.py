@@ -6,7 +6,9 @@ from __future__ import annotations
 import json
 import re
 import uuid
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -47,6 +49,21 @@ from durable_agents.workflows.timeline import Moment
 CODE_HERE: tuple[type, ...] = (AgentWorkflow,)
 
 
+# The agents a replay serves when its caller names none: this process's AGENT_MODULES,
+# unless a client of its own agents (AgentClient(agents=...)) is replaying.
+_REPLAY_AGENTS: ContextVar[AgentRegistry | None] = ContextVar("replay_agents", default=None)
+
+
+@contextmanager
+def replaying_with(agents: AgentRegistry | None) -> Iterator[None]:
+    """Replays in this block serve `agents` (None: this process's AGENT_MODULES)."""
+    token = _REPLAY_AGENTS.set(agents)
+    try:
+        yield
+    finally:
+        _REPLAY_AGENTS.reset(token)
+
+
 def replayer(
     converter: DataConverter = pydantic_data_converter,
     agents: AgentRegistry | None = None,
@@ -62,7 +79,7 @@ def replayer(
     A release check replays in the sandbox, as a worker runs the code. Time travel need not:
     a replay still fails on any command that differs from the history, and the sandbox
     made rebuilding a 500-step run take a third longer."""
-    serve_for_replay(agents or local_agents())
+    serve_for_replay(agents or _REPLAY_AGENTS.get() or local_agents())
     runner: WorkflowRunner = UnsandboxedWorkflowRunner()
     if sandboxed:
         restrictions = SandboxRestrictions.default.with_passthrough_modules(

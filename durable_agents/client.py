@@ -23,7 +23,15 @@ from temporalio.client import Client, WorkflowFailureError
 from temporalio.exceptions import CancelledError
 
 from durable_agents.activities.memory import MemoryRecord
-from durable_agents.control import conversations, memory, runs, schedules, whatif, whatif_record
+from durable_agents.control import (
+    conversations,
+    memory,
+    runs,
+    schedules,
+    timeline,
+    whatif,
+    whatif_record,
+)
 from durable_agents.control.agents import checked_request, local_agents, start_options
 from durable_agents.control.runs import RunError
 from durable_agents.control.schedules import ScheduleInfo
@@ -42,7 +50,7 @@ from durable_agents.workflows.output import NoAnswer, answer_of
 from durable_agents.workflows.people_inputs import Actor, Answer, DecideRequest, StatePatch
 from durable_agents.workflows.records import ApprovalRequest, Question
 from durable_agents.workflows.registry import AgentRegistry
-from durable_agents.workflows.start_options import StartFields, StartOptions
+from durable_agents.workflows.start_options import StartFields, StartOptions, conversation_title
 from durable_agents.workflows.state import RunState, RunSummary
 
 T = TypeVar("T")
@@ -145,14 +153,15 @@ class AgentClient:
         matching = whatif_record.Matching(agent, closed_within, query, limit)
         if not isinstance(variant, Variant):
             raise RunError("variant is a durable_agents.whatif.Variant")
-        recorded = await whatif_record.recorded_runs(
-            self.temporal,
-            self.settings,
-            run_ids=run_ids,
-            files=history_files,
-            matching=matching,
-            skipped=progress or (lambda line: None),
-        )
+        with timeline.replaying_with(self.agents):  # the recorded runs, with our agents
+            recorded = await whatif_record.recorded_runs(
+                self.temporal,
+                self.settings,
+                run_ids=run_ids,
+                files=history_files,
+                matching=matching,
+                skipped=progress or (lambda line: None),
+            )
         report = await whatif.what_if(
             self.temporal,
             self.settings,
@@ -179,7 +188,7 @@ class AgentClient:
         `conversation_id` (opened with the same agent and settings). It lasts until closed:
         send it messages, each answered by a turn of the agent's tool loop."""
         name = agent.name if isinstance(agent, Agent) else agent
-        goal = title or f"Conversation with {name}"
+        goal = title or conversation_title(name)
         request = self._request(agent, goal, options, conversation=True)
         started = await conversations.open_conversation(
             self.temporal, self.settings, request, conversation_id
@@ -343,15 +352,6 @@ class RunHandle:
             return answer_of(await self.result(), output_type, self.run_id)
         except NoAnswer as err:
             raise RunError(str(err)) from None
-
-
-def _first_error(err: ValueError) -> str:
-    errors = getattr(err, "errors", None)
-    if callable(errors):
-        first = errors(include_url=False)[0]
-        where = ".".join(str(p) for p in first["loc"])
-        return f"{where}: {first['msg']}"
-    return str(err)
 
 
 class Conversation(RunHandle):

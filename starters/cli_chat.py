@@ -31,6 +31,7 @@ from durable_agents.starters.errors import run_async
 from durable_agents.starters.terminal import SafeConsole, shown
 from durable_agents.workflows.conversation_records import TurnReply
 from durable_agents.workflows.people_inputs import Actor, Answer, DecideRequest
+from durable_agents.workflows.start_options import conversation_title
 
 console = SafeConsole()
 HELP = (
@@ -63,7 +64,7 @@ async def chat(
     label = _label(settings, label)
     options = options_from_flags(label=label, subject=subject)
     request = checked_request(
-        local_agents(), agent, f"Conversation with {agent}", options, conversation=True
+        local_agents(), agent, conversation_title(agent), options, conversation=True
     )
     client = await connect(settings)
     started = await conversations.open_conversation(client, settings, request, conversation_id)

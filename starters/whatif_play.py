@@ -52,7 +52,8 @@ def _named(spec: str, what: str) -> Any:
     """MODULE:NAME, imported; a clear line when it is not there."""
     module_name, _, name = spec.partition(":")
     if not module_name or not name:
-        raise fail(f"bad {what} {spec!r}: write MODULE:NAME (examples.invoice:invoice_agent)")
+        example = "durable_agents.examples.invoice:invoice_agent"
+        raise fail(f"bad {what} {spec!r}: write MODULE:NAME ({example})")
     try:
         module = importlib.import_module(module_name)
     except ImportError as err:

@@ -30,9 +30,9 @@ from durable_agents.runtime.encryption import KeyringError
 from durable_agents.runtime.settings import Settings, SettingsFileMissing, load_settings
 from durable_agents.worker import run_metrics
 from durable_agents.worker.activities import production_activities
-from durable_agents.worker.plugin import DurableAgentsPlugin
+from durable_agents.worker.plugin import DurableAgentsPlugin, without_our_plugin
 from durable_agents.workflows.agent import AgentWorkflow
-from durable_agents.workflows.prune import AutoUpgradingPruneWorkflow, PruneWorkflow
+from durable_agents.workflows.prune import PruneWorkflow
 from durable_agents.workflows.registry import AgentRegistry, load_registry
 from durable_agents.workflows.tools import ToolDefinitionError
 
@@ -67,8 +67,6 @@ def build_worker(
         if registry is not None
         else load_registry(settings.agent_modules, settings.modules_path)
     )
-    if settings.worker_versioning:
-        workflows = [AutoUpgradingPruneWorkflow if w is PruneWorkflow else w for w in workflows]
     plugin = DurableAgentsPlugin(
         registry,
         settings=settings,
@@ -76,7 +74,7 @@ def build_worker(
         activities=partial(production_activities, model_clients=model_clients),
     )
     return AgentWorker(
-        client,
+        without_our_plugin(client),
         settings,
         task_queue=settings.task_queue,
         plugins=[plugin],

@@ -23,7 +23,7 @@ import temporalio.client
 import temporalio.worker
 from temporalio.contrib.opentelemetry import TracingInterceptor
 from temporalio.contrib.pydantic import PydanticPayloadConverter
-from temporalio.converter import DataConverter
+from temporalio.converter import DataConverter, DefaultPayloadConverter
 from temporalio.plugin import SimplePlugin
 from temporalio.worker import WorkerConfig, WorkflowRunner
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
@@ -43,7 +43,7 @@ from durable_agents.workflows.registry import (
     serve_for_replay,
 )
 
-__all__ = ["DurableAgentsPlugin", "PluginError"]
+__all__ = ["DurableAgentsPlugin", "PluginError", "without_our_plugin"]
 
 # Builds the activities for one worker: (client, settings, registry) -> them.
 ActivitiesFactory = Callable[
@@ -89,9 +89,29 @@ class DurableAgentsPlugin(SimplePlugin):
         )
 
     def _converter(self, existing: DataConverter | None) -> DataConverter:
-        # A worker's codec passes over what it cannot open (runtime/encryption.py): the
-        # plugin's client is the worker's.
-        return data_converter(self.settings, for_worker=True)
+        """Ours (pydantic payloads, sealed when keys are set; a worker's codec passes over
+        what it cannot open, runtime/encryption.py), or the team's codec kept under our
+        payload converter; never a team's codec or payload converter silently dropped."""
+        ours = data_converter(self.settings, for_worker=True)
+        if existing is None or existing == DataConverter.default:
+            return ours
+        if existing.payload_converter_class not in (
+            DefaultPayloadConverter,
+            PydanticPayloadConverter,
+        ):
+            raise PluginError(
+                "the client has a payload converter of its own: agents need pydantic "
+                "payloads (temporalio.contrib.pydantic), which read dataclasses and plain "
+                "JSON too"
+            )
+        if existing.payload_codec is not None and ours.payload_codec is not None:
+            raise PluginError(
+                "the client has a payload codec of its own and AGENT_ENCRYPTION_KEYS are set: "
+                "use one of the two"
+            )
+        if existing.payload_codec is None:
+            return ours
+        return dataclasses.replace(existing, payload_converter_class=PydanticPayloadConverter)
 
     @staticmethod
     def _interceptors() -> list[temporalio.client.Interceptor]:
@@ -139,9 +159,33 @@ class DurableAgentsPlugin(SimplePlugin):
         return config
 
     def _agent_workflows(self, config: WorkerConfig | None) -> list[type]:
-        if self._workflows is not None:
-            return list(self._workflows)
+        """The agent and prune workflows (a test's variants where given); on an unversioned
+        worker the prune workflow without a versioning behaviour, which Temporal refuses
+        there."""
         deployment = config.get("deployment_config") if config is not None else None
         versioned = deployment is not None and deployment.use_worker_versioning
-        # Temporal refuses a versioning behaviour from an unversioned worker.
-        return [AgentWorkflow, AutoUpgradingPruneWorkflow if versioned else PruneWorkflow]
+        given = self._workflows if self._workflows is not None else (AgentWorkflow, PruneWorkflow)
+        return [
+            AutoUpgradingPruneWorkflow if versioned and w is PruneWorkflow else w for w in given
+        ]
+
+
+def without_our_plugin(client: temporalio.client.Client) -> temporalio.client.Client:
+    """The same connection without a DurableAgentsPlugin of the client's: a worker built
+    with a plugin of its own (the what-if's, with activities that never act) must not get
+    the client's too (production activities on a what-if queue)."""
+    config = client.config(active_config=True)  # as the plugins made it (our converter)
+    plugins = [p for p in config.get("plugins", []) if not isinstance(p, DurableAgentsPlugin)]
+    if len(plugins) == len(config.get("plugins", [])):
+        return client
+    return temporalio.client.Client(
+        config["service_client"],
+        namespace=config["namespace"],
+        data_converter=config["data_converter"],
+        plugins=plugins,
+        interceptors=config.get("interceptors", []),
+        default_workflow_query_reject_condition=config.get(
+            "default_workflow_query_reject_condition"
+        ),
+        header_codec_behavior=config["header_codec_behavior"],
+    )

@@ -13,7 +13,7 @@ from durable_agents.activities.model import ClientFactory, openai_clients
 from durable_agents.activities.shadow import Recordings
 from durable_agents.runtime.settings import Settings
 from durable_agents.worker.activities import shadow_activities
-from durable_agents.worker.plugin import DurableAgentsPlugin
+from durable_agents.worker.plugin import DurableAgentsPlugin, without_our_plugin
 from durable_agents.workflows.agent import AgentWorkflow
 from durable_agents.workflows.registry import AgentRegistry
 
@@ -38,7 +38,7 @@ def build_shadow_worker(
         ),
     )
     return Worker(
-        client,
+        without_our_plugin(client),
         task_queue=task_queue,
         plugins=[plugin],
         # Its activities never act: cancelling them at the end loses nothing.

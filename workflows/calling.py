@@ -36,6 +36,7 @@ with workflow.unsafe.imports_passed_through():
     from durable_agents.workflows.contracts import RunResult
     from durable_agents.workflows.output import NoAnswer, answer_of
     from durable_agents.workflows.records import RunStatus
+    from durable_agents.workflows.registry import served
     from durable_agents.workflows.start_options import (
         StartFields,
         StartOptions,
@@ -89,8 +90,10 @@ async def run_agent(
 
     With `output_type` (a pydantic model, usually the agent's own `output_type`): the
     answer as that model, or an ApplicationError of type AgentGaveNoAnswer when the run
-    ended without one (rejected, cancelled, or its answer out of shape). Without: the
-    run's RunResult. A run that fails raises Temporal's ChildWorkflowError, as any child.
+    ended without one (cancelled, or its agent declares no type) or with one that is not
+    that model. Without: the run's RunResult. A run that fails (its answer never in
+    shape, say) raises Temporal's ChildWorkflowError, as any child; an agent no worker of
+    the caller's task queue serves is an AgentRequestInvalid error at once.
     `run_id`: the child's id (default: the caller's id and a deterministic suffix);
     `task_queue`: where its worker listens (default: the caller's); the options are those
     of `AgentClient.start` (durable_agents.StartOptions)."""
@@ -101,6 +104,14 @@ async def run_agent(
     except StartOptionsError as err:
         raise ApplicationError(str(err), type=BAD_REQUEST, non_retryable=True) from None
     info = workflow.info()
+    if task_queue in (None, info.task_queue) and name not in served(info.task_queue).agents:
+        # Its run would wait for a worker with that agent, and the caller with it, silently.
+        known = ", ".join(sorted(served(info.task_queue).agents)) or "none"
+        raise ApplicationError(
+            f"no agent named {name!r} on task queue {info.task_queue!r} (agents: {known})",
+            type=BAD_REQUEST,
+            non_retryable=True,
+        )
     child_id = run_id or _child_id(info.workflow_id, name)
     if not re.fullmatch(RUN_ID_PATTERN, child_id):
         raise ApplicationError(

@@ -30,7 +30,12 @@ def schema_text(output_type: type[BaseModel]) -> str:
 def check_output_type(where: str, output_type: object) -> None:
     if not (isinstance(output_type, type) and issubclass(output_type, BaseModel)):
         raise ToolDefinitionError(f"{where}: output_type is a pydantic model class")
-    if len(schema_text(output_type)) > SCHEMA_CHARS:
+    try:
+        schema = schema_text(output_type)
+    except Exception as err:  # pydantic's own, for a type with no JSON schema
+        reason = " ".join(str(err).split())[:200]
+        raise ToolDefinitionError(f"{where}: output_type has no JSON schema: {reason}") from None
+    if len(schema) > SCHEMA_CHARS:
         raise ToolDefinitionError(
             f"{where}: output_type's JSON schema is over {SCHEMA_CHARS} characters"
         )
@@ -44,9 +49,14 @@ def output_record(output_type: type[BaseModel]) -> OutputRecord:
     )
 
 
-def parsed(output_type: type[BaseModel], answer: str) -> tuple[dict[str, Any] | None, str]:
+def parsed(
+    output_type: type[BaseModel], answer: str, kept_chars: int
+) -> tuple[dict[str, Any] | None, str]:
     """The answer as the declared type's JSON (and no error), or None and the validation
-    error in one line, as the model will read it. A ```json fence around it is allowed."""
+    error in one line, as the model will read it. A ```json fence around it is allowed.
+    The run keeps `kept_chars` of an answer: a longer one cannot be read whole."""
+    if len(answer) >= kept_chars:
+        return None, f"the answer is over {kept_chars - 1} characters: make it shorter"
     text = answer.strip()
     fenced = _FENCED.match(text)
     if fenced is not None:

@@ -27,6 +27,9 @@ from durable_agents.workflows.tools import (
     ToolDefinitionError,
 )
 
+# Top-level names our modules had before the one import package (an old AGENT_MODULES).
+OUR_OLD_PACKAGES = ("examples", "workflows", "activities")
+
 
 class AgentUnavailable(Exception):
     """This worker cannot serve the run's recorded agent. Raised in workflow code as a
@@ -83,7 +86,12 @@ class AgentRegistry:
             try:
                 module = importlib.import_module(path)
             except ImportError as err:
-                raise ToolDefinitionError(f"cannot import agent module {path!r}: {err}") from err
+                hint = ""
+                if path.split(".")[0] in OUR_OLD_PACKAGES:
+                    hint = f" (our bundled modules are named durable_agents.{path} now)"
+                raise ToolDefinitionError(
+                    f"cannot import agent module {path!r}: {err}{hint}"
+                ) from err
             found = [
                 value
                 for _, value in inspect.getmembers(module)
@@ -168,7 +176,8 @@ def mcp_tool(record: ToolRecord) -> Tool:
 def load_registry(modules: Sequence[str], folder: Path | None = None) -> AgentRegistry:
     """The agents of these modules, imported as `python -m` would from `folder` (default:
     the current folder): a team's own module beside its workflows.py is found as is."""
-    importable_from(folder or Path.cwd())
+    if any(not name.startswith("durable_agents.") for name in modules):
+        importable_from(folder or Path.cwd())
     return AgentRegistry().load(modules)
 
 

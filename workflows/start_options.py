@@ -19,6 +19,11 @@ from durable_agents.workflows.contracts import (
 )
 
 
+def conversation_title(agent: str) -> str:
+    """A conversation's goal when its opener gives no title."""
+    return f"Conversation with {agent}"
+
+
 class StartOptionsError(ValueError):
     """Start options that cannot be used; the message says why in one line."""
 

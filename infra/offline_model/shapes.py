@@ -18,7 +18,7 @@ def asked_schema(messages: list[dict[str, Any]]) -> dict[str, Any] | None:
     for message in reversed(messages):
         if message.get("role") != "user":
             continue
-        _, mark, schema = str(message.get("content") or "").partition(ANSWER_SHAPE_MARK)
+        _, mark, schema = str(message.get("content") or "").rpartition(ANSWER_SHAPE_MARK)
         if not mark:
             continue
         try:

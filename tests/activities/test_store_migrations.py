@@ -9,7 +9,9 @@ from __future__ import annotations
 import re
 import shutil
 import sqlite3
+import threading
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import psycopg
@@ -160,3 +162,27 @@ def dump(db: SqlDatabase) -> list[str]:
             if not r["name"].startswith("memory_terms")
         ]
     return [f"{t}: {db.query(f'SELECT * FROM {t}')!r}" for t in sorted(tables)]
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+def test_workers_starting_together_on_a_fresh_database_take_turns(backend, tmp_path: Path):
+    """Several processes open the stores of an empty database at once (a fleet's first
+    start): every one succeeds and each migration ran once."""
+    schema = f"f_{uuid.uuid4().hex[:12]}"
+    if backend == "sqlite":
+        settings = Settings(data_dir=tmp_path, metrics_port=0)
+    else:
+        settings = Settings(database_url=postgres_or_skip(), database_schema=schema, metrics_port=0)
+    start = threading.Barrier(4)
+
+    def open_stores() -> dict[str, int]:
+        start.wait()
+        return versions(Stores.open(settings).db)
+
+    try:
+        with ThreadPoolExecutor(4) as pool:
+            seen = list(pool.map(lambda _: open_stores(), range(4)))
+    finally:
+        if backend == "postgres":
+            drop_schema(postgres_or_skip(), schema)
+    assert all(found == seen[0] for found in seen) and seen[0]["effect_ledger"] == 1

@@ -58,3 +58,13 @@ class BillingUntyped:
     async def run(self, dispute: str) -> list[str]:
         result = await run_agent("triage", dispute)
         return [result.run_id, result.status, str(result.output)]
+
+
+@workflow.defn
+class CallsNobody:
+    """A typo in the agent's name: refused at once, not a child waiting forever."""
+
+    @workflow.run
+    async def run(self, name: str) -> str:
+        result = await run_agent(name, "anything")
+        return result.status

@@ -13,7 +13,15 @@ from temporalio.service import RPCError, RPCStatusCode
 from durable_agents.client import RunError, RunHandle
 from durable_agents.testing import AgentTestbed, ScriptedModel, call, say
 from durable_agents.workflows.output import OUTPUT_ATTEMPTS
-from tests.calling.billing import GOOD, Billing, BillingUntyped, Dispute, TriageDecision, triage
+from tests.calling.billing import (
+    GOOD,
+    Billing,
+    BillingUntyped,
+    CallsNobody,
+    Dispute,
+    TriageDecision,
+    triage,
+)
 
 
 async def test_a_valid_answer_is_kept_typed_in_the_result_and_the_state(own_clock):
@@ -117,3 +125,15 @@ async def started(bed: AgentTestbed, run_id: str) -> RunHandle:
                 raise
         await asyncio.sleep(0.05)
     raise AssertionError(f"{run_id} never started")
+
+
+async def test_an_agent_the_worker_does_not_serve_is_refused_at_once(own_clock):
+    model = ScriptedModel([say(GOOD)])
+    async with AgentTestbed(triage, model=model, env=own_clock, workflows=[CallsNobody]) as bed:
+        with pytest.raises(WorkflowFailureError) as failed:
+            await bed.temporal.execute_workflow(
+                CallsNobody.run, "tirage", id="calls-nobody", task_queue=bed.task_queue
+            )
+    cause = failed.value.cause
+    assert isinstance(cause, ApplicationError) and cause.type == "AgentRequestInvalid"
+    assert "no agent named 'tirage'" in cause.message and "(agents: triage)" in cause.message

@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 
 from durable_agents.infra.stack import settings_env, worker_polling
 from durable_agents.starters.cli import app
-from tests.conftest import eventually, spawn_worker
+from tests.conftest import eventually, spawn_worker_of
 
 GUIDE = Path(__file__).resolve().parents[2] / "docs" / "your-own-agent.md"
 BLOCK = re.compile(r"```(\w+)\n(.*?)```", re.DOTALL)
@@ -77,7 +77,7 @@ def test_the_guides_rules_module_declares_a_valid_agent(guide_dir):
 async def test_the_guides_commands_run_the_agent(guide_dir, dev_env, settings, tmp_path):
     listing, session = (block.strip().splitlines() for block in blocks("sh"))
     exports = dict(pair.split("=", 1) for pair in shlex.split(listing[0].removeprefix("export ")))
-    assert exports == {"AGENT_MODULES": "support_agent", "PYTHONPATH": "."}
+    assert exports == {"AGENT_MODULES": "support_agent"}
     env = settings_env(settings) | {"AGENT_MODULES": "support_agent"}
     runner = CliRunner()
 
@@ -98,8 +98,9 @@ async def test_the_guides_commands_run_the_agent(guide_dir, dev_env, settings, t
     # `agentctl up` starts the local stack; here the dev server is the test's, and the
     # worker serves the guide's module as `agentctl up` would with AGENT_MODULES set.
     assert session[0] == "agentctl up"
-    worker = spawn_worker(
-        settings, tmp_path / "worker.log", AGENT_MODULES="support_agent", PYTHONPATH=str(guide_dir)
+    # Started in the guide's folder, as a user would: the module is found there.
+    worker = spawn_worker_of(
+        guide_dir, settings, tmp_path / "worker.log", AGENT_MODULES="support_agent"
     )
     try:
         await eventually(lambda: worker_polling(settings), within=30)

@@ -38,7 +38,7 @@ def asked(model: type[BaseModel]) -> list[dict[str, str]]:
 
 def test_a_plain_answer_becomes_a_valid_object_of_the_asked_type():
     content = in_shape("The customer is refunded.", asked(Decision))
-    value, error = parsed(Decision, content or "")
+    value, error = parsed(Decision, content or "", 4000)
     assert error == "" and value is not None
     assert value["lines"] == [{"sku": "(scripted)", "quantity": 1}]
     assert value["priority"] == "low" and value["note"] == "none"

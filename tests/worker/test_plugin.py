@@ -4,17 +4,28 @@ and a clear refusal where the wiring cannot work."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import timedelta
 from functools import partial
 
 import pytest
+from pydantic import SecretStr
 from temporalio import activity, workflow
+from temporalio.api.common.v1 import Payload
 from temporalio.client import Client
+from temporalio.contrib.pydantic import PydanticPayloadConverter
+from temporalio.converter import (
+    CompositePayloadConverter,
+    DataConverter,
+    DefaultPayloadConverter,
+    PayloadCodec,
+)
 from temporalio.worker import Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 from durable_agents import DurableAgentsPlugin, PluginError, Settings
 from durable_agents.client import AgentClient
+from durable_agents.runtime.encryption import new_key
 from durable_agents.testing import ScriptedModel, say
 from durable_agents.worker.activities import production_activities
 from durable_agents.worker.sandbox import NOT_WORKFLOW_CODE
@@ -83,10 +94,15 @@ async def test_the_teams_worker_runs_its_workflow_and_our_agents_side_by_side(ow
         typed = await run.output(TriageDecision)
         direct = await agents.start("triage", "Customer 43")
         direct_answer = await direct.output(TriageDecision)
+        # A what-if through the same client: its own worker, never the client's plugin
+        # (whose activities act) on the what-if's queue.
+        report = await agents.what_if(["billing-9.triage"])
     assert sent == "invoice sent to acme" and SENT == ["acme"]
     assert decided == "refund (high)"
     assert summary.agent == "triage" and typed.priority == "high"
     assert direct_answer.refund is True
+    [played] = report.runs
+    assert played.differences == [] and played.now.tokens == 0
 
 
 async def test_a_worker_whose_client_lacks_the_plugin_is_refused_in_one_line(own_clock, tmp_path):
@@ -108,3 +124,39 @@ async def test_the_teams_own_sandbox_settings_are_kept_and_ours_added(own_clock,
     assert "their_module" in passed and set(NOT_WORKFLOW_CODE) <= passed
     names = {getattr(w, "__name__", "") for w in worker.config(active_config=True)["workflows"]}
     assert {"Invoicing", "AgentWorkflow", "PruneWorkflow"} <= names
+
+
+class TeamCodec(PayloadCodec):
+    """A team's own codec (compression, their own keys): it stays theirs."""
+
+    async def encode(self, payloads: Sequence[Payload]) -> list[Payload]:
+        return list(payloads)
+
+    async def decode(self, payloads: Sequence[Payload]) -> list[Payload]:
+        return list(payloads)
+
+
+def test_a_teams_codec_is_kept_and_what_cannot_work_together_is_refused(tmp_path):
+    plugin = plugin_for(tmp_path, ScriptedModel([]))
+    theirs = DataConverter(payload_codec=TeamCodec())
+    made = plugin.configure_client({"data_converter": theirs})["data_converter"]  # type: ignore[typeddict-item]
+    assert isinstance(made.payload_codec, TeamCodec)
+    assert made.payload_converter_class is PydanticPayloadConverter
+    plain = plugin.configure_client({"data_converter": DataConverter.default})  # type: ignore[typeddict-item]
+    assert plain["data_converter"].payload_converter_class is PydanticPayloadConverter
+    sealed = DurableAgentsPlugin(
+        [],
+        settings=plugin.settings.model_copy(
+            update={"encryption_keys": SecretStr(f"k1={new_key()}")}
+        ),
+    )
+    with pytest.raises(PluginError, match="a payload codec of its own and AGENT_ENCRYPTION_KEYS"):
+        sealed.configure_client({"data_converter": theirs})  # type: ignore[typeddict-item]
+    odd = DataConverter(payload_converter_class=OddConverter)
+    with pytest.raises(PluginError, match="a payload converter of its own"):
+        plugin.configure_client({"data_converter": odd})  # type: ignore[typeddict-item]
+
+
+class OddConverter(CompositePayloadConverter):
+    def __init__(self) -> None:
+        super().__init__(*DefaultPayloadConverter.default_encoding_payload_converters)

@@ -44,6 +44,9 @@ def test_a_start_that_cannot_run_is_refused_in_one_line():
         start_options(subject={"Customer": "jane"})
     with pytest.raises(RunError, match=r"invalid start option limits"):
         start_options(limits="lots")
+    typed = Agent(name="typed", instructions="Decide.", output_type=StartOptions)
+    with pytest.raises(RunError, match="answers once, as a StartOptions: it holds no conv"):
+        checked_request(AgentRegistry().add(typed), "typed", "x", StartOptions(), conversation=True)
     with pytest.raises(RunError, match="printable ASCII"):
         checked_request(REGISTRY, "keeper", "x", StartOptions(label="é", subject={"customer": "j"}))
 

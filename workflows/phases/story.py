@@ -49,7 +49,11 @@ class Story(ToolCalls):
         """The worker's answer type, checked against the one the run recorded."""
         declared = self._agent.output
         code = self._agent_code().output_type
-        if declared is None or code is None or output_record(code) != declared:
+        # The type itself, not how many answers this build would ask for (the run asks
+        # for what it recorded).
+        made = output_record(code) if code is not None else None
+        kept = (declared.name, declared.schema_digest) if declared is not None else None
+        if code is None or made is None or (made.name, made.schema_digest) != kept:
             raise AgentUnavailable(
                 f"this worker's agent {self._agent.name!r} declares another answer type than "
                 "when the run started; the run waits for a worker with the type as it was"
@@ -65,7 +69,7 @@ class Story(ToolCalls):
             return answer
         output_type = self._output_type()
         for attempt in range(1, declared.attempts + 1):
-            value, error = parsed(output_type, answer)
+            value, error = parsed(output_type, answer, FINAL_ANSWER_CHARS)
             if value is not None:
                 self.state.output = value
                 return answer
