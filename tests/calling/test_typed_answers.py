@@ -131,8 +131,12 @@ async def test_an_agent_the_worker_does_not_serve_is_refused_at_once(own_clock):
     model = ScriptedModel([say(GOOD)])
     async with AgentTestbed(triage, model=model, env=own_clock, workflows=[CallsNobody]) as bed:
         with pytest.raises(WorkflowFailureError) as failed:
-            await bed.temporal.execute_workflow(
-                CallsNobody.run, "tirage", id="calls-nobody", task_queue=bed.task_queue
+            # Bounded: without the check the child would wait for a worker forever.
+            await asyncio.wait_for(
+                bed.temporal.execute_workflow(
+                    CallsNobody.run, "tirage", id="calls-nobody", task_queue=bed.task_queue
+                ),
+                60,
             )
     cause = failed.value.cause
     assert isinstance(cause, ApplicationError) and cause.type == "AgentRequestInvalid"

@@ -14,7 +14,7 @@ from temporalio.client import Client
 from durable_agents.control import release, runs
 from durable_agents.control.doctor import diagnose
 from durable_agents.control.release import ReleaseError, ReleaseRefused
-from durable_agents.infra.stack import polling_builds
+from durable_agents.infra.stack import polling_builds, worker_polling
 from durable_agents.runtime import versioning
 from durable_agents.runtime.settings import Settings
 from durable_agents.worker.main import build_worker
@@ -260,6 +260,9 @@ async def test_up_waits_for_its_new_workers_first_poll_before_it_releases(dev_en
         waiting = await start_waiting(client, old, "race")
     await listed(client, here, running=1, closed=0)
     new_build = versioning.build_id(here)
+    # The old build's stopped worker is still listed as polling: not a worker of ours.
+    assert "old" in await polling_builds(here)
+    assert not await worker_polling(here)
     said: list[str] = []
     await release.adopt_local_build(client, here, said.append, first_poll_within=0.5)
     assert said[-1].startswith(f"worker: build {new_build} NOT released: no worker of it")
