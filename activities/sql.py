@@ -122,7 +122,10 @@ class PostgresDatabase:
         self.schema = schema
         self._local = threading.local()
         if schema:
-            with psycopg.connect(url, autocommit=True) as conn:
+            with psycopg.connect(url, autocommit=True) as conn, conn.transaction():
+                # Processes starting together would both create it (IF NOT EXISTS is no
+                # guard against a concurrent create): they take turns, as migrations do.
+                conn.execute("SELECT pg_advisory_xact_lock(%s)", (SCHEMA_LOCK,))
                 conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{schema}"')
 
     @property

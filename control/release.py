@@ -34,6 +34,12 @@ from temporalio.common import SearchAttributeKey
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.converter import DataConverter
 from temporalio.service import RPCError, RPCStatusCode
+from tenacity import (
+    AsyncRetrying,
+    retry_if_exception,
+    stop_after_attempt,
+    wait_exponential,
+)
 
 from durable_agents.control import timeline
 from durable_agents.control.runs import RunError, started_request
@@ -247,12 +253,24 @@ class ReleaseStatus:
     unpinned_open_runs: int  # open agent runs pinned nowhere (started before versioning)
 
 
+# What a busy server answers now and not a moment later: asked again, a few times.
+TRANSIENT = (RPCStatusCode.CANCELLED, RPCStatusCode.UNAVAILABLE, RPCStatusCode.DEADLINE_EXCEEDED)
+
+
 async def _versions(client: Client, deployment: str) -> dict[str, str]:
     """Each build of the deployment and its state, oldest first; {} if there is none."""
+    request = DescribeWorkerDeploymentRequest(
+        namespace=client.namespace, deployment_name=deployment
+    )
     try:
-        described = await client.workflow_service.describe_worker_deployment(
-            DescribeWorkerDeploymentRequest(namespace=client.namespace, deployment_name=deployment)
-        )
+        async for attempt in AsyncRetrying(
+            retry=retry_if_exception(lambda e: isinstance(e, RPCError) and e.status in TRANSIENT),
+            stop=stop_after_attempt(5),
+            wait=wait_exponential(multiplier=0.2, max=2),
+            reraise=True,
+        ):
+            with attempt:
+                described = await client.workflow_service.describe_worker_deployment(request)
     except RPCError as err:
         if err.status == RPCStatusCode.NOT_FOUND:
             return {}
