@@ -13,6 +13,7 @@ from pydantic import BaseModel, ValidationError
 
 from durable_agents.control.agents import start_options
 from durable_agents.control.runs import RunError
+from durable_agents.workflows.contract_base import first_problem
 from durable_agents.workflows.contracts import RunBudget, RunLimits, RunPolicy
 from durable_agents.workflows.start_options import StartOptions
 
@@ -59,9 +60,7 @@ def read_model_file(path: Path, model: type[M], flag: str) -> M:
     try:
         return model.model_validate(data)
     except ValidationError as err:
-        first = err.errors()[0]
-        where = ".".join(str(part) for part in first["loc"]) or "(top level)"
-        raise RunError(f"{flag} {path}: {where}: {first['msg']}") from None
+        raise RunError(f"{flag} {path}: {first_problem(err, '(top level)')}") from None
 
 
 def parse_subject(pairs: list[str]) -> dict[str, str] | None:

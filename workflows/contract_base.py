@@ -11,6 +11,7 @@ from pydantic import (
     ConfigDict,
     Field,
     SerializerFunctionWrapHandler,
+    ValidationError,
     model_serializer,
 )
 
@@ -55,3 +56,11 @@ NAME = Field(min_length=1, max_length=100)
 
 
 StepTitle = Annotated[str, Field(min_length=1, max_length=300)]
+
+
+def first_problem(err: ValidationError, top: str) -> str:
+    """A validation error's first problem as one line, "where: what" (`top` names the
+    input itself when the problem is not in one of its fields)."""
+    first = err.errors(include_url=False)[0]
+    where = ".".join(str(part) for part in first["loc"]) or top
+    return f"{where}: {first['msg']}"

@@ -9,7 +9,7 @@ from typing import Any, TypedDict
 
 from pydantic import Field, ValidationError
 
-from durable_agents.workflows.contract_base import StrictModel
+from durable_agents.workflows.contract_base import StrictModel, first_problem
 from durable_agents.workflows.contracts import (
     RunBudget,
     RunLimits,
@@ -50,9 +50,9 @@ class StartOptions(StrictModel):
         try:
             return cls.model_validate(fields)
         except ValidationError as err:
-            first = err.errors()[0]
-            where = ".".join(str(part) for part in first["loc"]) or "options"
-            raise StartOptionsError(f"invalid start option {where}: {first['msg']}") from None
+            raise StartOptionsError(
+                f"invalid start option {first_problem(err, 'options')}"
+            ) from None
 
     def request(self, agent: str | None, goal: str, *, conversation: bool = False) -> RunRequest:
         """The run request these options make for `agent` and `goal` (StartOptionsError when
@@ -69,9 +69,9 @@ class StartOptions(StrictModel):
                 conversation=conversation,
             )
         except ValidationError as err:
-            first = err.errors()[0]
-            where = ".".join(str(part) for part in first["loc"]) or "request"
-            raise StartOptionsError(f"invalid run request: {where}: {first['msg']}") from None
+            raise StartOptionsError(
+                f"invalid run request: {first_problem(err, 'request')}"
+            ) from None
 
 
 class StartFields(TypedDict, total=False):
