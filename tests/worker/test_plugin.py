@@ -51,8 +51,9 @@ class Invoicing:
         )
 
 
-def plugin_for(tmp_path, model: ScriptedModel) -> DurableAgentsPlugin:
-    settings = Settings(data_dir=tmp_path, task_queue="billing", metrics_port=0)
+def plugin_for(tmp_path, model: ScriptedModel, *, sealed: bool = False) -> DurableAgentsPlugin:
+    keys = {"encryption_keys": SecretStr(f"k1={new_key()}")} if sealed else {}
+    settings = Settings(data_dir=tmp_path, task_queue="billing", metrics_port=0, **keys)
     return DurableAgentsPlugin(
         [triage],
         settings=settings,
@@ -70,34 +71,46 @@ async def team_client(own_clock, plugin: DurableAgentsPlugin | None) -> Client:
     )
 
 
-async def test_the_teams_worker_runs_its_workflow_and_our_agents_side_by_side(own_clock, tmp_path):
+@pytest.mark.parametrize("sealed", [False, True], ids=["plain", "sealed"])
+async def test_the_teams_worker_runs_its_workflow_and_our_agents_side_by_side(
+    own_clock, tmp_path, sealed
+):
     model = ScriptedModel([say(GOOD)])
-    plugin = plugin_for(tmp_path, model)
+    plugin = plugin_for(tmp_path, model, sealed=sealed)
+    tag = "sealed" if sealed else "plain"
     client = await team_client(own_clock, plugin)
     worker = Worker(
         client, task_queue="billing", workflows=[Invoicing, Billing], activities=[send_invoice]
     )
     async with worker:
         sent = await client.execute_workflow(
-            Invoicing.run, "acme", id="invoice-acme", task_queue="billing"
+            Invoicing.run, "acme", id=f"invoice-acme-{tag}", task_queue="billing"
         )
         decided = await client.execute_workflow(
             Billing.run,
-            Dispute(text="Customer 42", child_id="billing-9.triage"),
-            id="billing-9",
+            Dispute(text="Customer 42", child_id=f"billing-9-{tag}.triage"),
+            id=f"billing-9-{tag}",
             task_queue="billing",
         )
         # agentctl's client sees the agent's run like any other.
         agents = AgentClient(client, plugin.settings, plugin.registry)
-        run = agents.run("billing-9.triage")
+        run = agents.run(f"billing-9-{tag}.triage")
         summary = await run.summary()
         typed = await run.output(TriageDecision)
         direct = await agents.start("triage", "Customer 43")
         direct_answer = await direct.output(TriageDecision)
         # A what-if through the same client: its own worker, never the client's plugin
         # (whose activities act) on the what-if's queue.
-        report = await agents.what_if(["billing-9.triage"])
-    assert sent == "invoice sent to acme" and SENT == ["acme"]
+        report = await agents.what_if([f"billing-9-{tag}.triage"])
+    assert sent == "invoice sent to acme" and SENT[-1] == "acme"
+    # With keys set, the team's own workflow's payloads are sealed too (one converter).
+    history = await client.get_workflow_handle(f"invoice-acme-{tag}").fetch_history()
+    started = history.events[0].workflow_execution_started_event_attributes
+    [given] = started.input.payloads
+    raw = await own_clock.client.get_workflow_handle(f"invoice-acme-{tag}").fetch_history()
+    [stored] = raw.events[0].workflow_execution_started_event_attributes.input.payloads
+    assert (stored.metadata["encoding"] == b"binary/encrypted") is sealed
+    assert given.data != b""
     assert decided == "refund (high)"
     assert summary.agent == "triage" and typed.priority == "high"
     assert direct_answer.refund is True
