@@ -52,8 +52,10 @@ class Invoicing:
 
 
 def plugin_for(tmp_path, model: ScriptedModel, *, sealed: bool = False) -> DurableAgentsPlugin:
-    keys = {"encryption_keys": SecretStr(f"k1={new_key()}")} if sealed else {}
-    settings = Settings(data_dir=tmp_path, task_queue="billing", metrics_port=0, **keys)
+    keys = SecretStr(f"k1={new_key()}") if sealed else None
+    settings = Settings(
+        data_dir=tmp_path, task_queue="billing", metrics_port=0, encryption_keys=keys
+    )
     return DurableAgentsPlugin(
         [triage],
         settings=settings,
