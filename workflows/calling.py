@@ -99,6 +99,14 @@ async def run_agent(
     of `AgentClient.start` (durable_agents.StartOptions)."""
     # An Agent the caller's sandbox imported is another class than ours: read its name.
     name = agent if isinstance(agent, str) else agent.name
+    if output_type is not None and not (
+        isinstance(output_type, type) and issubclass(output_type, BaseModel)
+    ):
+        raise ApplicationError(
+            f"output_type {output_type!r} is not a pydantic model class",
+            type=BAD_REQUEST,
+            non_retryable=True,
+        )
     try:
         request = StartOptions.of(**options).request(name, goal)
     except StartOptionsError as err:

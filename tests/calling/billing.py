@@ -68,3 +68,13 @@ class CallsNobody:
     async def run(self, name: str) -> str:
         result = await run_agent(name, "anything")
         return result.status
+
+
+@workflow.defn
+class AsksForADict:
+    """An output_type that is no pydantic model: refused at once, not a task failing."""
+
+    @workflow.run
+    async def run(self, goal: str) -> str:
+        answer = await run_agent(triage, goal, output_type=dict)  # type: ignore[type-var]
+        return str(answer)

@@ -15,6 +15,7 @@ from durable_agents.testing import AgentTestbed, ScriptedModel, call, say
 from durable_agents.workflows.output import OUTPUT_ATTEMPTS
 from tests.calling.billing import (
     GOOD,
+    AsksForADict,
     Billing,
     BillingUntyped,
     CallsNobody,
@@ -141,3 +142,18 @@ async def test_an_agent_the_worker_does_not_serve_is_refused_at_once(own_clock):
     cause = failed.value.cause
     assert isinstance(cause, ApplicationError) and cause.type == "AgentRequestInvalid"
     assert "no agent named 'tirage'" in cause.message and "(agents: triage)" in cause.message
+
+
+async def test_an_output_type_that_is_no_model_is_refused_at_once(own_clock):
+    model = ScriptedModel([say(GOOD)])
+    async with AgentTestbed(triage, model=model, env=own_clock, workflows=[AsksForADict]) as bed:
+        with pytest.raises(WorkflowFailureError) as failed:
+            await asyncio.wait_for(
+                bed.temporal.execute_workflow(
+                    AsksForADict.run, "x", id="asks-dict", task_queue=bed.task_queue
+                ),
+                60,
+            )
+    cause = failed.value.cause
+    assert isinstance(cause, ApplicationError) and cause.type == "AgentRequestInvalid"
+    assert "is not a pydantic model class" in cause.message
