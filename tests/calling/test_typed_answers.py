@@ -128,32 +128,27 @@ async def started(bed: AgentTestbed, run_id: str) -> RunHandle:
     raise AssertionError(f"{run_id} never started")
 
 
-async def test_an_agent_the_worker_does_not_serve_is_refused_at_once(own_clock):
+async def refusal_of(env, workflow_run, arg: str, workflow_id: str) -> str:
+    """The AgentRequestInvalid message a calling workflow fails with, at once: bounded,
+    since without the check the call would wait or fail its task forever."""
     model = ScriptedModel([say(GOOD)])
-    async with AgentTestbed(triage, model=model, env=own_clock, workflows=[CallsNobody]) as bed:
+    own = [CallsNobody, AsksForADict]
+    async with AgentTestbed(triage, model=model, env=env, workflows=own) as bed:
         with pytest.raises(WorkflowFailureError) as failed:
-            # Bounded: without the check the child would wait for a worker forever.
-            await asyncio.wait_for(
-                bed.temporal.execute_workflow(
-                    CallsNobody.run, "tirage", id="calls-nobody", task_queue=bed.task_queue
-                ),
-                60,
+            started = bed.temporal.execute_workflow(
+                workflow_run, arg, id=workflow_id, task_queue=bed.task_queue
             )
+            await asyncio.wait_for(started, 60)
     cause = failed.value.cause
     assert isinstance(cause, ApplicationError) and cause.type == "AgentRequestInvalid"
-    assert "no agent named 'tirage'" in cause.message and "(agents: triage)" in cause.message
+    return cause.message
+
+
+async def test_an_agent_the_worker_does_not_serve_is_refused_at_once(own_clock):
+    said = await refusal_of(own_clock, CallsNobody.run, "tirage", "calls-nobody")
+    assert "no agent named 'tirage'" in said and "(agents: triage)" in said
 
 
 async def test_an_output_type_that_is_no_model_is_refused_at_once(own_clock):
-    model = ScriptedModel([say(GOOD)])
-    async with AgentTestbed(triage, model=model, env=own_clock, workflows=[AsksForADict]) as bed:
-        with pytest.raises(WorkflowFailureError) as failed:
-            await asyncio.wait_for(
-                bed.temporal.execute_workflow(
-                    AsksForADict.run, "x", id="asks-dict", task_queue=bed.task_queue
-                ),
-                60,
-            )
-    cause = failed.value.cause
-    assert isinstance(cause, ApplicationError) and cause.type == "AgentRequestInvalid"
-    assert "is not a pydantic model class" in cause.message
+    said = await refusal_of(own_clock, AsksForADict.run, "x", "asks-dict")
+    assert "is not a pydantic model class" in said

@@ -160,22 +160,20 @@ def test_the_public_api_is_small_and_typed():
 def test_importing_the_package_loads_nothing_else():
     """Names load on first use: the client does not pull in the worker, and Temporal's
     sandbox meets no second copy of a model class through the package itself."""
+    assert modules_loaded_by("durable_agents", "durable_agents.") == "[]"
+    assert modules_loaded_by("durable_agents.client", "durable_agents.worker") == "[]"
+
+
+def modules_loaded_by(module: str, prefix: str) -> str:
+    """The modules starting with `prefix` that importing `module` loads, in a fresh
+    process outside the clone."""
     code = (
-        "import sys, durable_agents; "
-        "print(sorted(m for m in sys.modules if m.startswith('durable_agents.')))"
+        f"import sys, {module}; print(sorted(m for m in sys.modules if m.startswith({prefix!r})))"
     )
-    loaded = subprocess.run(
+    done = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd="/"
-    ).stdout.strip()
-    assert loaded == "[]"
-    code = (
-        "import sys, durable_agents.client; "
-        "print(sorted(m for m in sys.modules if m.startswith('durable_agents.worker')))"
     )
-    loaded = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd="/"
-    ).stdout.strip()
-    assert loaded == "[]"
+    return done.stdout.strip()
 
 
 # What the bundled examples and the docs' snippets may import of ours: the public package,
