@@ -4,9 +4,10 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
-from temporalio.client import WorkflowFailureError
+from temporalio.client import WorkflowFailureError, WorkflowHandle
 from temporalio.exceptions import ApplicationError, ChildWorkflowError
 from temporalio.service import RPCError, RPCStatusCode
 
@@ -85,11 +86,7 @@ async def test_a_workflow_calls_the_agent_and_branches_on_its_typed_answer(own_c
 async def test_the_childs_approval_waits_for_a_person_like_any_run(own_clock):
     model = ScriptedModel([call("issue_refund", customer="42", amount=80.0), say(GOOD)])
     async with AgentTestbed(triage, model=model, env=own_clock, workflows=[Billing]) as bed:
-        handle = await bed.temporal.start_workflow(
-            Billing.run, Dispute(text="Customer 42 charged twice", child_id="b42.triage"),
-            id="billing-42", task_queue=bed.task_queue,
-        )  # fmt: skip
-        child = await started(bed, "b42.triage")
+        handle, child = await billing_with_child(bed, "42")
         request = await child.next_approval()
         assert request.tool == "issue_refund"
         await child.approve(request.request_id, by="finance")
@@ -99,11 +96,7 @@ async def test_the_childs_approval_waits_for_a_person_like_any_run(own_clock):
 async def test_a_child_that_ends_without_an_answer_is_a_typed_failure(own_clock):
     model = ScriptedModel([call("issue_refund", customer="42", amount=80.0)])
     async with AgentTestbed(triage, model=model, env=own_clock, workflows=[Billing]) as bed:
-        handle = await bed.temporal.start_workflow(
-            Billing.run, Dispute(text="Customer 42 charged twice", child_id="b43.triage"),
-            id="billing-43", task_queue=bed.task_queue,
-        )  # fmt: skip
-        child = await started(bed, "b43.triage")
+        handle, child = await billing_with_child(bed, "43")
         await child.next_approval()
         await child.cancel(by="finance", reason="not ours")
         with pytest.raises(WorkflowFailureError) as failed:
@@ -112,6 +105,19 @@ async def test_a_child_that_ends_without_an_answer_is_a_typed_failure(own_clock)
     assert isinstance(cause, ApplicationError) and cause.type == "AgentGaveNoAnswer"
     assert "ended cancelled" in cause.message
     assert not isinstance(cause, ChildWorkflowError)
+
+
+async def billing_with_child(
+    bed: AgentTestbed, n: str
+) -> tuple[WorkflowHandle[Any, str], RunHandle]:
+    """The team's Billing workflow started with a child of a known id, and that child."""
+    handle = await bed.temporal.start_workflow(
+        Billing.run,
+        Dispute(text=f"Customer {n} charged twice", child_id=f"b{n}.triage"),
+        id=f"billing-{n}",
+        task_queue=bed.task_queue,
+    )
+    return handle, await started(bed, f"b{n}.triage")
 
 
 async def started(bed: AgentTestbed, run_id: str) -> RunHandle:
