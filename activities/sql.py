@@ -8,6 +8,7 @@ import base64
 import json
 import sqlite3
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -50,6 +51,30 @@ class _SqliteTx:
         return [dict(row) for row in cursor.fetchall()] if cursor.description else []
 
 
+WAL_SWITCH_SECONDS = 30.0
+
+
+def _turn_wal_on(conn: sqlite3.Connection) -> None:
+    """Switch the file to WAL, waiting out other processes doing the same.
+
+    Switching needs the file to itself, and SQLite answers "database is locked" at once
+    rather than calling the busy handler while another connection holds it (a fleet's
+    first start opens the same fresh file together), so we wait here, up to the busy
+    timeout, instead.
+    """
+    deadline = time.monotonic() + WAL_SWITCH_SECONDS
+    pause = 0.005
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as err:
+            if "locked" not in str(err) or time.monotonic() >= deadline:
+                raise
+        time.sleep(pause)
+        pause = min(pause * 2, 0.2)
+
+
 class SqliteDatabase:
     local = True
 
@@ -58,8 +83,10 @@ class SqliteDatabase:
         self._local = threading.local()
         path.parent.mkdir(parents=True, exist_ok=True)
         conn = self._connect()
-        conn.execute("PRAGMA journal_mode=WAL")
-        conn.close()
+        try:
+            _turn_wal_on(conn)
+        finally:
+            conn.close()
 
     @property
     def where(self) -> str:

@@ -186,3 +186,47 @@ def test_workers_starting_together_on_a_fresh_database_take_turns(backend, tmp_p
         if backend == "postgres":
             drop_schema(postgres_or_skip(), schema)
     assert all(found == seen[0] for found in seen) and seen[0]["effect_ledger"] == 1
+
+
+def test_a_process_opening_a_file_another_is_writing_waits_its_turn_to_switch_it_to_wal(
+    tmp_path: Path,
+):
+    """SQLite refuses a switch to WAL at once, without its busy timeout, while another
+    connection holds a write lock (what four workers opening one fresh file together
+    meet). The opener tries again until the writer is done; here the writer lets go only
+    once the opener has had to try a second time."""
+    path = tmp_path / "stores.sqlite3"
+    writer = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    writer.execute("CREATE TABLE t (x INTEGER)")
+    writer.execute("BEGIN IMMEDIATE")
+    writer.execute("INSERT INTO t VALUES (1)")
+    switches: list[str] = []
+    tried_again = threading.Event()
+
+    class Watched(SqliteDatabase):
+        def _connect(self) -> sqlite3.Connection:
+            conn = super()._connect()
+
+            def seen(sql: str) -> None:
+                if "journal_mode" in sql:
+                    switches.append(sql)
+                    if len(switches) >= 2:
+                        tried_again.set()
+
+            conn.set_trace_callback(seen)
+            return conn
+
+    def let_go() -> None:
+        tried_again.wait(30)
+        writer.execute("COMMIT")
+
+    releaser = threading.Thread(target=let_go)
+    releaser.start()
+    try:
+        Watched(path)
+    finally:
+        tried_again.set()
+        releaser.join()
+        writer.close()
+    mode = sqlite3.connect(path).execute("PRAGMA journal_mode").fetchone()[0]
+    assert len(switches) >= 2 and mode == "wal"
