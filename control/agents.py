@@ -10,8 +10,9 @@ from typing import Any
 from durable_agents.control.runs import RunError
 from durable_agents.runtime.settings import load_settings
 from durable_agents.workflows.agents import Agent
-from durable_agents.workflows.contracts import RunLimits, RunRequest
+from durable_agents.workflows.contracts import RunLimits, RunPolicy, RunRequest
 from durable_agents.workflows.memory import MemoryDeclarationError
+from durable_agents.workflows.policy import loosening, policy_floor
 from durable_agents.workflows.registry import AgentRegistry, load_registry
 from durable_agents.workflows.rules import rule_name
 from durable_agents.workflows.start_options import StartOptions, StartOptionsError
@@ -50,6 +51,19 @@ def check_limits(agent: Agent, limits: RunLimits | None) -> None:
             f"agent {agent.name!r} is a plain tool loop: it has no steps to end with "
             "complete_step (steps_end applies to planning agents)"
         )
+
+
+def check_policy(
+    agent: Agent, policy: RunPolicy | None, *, decided_by_record: bool = False
+) -> None:
+    """A requested policy may only tighten the agent's own (workflows/policy.py): one that
+    loosens it is refused here, before anything starts (the run refuses it too)."""
+    if policy is None:
+        return
+    floor = policy_floor(agent.policy, agent.tool_approvers)
+    error = loosening(policy, floor, decided_by_record=decided_by_record)
+    if error is not None:
+        raise RunError(f"agent {agent.name}: {error}")
 
 
 def describe(registry: AgentRegistry) -> list[dict[str, Any]]:
@@ -112,6 +126,7 @@ def checked_request(
         )
     check_limits(found, options.limits)
     check_subject(found, options.subject)
+    check_policy(found, options.policy)
     try:
         return options.request(found.name, goal, conversation=conversation)
     except StartOptionsError as err:

@@ -27,7 +27,7 @@ from durable_agents.activities.shadow import ReadOnly, RecordedCall, Recordings
 from durable_agents.activities.stores import open_database
 from durable_agents.activities.whatif_reports import WhatIfReports
 from durable_agents.control import conversations, runs
-from durable_agents.control.agents import local_agents
+from durable_agents.control.agents import check_policy, local_agents
 from durable_agents.control.errors import one_line
 from durable_agents.control.runs import RunError
 from durable_agents.control.stored import check_reachable, store_errors
@@ -166,6 +166,10 @@ async def what_if(
         run.agent: variant.agent_for(known.agents.get(run.agent or BEFORE_AGENTS))
         for run in recorded
     }
+    for run in recorded:
+        own = known.agents.get(run.agent or BEFORE_AGENTS)
+        if own is not None:  # a variant may only tighten what the agent's policy asks
+            check_policy(own, variant.policy, decided_by_record=True)
     registry = AgentRegistry()
     for agent in {id(a): a for a in agents.values()}.values():
         registry.add(agent)

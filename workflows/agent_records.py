@@ -120,6 +120,6 @@ class AdoptedAgent(CompactModel):
             policy=agent.policy,
             limits=agent.limits,
             budget=agent.budget,
-            tool_approvers={t.name: list(t.approvers) for t in agent.all_tools if t.approvers},
+            tool_approvers=agent.tool_approvers,
             mcp_servers=[server.name for server in agent.mcp_servers],
         )

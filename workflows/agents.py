@@ -223,6 +223,11 @@ class Agent:
         return (*self.tools, *self.delegate_tools, *memory)
 
     @property
+    def tool_approvers(self) -> dict[str, list[str]]:
+        """Who may decide on each tool's calls, as its tools declare (unlisted: anyone)."""
+        return {t.name: list(t.approvers) for t in self.all_tools if t.approvers}
+
+    @property
     def delegate_tools(self) -> tuple[Tool, ...]:
         return tuple(t for t in self.delegates if isinstance(t, Tool))
 

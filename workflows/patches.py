@@ -37,6 +37,10 @@ EVERY_CHANGE_SIGNED = "every-change-signed"
 # A fork takes its parent's identity and policy from the parent itself (`fork_origin`).
 # Old path: from the state the fork request carried.
 FORK_CHECKED = "fork-checked-with-its-parent"
+# The agent's declared policy is a floor a start request may only tighten: a request that
+# loosens it is refused before any activity. Old path: the request's policy replaced the
+# agent's, and its approvers the tools' declared ones.
+POLICY_FLOOR = "agent-policy-is-a-floor"
 
 # Every id above, read from this module itself: one written here is listed, none twice.
 ALL = tuple(value for name, value in list(globals().items()) if name.isupper() and name != "ALL")

@@ -1,7 +1,10 @@
 """Whether a person must say yes before a tool runs. Decided here, in workflow code, from
 the tool's declared risk and the run's policy: never from anything the model wrote
 (docs/architecture.md, invariant 5). Who may say it is the policy's own rule
-(`RunPolicy.may_decide`, with the tools' declared approvers, `take_tool_approvers`)."""
+(`RunPolicy.may_decide`, with the tools' declared approvers, `take_tool_approvers`).
+
+The agent's own policy is a floor (`policy_floor`): whoever starts, schedules, forks or
+plays a run may only tighten it (`loosening` says where a requested policy does not)."""
 
 from __future__ import annotations
 
@@ -31,4 +34,77 @@ def approval_rule(
         amount = Decimal(str(getattr(args, spec.amount_field)))
         if amount > threshold:
             return f"amount {amount} is above the run's approval threshold {threshold}"
+    return None
+
+
+def policy_floor(declared: RunPolicy | None, tool_approvers: dict[str, list[str]]) -> RunPolicy:
+    """What the agent's author asks of every run: its declared policy (the default when it
+    declares none) with its tools' declared approvers."""
+    floor = (declared or RunPolicy()).model_copy(deep=True)
+    floor.take_tool_approvers(tool_approvers)
+    return floor
+
+
+def loosening(
+    requested: RunPolicy, floor: RunPolicy, *, decided_by_record: bool = False
+) -> str | None:
+    """Where a requested policy lets through what the agent's floor stops, in one line, or
+    None when it only tightens it (docs/your-own-agent.md has the table). A what-if's runs
+    are decided by the record, not by people (`decided_by_record`): signing is not asked."""
+    problem = _looser_rules(requested, floor) or _looser_deciders(requested, floor)
+    if problem is None and not decided_by_record:
+        problem = _looser_signing(requested, floor)
+    return None if problem is None else f"the requested policy loosens the agent's: {problem}"
+
+
+def _looser_rules(requested: RunPolicy, floor: RunPolicy) -> str | None:
+    if floor.approve_all_side_effects and not requested.approve_all_side_effects:
+        return "approve_all_side_effects must stay on"
+    threshold, wanted = floor.approve_payments_above, requested.approve_payments_above
+    if threshold is not None and (wanted is None or wanted > threshold):
+        return f"approve_payments_above must be {threshold} or less"
+    spend, wanted_spend = (
+        floor.approve_everything_after_spend_usd,
+        requested.approve_everything_after_spend_usd,
+    )
+    if spend is not None and (wanted_spend is None or wanted_spend > spend):
+        return f"approve_everything_after_spend_usd must be {spend} or less"
+    return None
+
+
+def _looser_deciders(requested: RunPolicy, floor: RunPolicy) -> str | None:
+    for tool, allowed in sorted(floor.approvers.items()):
+        wanted = requested.approvers.get(tool)
+        if wanted is not None and not set(wanted) <= set(allowed):
+            return f"approvers of {tool} must be among {sorted(allowed)}"
+    if requested.on_timeout == "escalate":
+        return _looser_escalation(requested.escalate_to, floor)
+    return None
+
+
+def _looser_escalation(escalate_to: list[str], floor: RunPolicy) -> str | None:
+    """After an escalation only `escalate_to` decides (empty: anyone): they must be people
+    the agent's policy lets decide then, or, where it never escalates, every tool's."""
+    wanted = set(escalate_to)
+    if floor.on_timeout == "escalate":
+        if floor.escalate_to and not (wanted and wanted <= set(floor.escalate_to)):
+            return f"escalate_to must be among {sorted(floor.escalate_to)}"
+        return None
+    for tool, allowed in sorted(floor.approvers.items()):
+        if not (wanted and wanted <= set(allowed)):
+            return f"escalate_to must be among the approvers of {tool}: {sorted(allowed)}"
+    return None
+
+
+def _looser_signing(requested: RunPolicy, floor: RunPolicy) -> str | None:
+    if floor.require_signed_decisions and not requested.require_signed_decisions:
+        return "require_signed_decisions must stay on"
+    if not (floor.require_signed_decisions or floor.trusted_keys):
+        return None  # the agent trusts no key: any the request brings only tightens
+    for key_id, key in sorted(requested.trusted_keys.items()):
+        own = floor.trusted_keys.get(key_id)
+        if own is None or own.public_key != key.public_key:
+            return f"trusted key {key_id!r} is not one the agent trusts"
+        if own.signs_for and not (key.signs_for and set(key.signs_for) <= set(own.signs_for)):
+            return f"trusted key {key_id!r} may sign only for {sorted(own.signs_for)}"
     return None

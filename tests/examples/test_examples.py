@@ -4,7 +4,11 @@ scripted model and time-skipping testbed, a real worker, the simulated providers
 from __future__ import annotations
 
 import json
+from decimal import Decimal
 
+import pytest
+
+from durable_agents.client import RunError
 from durable_agents.examples.invoice import invoice_agent
 from durable_agents.examples.large_result import large_result_agent
 from durable_agents.examples.providers import providers_at
@@ -79,14 +83,20 @@ async def test_the_refund_agent_a_plain_loop_asks_above_its_threshold(time_env):
     assert model.requests[0].messages[0]["content"] == "Goal: Refund 80"  # no plan asked
 
 
-async def test_a_run_policy_replaces_the_agents_own(time_env):
-    refund = {"customer_email": "c@shop.example", "amount": "80.00", "reason": "late"}
+async def test_a_run_policy_may_tighten_the_agents_own_and_never_loosen_it(time_env):
+    """The refund agent asks a person above 50: a run may ask above 10 (a refund of 20
+    then waits), never above nothing (refused in one line; nothing starts)."""
+    refund = {"customer_email": "c@shop.example", "amount": "20.00", "reason": "late"}
     model = ScriptedModel([call("issue_refund", **refund), say("Refunded.")])
     async with AgentTestbed(refund_agent, model=model, env=time_env) as bed:
-        run = await bed.start("refund", "Refund 80", policy=RunPolicy())
+        with pytest.raises(RunError, match="approve_payments_above must be 50 or less"):
+            await bed.start("refund", "Refund 20", policy=RunPolicy())
+        tighter = RunPolicy(approve_payments_above=Decimal("10"))
+        run = await bed.start("refund", "Refund 20", policy=tighter)
+        asked = await run.next_approval()
+        await run.approve(asked.request_id, by="lead")
         result = await run.result()
-        state = await run.state()
-    assert result.status == "completed" and state.approvals == []
+    assert result.status == "completed" and asked.tool == "issue_refund"
 
 
 async def test_the_question_agent_waits_for_a_person(time_env):

@@ -11,6 +11,7 @@ import contextlib
 import json
 import sys
 from collections.abc import Awaitable, Callable, Iterator
+from decimal import Decimal
 from pathlib import Path
 
 from temporalio import workflow
@@ -159,6 +160,20 @@ async def plain_loop(bench: Bench, rid: str) -> None:
     await runs.approve(bench.client, rid, Decision(by="cfo"))
 
 
+async def policy_tightened(bench: Bench, rid: str) -> None:
+    """The refund agent under a request that tightens its policy (`agent-policy-is-a-
+    floor`): taken, merged with the agent's approvers; the refund waits for a person."""
+    request = RunRequest(
+        goal="refund jane",
+        agent="refund",
+        label="refund-loop",
+        policy=RunPolicy(approve_payments_above=Decimal("20")),
+    )
+    await runs.start_run(bench.client, bench.settings, request, rid)
+    await until(bench, rid, waiting)
+    await runs.approve(bench.client, rid, Decision(by="cfo"))
+
+
 async def signed_changes(bench: Bench, rid: str) -> None:
     """A run requiring signed changes (the `every-change-signed` patch): unsigned changes
     refused and recorded, signed ones counted (a pause, a resume, a budget, a decision)."""
@@ -292,6 +307,7 @@ BEHAVIOURS: dict[str, Callable[[Bench, str], Awaitable[None]]] = {
     "cancelled-with-the-start": cancelled_with_the_start,
     "cancel-lost-before-patch": cancelled_with_the_start,
     "signed-decisions-v1": signed_decisions_v1,
+    "policy-tightened": policy_tightened,
 }
 # The behaviours recorded as a build from before these patches.
 BUILT_BEFORE: dict[str, tuple[str, ...]] = {

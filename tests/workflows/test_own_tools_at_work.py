@@ -95,20 +95,25 @@ async def test_an_agent_talks_to_its_own_endpoint_with_its_own_key(
     assert served_keys(model_server.base_url).get(digest, 0) > before
 
 
-async def test_a_tools_default_approvers_yield_to_the_runs_policy(time_env):
+async def test_a_tools_declared_approvers_hold_whatever_the_runs_policy_names(time_env):
+    """A policy may name fewer of a tool's declared approvers, never others: "boss" in
+    place of "support-lead" is refused before anything starts."""
     from durable_agents import RunPolicy
     from tests.agents.support_desk import support_desk
 
     refund = call("refund_order", order_id="A-1001", amount="20.00")
     async with AgentTestbed(support_desk, model=ScriptedModel([refund, say("ok")])) as bed:
+        with pytest.raises(RunError, match=r"approvers of refund_order must be among \['support"):
+            await bed.start(
+                "support-desk", "Refund", policy=RunPolicy(approvers={"refund_order": ["boss"]})
+            )
         default = await bed.start("support-desk", "Refund A-1001")
-        named = await bed.start(
-            "support-desk", "Refund A-1001", policy=RunPolicy(approvers={"refund_order": ["boss"]})
-        )
+        other = RunPolicy(approve_all_side_effects=True)
+        named = await bed.start("support-desk", "Refund A-1001", policy=other)
         await default.next_approval()
         await named.next_approval()
         assert (await default.state()).policy.approvers == {"refund_order": ["support-lead"]}
-        assert (await named.state()).policy.approvers == {"refund_order": ["boss"]}
-        with pytest.raises(RunError, match="support-lead may not decide refund_order"):
-            await named.approve(by="support-lead")
+        assert (await named.state()).policy.approvers == {"refund_order": ["support-lead"]}
+        with pytest.raises(RunError, match="boss may not decide refund_order"):
+            await named.approve(by="boss")
         assert (await named.state()).pending_approvals  # refused: nothing changed

@@ -9,7 +9,7 @@ from temporalio import workflow
 with workflow.unsafe.imports_passed_through():
     from pydantic import ValidationError
 
-    from durable_agents.workflows import signed_changes
+    from durable_agents.workflows import patches, signed_changes
     from durable_agents.workflows.activity_io import ParentFacts, TranscriptCopy
     from durable_agents.workflows.activity_options import (
         COPY_TRANSCRIPT,
@@ -28,6 +28,7 @@ with workflow.unsafe.imports_passed_through():
     from durable_agents.workflows.contract_base import preview
     from durable_agents.workflows.contracts import ForkSpec, RunRequest
     from durable_agents.workflows.memory import MemoryDeclarationError, resolve_namespace
+    from durable_agents.workflows.policy import loosening, policy_floor
     from durable_agents.workflows.records import IDENTITY_SEPARATOR, workflow_id_of
     from durable_agents.workflows.state import RunState
     from durable_agents.workflows.tools import (
@@ -74,6 +75,9 @@ class Beginnings(Conversing):
         request left out. A worker without the agent fails the task here, not the run."""
         name = request.agent or BEFORE_AGENTS
         self._registry().agent(name)
+        # Asked before the local activity, in the start's own task: asked after it, a
+        # replay meets the marker in a task it has not reached yet (nondeterminism).
+        floor = request.policy is not None and workflow.patched(patches.POLICY_FLOOR)
         adopted: AdoptedAgent = await workflow.execute_local_activity(
             RESOLVE_AGENT,
             name,
@@ -84,14 +88,28 @@ class Beginnings(Conversing):
         self.state.agent = adopted.record
         if request.limits is None and adopted.limits is not None:
             self.state.limits = adopted.limits
-        if request.policy is None and adopted.policy is not None:
-            self.state.policy = adopted.policy
         if request.budget is None and adopted.budget is not None:
             self.state.budget = adopted.budget
-        self.state.policy.take_tool_approvers(adopted.tool_approvers)
+        self._settle_policy(request, adopted, floor)
         self._settle_signatures()
         for server in adopted.mcp_servers:
             await self._list_mcp_tools(server)
+
+    def _settle_policy(self, request: RunRequest, adopted: AdoptedAgent, is_floor: bool) -> None:
+        """The agent's policy, or the request's where it only tightens it: a request that
+        loosens it (fewer approvals, other approvers, signing off, keys the agent does not
+        trust) fails the run before any activity has run."""
+        floor = policy_floor(adopted.policy, adopted.tool_approvers)
+        if request.policy is None:
+            self.state.policy = floor
+            return
+        if not is_floor:
+            self.state.policy.take_tool_approvers(adopted.tool_approvers)
+            return
+        error = loosening(request.policy, floor, decided_by_record=request.shadow is not None)
+        if error is not None:
+            self._fail(RunFailed(f"refused: {error}"))
+        self.state.policy.take_tool_approvers(floor.approvers)
 
     async def _list_mcp_tools(self, server: str) -> None:
         """Read an MCP server's tool list once, in an activity: the history keeps it, so a
