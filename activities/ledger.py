@@ -30,6 +30,10 @@ CREATE TABLE IF NOT EXISTS effects (
 );
 CREATE INDEX IF NOT EXISTS effects_by_run ON effects (run_id)
 """,
+        # Runs whose rows a prune removed, ledger and all: nothing acts for them again.
+        """
+CREATE TABLE IF NOT EXISTS pruned_runs (run_id TEXT PRIMARY KEY, pruned_at TEXT NOT NULL)
+""",
     ),
 )
 
@@ -77,6 +81,10 @@ class EffectLedger:
         stored = self.recorded(key, tool, digest)
         assert stored is not None
         return stored
+
+    def pruned(self, run_id: str) -> bool:
+        """Whether a prune removed this run's rows (activities/pruning.py)."""
+        return bool(self.db.query("SELECT 1 AS x FROM pruned_runs WHERE run_id=?", (run_id,)))
 
     def effects(self, run_id: str) -> list[dict[str, Any]]:
         rows = self.db.query(

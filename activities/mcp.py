@@ -124,6 +124,7 @@ class MCPActivities:
     @activity.defn(name="call_mcp_tool")
     async def call_mcp_tool(self, call: ToolCallInput) -> ToolOutcome:
         refuse_shadow(call)
+        await self.stores.pruned.refuse_pruned(call.run_id)
         if call.agent is None or call.mcp is None or call.mcp_name is None:
             raise ApplicationError(
                 "call_mcp_tool needs agent, mcp and mcp_name", non_retryable=True

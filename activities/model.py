@@ -90,6 +90,8 @@ class ModelActivities:
 
     @activity.defn(name="call_model")
     async def call_model(self, call: ModelCallInput) -> ModelTurn:
+        if not call.shadow_of:
+            await self.stores.pruned.refuse_pruned(call.run_id)
         async with heartbeating():
             return await self._call_model(call)
 

@@ -8,14 +8,18 @@ for it is old enough. A run Temporal reports as running is never touched.
 from __future__ import annotations
 
 import asyncio
+from collections import OrderedDict
 from datetime import UTC, datetime, timedelta
 
 from temporalio import activity
 from temporalio.client import Client, WorkflowExecutionStatus
+from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
+from durable_agents.activities.fingerprints import now_text
+from durable_agents.activities.ledger import EffectLedger
 from durable_agents.activities.memory import MemoryStore
-from durable_agents.activities.sql import SqlDatabase
+from durable_agents.activities.sql import SqlDatabase, store_call
 from durable_agents.activities.whatif_reports import WhatIfReports
 from durable_agents.workflows.activity_io import PruneReport, PruneRequest
 from durable_agents.workflows.records import IDENTITY_SEPARATOR
@@ -25,6 +29,16 @@ from durable_agents.workflows.records import IDENTITY_SEPARATOR
 TABLES = ("transcript", "model_calls", "tool_lists", "effects", "stream_log")
 
 
+def below_retention(older_than_seconds: float, retention_days: float) -> str | None:
+    """Why a prune of this age deletes nothing, or None."""
+    if older_than_seconds >= retention_days * 86400:
+        return None
+    return (
+        f"nothing deleted: the age asked ({older_than_seconds:g} s) is below this "
+        f"deployment's retention of {retention_days:g} days (AGENT_RETENTION_DAYS)"
+    )
+
+
 class PruneActivities:
     def __init__(
         self,
@@ -32,8 +46,12 @@ class PruneActivities:
         db: SqlDatabase,
         memory: MemoryStore | None = None,
         memory_retention_days: float | None = None,
+        retention_days: float = 7.0,
     ) -> None:
         self.client = client
+        # The youngest closed run whose data may go, whatever a prune request asks: the
+        # workflow takes any age, and anyone who can start one could ask for 0.
+        self.retention_days = retention_days
         self.db = db
         self.memory = memory
         self.memory_retention_days = memory_retention_days
@@ -42,8 +60,12 @@ class PruneActivities:
 
     @activity.defn(name="prune_stored_runs")
     async def prune_stored_runs(self, request: PruneRequest) -> PruneReport:
-        cutoff = datetime.now(UTC) - timedelta(seconds=request.older_than_seconds)
         report = PruneReport(dry_run=request.dry_run)
+        report.refused = below_retention(request.older_than_seconds, self.retention_days)
+        if report.refused is not None:
+            activity.logger.warning("prune refused: %s", report.refused)
+            return report
+        cutoff = datetime.now(UTC) - timedelta(seconds=request.older_than_seconds)
         last_writes = await asyncio.to_thread(self._last_writes)
         for run_id, last_write in sorted(last_writes.items()):
             activity.heartbeat(run_id)
@@ -98,8 +120,43 @@ class PruneActivities:
     def _delete(self, run_id: str) -> int:
         deleted = 0
         with self.db.transaction() as tx:
+            tx.execute(
+                "INSERT INTO pruned_runs (run_id, pruned_at) VALUES (?, ?)"
+                " ON CONFLICT (run_id) DO NOTHING",
+                (run_id, now_text()),
+            )
             for table in TABLES:
                 before = tx.execute(f"SELECT count(*) AS n FROM {table} WHERE run_id=?", (run_id,))
                 tx.execute(f"DELETE FROM {table} WHERE run_id=?", (run_id,))
                 deleted += int(before[0]["n"])
         return deleted
+
+
+# Executions already found not pruned: a pruned run is closed, so an execution that was
+# not pruned when it first acted never is while it runs (a rewind is a new execution).
+KEPT_EXECUTIONS = 4096
+
+
+class PrunedGuard:
+    """Nothing acts again for a run whose stored data was pruned: its ledger went with it,
+    so a rewind (Temporal's reset) or a fork of it would repeat its tools with nothing but
+    the providers' own key dedupe to stop them. Asked once per execution."""
+
+    def __init__(self, ledger: EffectLedger) -> None:
+        self.ledger = ledger
+        self._clear: OrderedDict[str, None] = OrderedDict()
+
+    async def refuse_pruned(self, run_id: str) -> None:
+        execution = activity.info().workflow_run_id or ""
+        if execution and execution in self._clear:
+            return
+        if await store_call(self.ledger.db, self.ledger.pruned, run_id):
+            raise ApplicationError(
+                f"refused: the stored data of run {run_id} was pruned, its effect ledger with "
+                "it: nothing may act for it again (start a new run instead)",
+                type="RunPruned",
+                non_retryable=True,
+            )
+        self._clear[execution] = None
+        if len(self._clear) > KEPT_EXECUTIONS:
+            self._clear.popitem(last=False)

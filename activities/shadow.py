@@ -12,6 +12,7 @@ is logged here for the report (control/whatif_report.py).
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -53,6 +54,10 @@ class ShadowCall(RecordedCall):
     source: Source
 
 
+# How long a shadow's first activity waits for the what-if's start call to return.
+START_WAIT_SECONDS = 60.0
+
+
 @dataclass
 class Recordings:
     """The recorded runs a what-if plays again (by their store keys), and the log of what
@@ -72,6 +77,33 @@ class Recordings:
     def __post_init__(self) -> None:
         recorded = {c.tool for calls in self.calls.values() for c in calls if c.side_effect}
         self.effect_tools = self.effect_tools | recorded
+
+    # The shadows this what-if started (workflow id -> its run id, once the start returns):
+    # its worker's activities serve these runs and their sub-agents, nobody else's.
+    _starts: dict[str, asyncio.Future[str | None]] = field(default_factory=dict)
+
+    def starting(self, workflow_id: str) -> None:
+        """Before the what-if starts a shadow: its first activity may come before the start
+        call returns, and waits for it (`admits`)."""
+        self._starts[workflow_id] = asyncio.get_running_loop().create_future()
+
+    def started(self, workflow_id: str, run_id: str | None) -> None:
+        """The start returned (None: it failed)."""
+        waiting = self._starts.get(workflow_id)
+        if waiting is not None and not waiting.done():
+            waiting.set_result(run_id)
+
+    async def admits(self, workflow_id: str, run_id: str) -> bool:
+        """Whether this what-if started this very run (its workflow id alone is not enough:
+        a finished shadow's id may be started again by anyone)."""
+        waiting = self._starts.get(workflow_id)
+        if waiting is None:
+            return False
+        try:
+            started = await asyncio.wait_for(asyncio.shield(waiting), START_WAIT_SECONDS)
+        except TimeoutError:
+            return False
+        return started == run_id
 
     def answered(self, call: ToolCallInput) -> ShadowCall | None:
         return self._answered.get((call.run_id, call.result_seq, call.tool_call_id))

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from durable_agents.activities.ledger import EffectLedger
 from durable_agents.activities.memory import MemoryStore
+from durable_agents.activities.pruning import PrunedGuard
 from durable_agents.activities.sql import PostgresDatabase, SqlDatabase, SqliteDatabase
 from durable_agents.activities.stream import DeltaStore
 from durable_agents.activities.transcript import TranscriptStore
@@ -26,15 +27,18 @@ class Stores:
     ledger: EffectLedger
     live: DeltaStore
     memory: MemoryStore
+    pruned: PrunedGuard
 
     @classmethod
     def open(cls, settings: Settings) -> Stores:
         db = open_database(settings)
         keyring = keyring_from(settings)
+        ledger = EffectLedger(db, keyring)
         return cls(
             db=db,
             transcript=TranscriptStore(db, keyring),
-            ledger=EffectLedger(db, keyring),
+            ledger=ledger,
             live=DeltaStore(db, keyring),
             memory=MemoryStore(db, keyring),
+            pruned=PrunedGuard(ledger),
         )

@@ -62,6 +62,7 @@ class ToolActivities:
     @activity.defn(name="run_tool")
     async def run_tool(self, call: ToolCallInput) -> ToolOutcome:
         refuse_shadow(call)
+        await self.stores.pruned.refuse_pruned(call.run_id)
         spec = self._tool(call.name)
         with observe.tool_span(call, spec.risk.value) as span:
             async with heartbeating():

@@ -11,6 +11,7 @@ from typing import Any
 from temporalio import activity
 
 from durable_agents.activities.fingerprints import now_text
+from durable_agents.activities.pruning import PrunedGuard
 from durable_agents.activities.sql import Sealed, SqlDatabase, StoreSchema, Tx, apply_schema
 from durable_agents.runtime.encryption import Keyring
 from durable_agents.workflows.activity_io import TranscriptCopy
@@ -230,12 +231,15 @@ def _answer_row(run_id: str, seq: int, fingerprint: str) -> str:
 
 
 class TranscriptActivities:
-    def __init__(self, store: TranscriptStore) -> None:
+    def __init__(self, store: TranscriptStore, pruned: PrunedGuard) -> None:
         self.store = store
+        self.pruned = pruned
 
     @activity.defn(name="copy_transcript")
     async def copy_transcript(self, copy: TranscriptCopy) -> int:
-        """Give a fork its parent's conversation up to where it restarts. Idempotent."""
+        """Give a fork its parent's conversation up to where it restarts. Idempotent. A
+        parent whose stored data was pruned gives nothing: the fork is refused."""
+        await self.pruned.refuse_pruned(copy.from_run_id)
         return await asyncio.to_thread(
             self.store.copy, copy.from_run_id, copy.to_run_id, copy.before_seq
         )

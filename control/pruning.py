@@ -7,6 +7,7 @@ import uuid
 
 from temporalio.client import Client
 
+from durable_agents.activities.pruning import below_retention
 from durable_agents.control.runs import RunError
 from durable_agents.runtime.settings import Settings
 from durable_agents.workflows.activity_io import PruneReport, PruneRequest
@@ -25,6 +26,9 @@ def parse_age(text: str) -> float:
 
 async def prune(client: Client, settings: Settings, older_than: str, dry_run: bool) -> PruneReport:
     request = PruneRequest(older_than_seconds=parse_age(older_than), dry_run=dry_run)
+    refused = below_retention(request.older_than_seconds, settings.retention_days)
+    if refused is not None:  # the worker refuses it too, whoever asks
+        raise RunError(f"{refused}: ask for {settings.retention_days:g}d or more")
     report: PruneReport = await client.execute_workflow(
         PruneWorkflow.run,
         request,

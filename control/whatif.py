@@ -248,13 +248,19 @@ async def _play(
     options: WhatIfOptions,
 ) -> RunComparison:
     request = shadow_request(run, agent, variant, options.unmatched)
-    handle = await client.start_workflow(
-        AgentWorkflow.run,
-        request,
-        id=shadow_id,
-        task_queue=queue,
-        static_summary=f"what-if of {run.run_id}",
-    )
+    recordings.starting(shadow_id)  # its worker serves this very run, nothing else
+    try:
+        handle = await client.start_workflow(
+            AgentWorkflow.run,
+            request,
+            id=shadow_id,
+            task_queue=queue,
+            static_summary=f"what-if of {run.run_id}",
+        )
+    except BaseException:
+        recordings.started(shadow_id, None)
+        raise
+    recordings.started(shadow_id, handle.result_run_id)
     error: str | None = None
     try:
         await asyncio.wait_for(_story(client, handle, run), options.shadow_timeout_seconds)

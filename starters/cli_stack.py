@@ -8,6 +8,7 @@ import typer
 from rich.table import Table
 
 from durable_agents.control import pruning, release
+from durable_agents.control.runs import RunError
 from durable_agents.infra import stack
 from durable_agents.infra.temporal_setup import set_up_namespace
 from durable_agents.runtime import versioning
@@ -81,6 +82,8 @@ async def prune(
     if as_json:
         typer.echo(report.model_dump_json())
         return
+    if report.refused is not None:
+        raise RunError(report.refused)  # a worker with a longer retention than ours
     verb = "would prune" if report.dry_run else "pruned"
     console.print(
         f"{verb} {len(report.pruned)} runs ({report.rows_deleted} rows); kept "

@@ -4,6 +4,7 @@ real HTTP, one of each per test session; a fresh data dir and worker per test.""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import subprocess
 import sys
@@ -163,6 +164,24 @@ async def worker(dev_env: WorkflowEnvironment, settings: Settings) -> AsyncItera
 
 def run_id(prefix: str = "run") -> str:
     return f"{prefix}-{uuid.uuid4().hex[:10]}"
+
+
+# A prune's age for "every closed run": the pruning worker's retention is below it.
+PRUNE_NOW = "0.001s"
+
+
+@contextlib.asynccontextmanager
+async def pruning_worker(client: Client, settings: Settings) -> AsyncIterator[Settings]:
+    """A worker whose retention (AGENT_RETENTION_DAYS) is under a millisecond, on a queue
+    of its own, sharing the stores: a prune of age PRUNE_NOW goes through it and takes
+    every run closed before it started (a prune below a worker's retention deletes
+    nothing)."""
+    short = settings.model_copy(
+        update={"retention_days": 1e-8, "task_queue": f"{settings.task_queue}-prune"}
+    )
+    async with build_worker(client, short):
+        await asyncio.sleep(0.01)  # every run closed before now is older than PRUNE_NOW
+        yield short
 
 
 async def eventually(check, within: float = 60.0, interval: float = 0.1):

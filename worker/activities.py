@@ -57,9 +57,13 @@ def production_activities(
         mcp.call_mcp_tool,
         await_run,
         fork_origin,
-        TranscriptActivities(stores.transcript).copy_transcript,
+        TranscriptActivities(stores.transcript, stores.pruned).copy_transcript,
         PruneActivities(
-            client, stores.db, stores.memory, settings.memory_retention_days
+            client,
+            stores.db,
+            stores.memory,
+            settings.memory_retention_days,
+            settings.retention_days,
         ).prune_stored_runs,
     ]
 
@@ -86,5 +90,5 @@ def shadow_activities(
         mcp.list_mcp_tools,
         await_run,
         fork_origin,
-        TranscriptActivities(stores.transcript).copy_transcript,
+        TranscriptActivities(stores.transcript, stores.pruned).copy_transcript,
     ]

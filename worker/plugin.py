@@ -32,6 +32,7 @@ from durable_agents.runtime import telemetry
 from durable_agents.runtime.client import data_converter
 from durable_agents.runtime.settings import Settings, load_settings
 from durable_agents.worker.activities import production_activities
+from durable_agents.worker.callers import Admits, CallerCheck
 from durable_agents.worker.sandbox import sandbox_restrictions, shared_modules
 from durable_agents.workflows.agent import AgentWorkflow
 from durable_agents.workflows.agents import Agent
@@ -62,6 +63,8 @@ class DurableAgentsPlugin(SimplePlugin):
     None: those of the `AGENT_MODULES` setting; `[]`: none (a client that only starts and
     reads runs). `settings`: our typed settings (stores,
     keys, model endpoint); none: read from the environment, as `agentctl` does.
+    Our activities run only for the agent runs of the worker's own task queue
+    (worker/callers.py); `admits` narrows that to the runs it says yes to (a what-if's).
     """
 
     def __init__(
@@ -71,6 +74,7 @@ class DurableAgentsPlugin(SimplePlugin):
         settings: Settings | None = None,
         workflows: Sequence[type] | None = None,
         activities: ActivitiesFactory | None = None,
+        admits: Admits | None = None,
     ) -> None:
         self.settings = settings if settings is not None else load_settings()
         if isinstance(agents, AgentRegistry):
@@ -81,6 +85,7 @@ class DurableAgentsPlugin(SimplePlugin):
             self.registry = load_registry(self.settings.agent_modules, self.settings.modules_path)
         self._workflows = workflows
         self._activities = activities
+        self._admits = admits
         super().__init__(
             "durable_agents.DurableAgentsPlugin",
             data_converter=self._converter,
@@ -148,6 +153,8 @@ class DurableAgentsPlugin(SimplePlugin):
             *config.get("activities", ()),
             *make(client, self.settings, self.registry),
         ]
+        check = CallerCheck(client, self._admits)
+        config["interceptors"] = [*config.get("interceptors", ()), check]
         return config
 
     def configure_replayer(

@@ -36,6 +36,7 @@ def build_shadow_worker(
         activities=lambda _client, settings, registry: shadow_activities(
             settings, registry, recordings, model_clients=model_clients
         ),
+        admits=recordings.admits,
     )
     return Worker(
         without_our_plugin(client),

@@ -190,6 +190,8 @@ class PruneReport(StrictModel):
     memories_deleted: int = 0
     # What-if reports older than the age, removed (or found, dry).
     whatif_reports_deleted: int = 0
+    # Why nothing was deleted: an age below the worker's own retention (AGENT_RETENTION_DAYS).
+    refused: str | None = None
 
     @model_serializer(mode="wrap")
     def _memories_only_when_some(self, handler: SerializerFunctionWrapHandler) -> Any:
@@ -197,7 +199,7 @@ class PruneReport(StrictModel):
         reads."""
         data = handler(self)
         if isinstance(data, dict):
-            for name in ("memories_deleted", "whatif_reports_deleted"):
+            for name in ("memories_deleted", "whatif_reports_deleted", "refused"):
                 if not data.get(name):
                     data.pop(name, None)
         return data

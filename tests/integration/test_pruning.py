@@ -10,7 +10,14 @@ from durable_agents.control import pruning, runs
 from durable_agents.infra.temporal_setup import set_up_namespace
 from durable_agents.workflows.contracts import RunRequest
 from durable_agents.workflows.people_inputs import Actor
-from tests.conftest import approve_when_asked, key_of, run_id, wait_for_approval
+from tests.conftest import (
+    PRUNE_NOW,
+    approve_when_asked,
+    key_of,
+    pruning_worker,
+    run_id,
+    wait_for_approval,
+)
 
 pytestmark = pytest.mark.usefixtures("worker")
 
@@ -37,11 +44,15 @@ async def test_prune_removes_closed_runs_and_never_open_ones(dev_env, settings):
     recent = await pruning.prune(client, settings, "30d", dry_run=False)
     assert closed_key not in recent.pruned and recent.kept_recent >= 1
 
-    dry = await pruning.prune(client, settings, "0s", dry_run=True)
-    assert closed_key in dry.pruned and not any(k.startswith(still_open) for k in dry.pruned)
-    assert dry.rows_deleted == 0 and (await stored(client, settings, closed))[0] > 0
-
-    done = await pruning.prune(client, settings, "0s", dry_run=False)
+    # The worker's retention (7 days) holds whatever age a request asks for.
+    with pytest.raises(runs.RunError, match="below this deployment's retention of 7 days"):
+        await pruning.prune(client, settings, "0s", dry_run=False)
+    async with pruning_worker(client, settings) as short:
+        dry = await pruning.prune(client, short, PRUNE_NOW, dry_run=True)
+        assert closed_key in dry.pruned
+        assert not any(k.startswith(still_open) for k in dry.pruned)
+        assert dry.rows_deleted == 0 and (await stored(client, settings, closed))[0] > 0
+        done = await pruning.prune(client, short, PRUNE_NOW, dry_run=False)
     assert closed_key in done.pruned and done.rows_deleted > 0 and done.kept_open >= 1
     assert await stored(client, settings, closed) == (0, 0)
     assert (

@@ -14,10 +14,12 @@ from durable_agents.control import pruning, runs
 from durable_agents.workflows.contracts import RunRequest
 from durable_agents.workflows.people_inputs import Decision
 from tests.conftest import (
+    PRUNE_NOW,
     approve_when_asked,
     count_effects,
     eventually,
     key_of,
+    pruning_worker,
     run_id,
     wait_for_approval,
 )
@@ -65,7 +67,8 @@ async def test_a_reused_id_acts_afresh(dev_env, settings):
     recent = await pruning.prune(client, settings, "30d", dry_run=False)
     assert old_key not in recent.pruned and recent.kept_recent >= 1
     assert Stores.open(settings).ledger.effects(old_key) != []
-    report = await pruning.prune(client, settings, "0s", dry_run=False)
+    async with pruning_worker(client, settings) as short:
+        report = await pruning.prune(client, short, PRUNE_NOW, dry_run=False)
     assert old_key in report.pruned and new_key not in report.pruned
     stores = Stores.open(settings)
     assert stores.transcript.read(old_key) == [] and stores.ledger.effects(old_key) == []

@@ -24,9 +24,11 @@ from durable_agents.whatif import ModelJudge, Variant
 from durable_agents.worker.main import build_worker
 from durable_agents.workflows.contracts import RunRequest
 from tests.conftest import (
+    PRUNE_NOW,
     approve_when_asked,
     drop_schema,
     postgres_or_skip,
+    pruning_worker,
     run_id,
     settings_for,
 )
@@ -69,9 +71,10 @@ async def test_a_conversation_is_played_again_turn_by_turn(
     # Reports go with the prune, at its age, as runs' rows do (dry first: only counted).
     recent = await pruning.prune(dev_env.client, settings, "30d", dry_run=False)
     assert recent.whatif_reports_deleted == 0
-    dry = await pruning.prune(dev_env.client, settings, "0s", dry_run=True)
-    assert dry.whatif_reports_deleted == 2 and len(whatif.kept_reports(settings)) == 2
-    gone = await pruning.prune(dev_env.client, settings, "0s", dry_run=False)
+    async with pruning_worker(dev_env.client, settings) as short:
+        dry = await pruning.prune(dev_env.client, short, PRUNE_NOW, dry_run=True)
+        assert dry.whatif_reports_deleted == 2 and len(whatif.kept_reports(settings)) == 2
+        gone = await pruning.prune(dev_env.client, short, PRUNE_NOW, dry_run=False)
     assert gone.whatif_reports_deleted == 2 and whatif.kept_reports(settings) == []
 
 
