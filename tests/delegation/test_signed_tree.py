@@ -35,9 +35,9 @@ def refusals(state: RunState) -> list[str]:
     return [e.detail for e in state.audit if e.action == "decision_refused"]
 
 
-async def test_a_signed_raise_reaches_the_child_and_nothing_unsigned_lifts_it(time_env):
+async def test_a_signed_raise_reaches_the_child_and_nothing_unsigned_lifts_it(own_clock):
     policy, cfo = signed_policy()
-    async with AgentTestbed(triage, model=model_with_a_report(), env=time_env) as bed:
+    async with AgentTestbed(triage, model=model_with_a_report(), env=own_clock) as bed:
         client = bed.client.temporal
         run = await bed.start("triage", "Ticket 12", budget=RunBudget(tool_calls=2), policy=policy)
         [delegation] = (await eventually(lambda: _delegated(run))).delegations
@@ -76,10 +76,10 @@ async def test_a_signed_raise_reaches_the_child_and_nothing_unsigned_lifts_it(ti
     assert any(e.action == "budget_raised" and e.actor == "cfo" for e in child_after.audit)
 
 
-async def test_a_signed_pause_reaches_the_child_and_a_copy_sent_again_is_refused(time_env):
+async def test_a_signed_pause_reaches_the_child_and_a_copy_sent_again_is_refused(own_clock):
     policy, cfo = signed_policy()
     policy = policy.model_copy(update={"approve_all_side_effects": True})
-    async with AgentTestbed(triage, model=model_with_a_report(), env=time_env) as bed:
+    async with AgentTestbed(triage, model=model_with_a_report(), env=own_clock) as bed:
         client = bed.client.temporal
         run = await bed.start("triage", "Ticket 13", policy=policy)
         [delegation] = (await eventually(lambda: _delegated(run))).delegations
