@@ -19,6 +19,7 @@ from durable_agents.activities.stores import Stores
 from durable_agents.activities.tools import ToolActivities
 from durable_agents.activities.transcript import TranscriptActivities
 from durable_agents.runtime.settings import Settings
+from durable_agents.worker.fork_state import ForkStates
 from durable_agents.workflows import faults
 from durable_agents.workflows.registry import AgentRegistry
 
@@ -57,6 +58,7 @@ def production_activities(
         mcp.call_mcp_tool,
         await_run,
         fork_origin,
+        ForkStates(registry).parent_state_at,
         TranscriptActivities(stores.transcript, stores.pruned).copy_transcript,
         PruneActivities(
             client,

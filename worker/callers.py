@@ -44,6 +44,7 @@ CALLED_BY: dict[str, str] = {
     "copy_transcript": AGENT_WORKFLOW,
     "await_run": AGENT_WORKFLOW,
     "fork_origin": AGENT_WORKFLOW,
+    "parent_state_at": AGENT_WORKFLOW,
     "resolve_agent": AGENT_WORKFLOW,
     "prune_stored_runs": "PruneWorkflow",
 }

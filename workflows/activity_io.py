@@ -37,6 +37,14 @@ class ParentFacts(CompactModel):
     subject: dict[str, str] | None = None
 
 
+class ParentMoment(StrictModel):
+    """Which moment of which run a fork starts from (the `parent_state_at` activity
+    rebuilds the parent's state there from its own history: never the caller's)."""
+
+    parent_run_id: str = Field(min_length=1, max_length=200)
+    moment: int = Field(ge=0)
+
+
 class ChatMessage(CompactModel):
     """A small message the workflow itself writes into the transcript."""
 

@@ -29,6 +29,8 @@ COPY_TRANSCRIPT = "copy_transcript"
 AWAIT_RUN = "await_run"
 # Asks a fork's parent for its identity and policy.
 FORK_ORIGIN = "fork_origin"
+# Rebuilds a fork's parent's state at the fork's moment from the parent's history.
+PARENT_STATE_AT = "parent_state_at"
 
 # Activities heartbeat every second (activities/heartbeat.py): a dead worker's activity
 # is retried after a few seconds, not after its whole start-to-close timeout.
@@ -68,6 +70,7 @@ FIXED: dict[str, Options] = {
     LIST_MCP_TOOLS: Options(timedelta(minutes=2), ASKING_ANOTHER),
     FORK_ORIGIN: Options(timedelta(minutes=1), ASKING_ANOTHER),
     COPY_TRANSCRIPT: Options(timedelta(minutes=5)),
+    PARENT_STATE_AT: Options(timedelta(minutes=5), ASKING_ANOTHER),
     AWAIT_RUN: Options(timedelta(days=365), heartbeat=HEARTBEAT_TIMEOUT),
 }
 

@@ -108,7 +108,8 @@ class AgentWorkflow(PeopleActions):
             self._fail(RunFailed(self._fork_error))
         if request.fork is not None and not request.resumes and self.state.parent:
             if workflow.patched(patches.FORK_CHECKED):
-                await self._take_parent_facts(request.fork)
+                rebuilt = workflow.patched(patches.FORK_REBUILT)  # asked before any activity
+                await self._take_parent_facts(request.fork, rebuilt)
             self._moment("forked", f"from {self.state.parent.run_id} at {self.state.parent.moment}")
             await self._copy_parent_transcript(self._parent_store_key or self.state.parent.run_id)
         self._story = asyncio.create_task(self._tell())

@@ -202,6 +202,20 @@ async def forked_with_parent(bench: Bench, rid: str) -> None:
     await forked(bench, rid)
 
 
+async def forked_rebuilt(bench: Bench, rid: str) -> None:
+    """A fork whose starting state is rebuilt from its parent's own history at the
+    moment (`fork-rebuilt-from-its-parent`), an edit applied on top."""
+    parent = f"{rid}-parent"
+    await happy_path(bench, parent)
+    await runs.wait_for_outcome(bench.client, parent)
+    found = await timeline.rebuild(bench.client, parent)
+    asked = next(m.index for m in found.moments if m.kind == "approval requested")
+    edit = StatePatch(by="bob", context=["the fork's own note"])
+    await timeline.fork(bench.client, bench.settings, parent, asked, edit=edit, new_id=rid)
+    await until(bench, rid, waiting)
+    await runs.approve(bench.client, rid, Decision(by="bob"))
+
+
 async def cut_short(bench: Bench, rid: str) -> None:
     """The payment step's reply cut short (finish_reason length): not the step's end."""
     request = RunRequest(goal="pay", label="pay-invoice?fault=step3:length")
@@ -308,6 +322,7 @@ BEHAVIOURS: dict[str, Callable[[Bench, str], Awaitable[None]]] = {
     "cancel-lost-before-patch": cancelled_with_the_start,
     "signed-decisions-v1": signed_decisions_v1,
     "policy-tightened": policy_tightened,
+    "forked-rebuilt": forked_rebuilt,
 }
 # The behaviours recorded as a build from before these patches.
 BUILT_BEFORE: dict[str, tuple[str, ...]] = {

@@ -11,7 +11,8 @@ import pytest
 from temporalio.client import WorkflowFailureError
 
 from durable_agents.activities.stores import Stores
-from durable_agents.control import runs
+from durable_agents.control import runs, timeline
+from durable_agents.control.signer import Signer
 from durable_agents.workflows.contracts import (
     DelegatedBy,
     ForkSpec,
@@ -19,9 +20,11 @@ from durable_agents.workflows.contracts import (
     RunRequest,
     TrustedKey,
 )
+from durable_agents.workflows.people_inputs import Actor
 from durable_agents.workflows.signing import new_key
 from durable_agents.workflows.state import pack_state
-from tests.conftest import run_id, wait_for_approval
+from durable_agents.workflows.tools import ToolRisk
+from tests.conftest import count_effects, run_id, wait_for_approval
 
 pytestmark = pytest.mark.usefixtures("worker")
 
@@ -86,3 +89,41 @@ async def test_a_start_naming_another_runs_identity_writes_nothing_under_it(dev_
     after = await runs.get_state(client, victim)
     assert after.audit == state.audit and after.moment == state.moment
     assert after.pending_approvals  # the victim still waits for its own approver
+
+
+async def test_a_fork_starts_from_the_parents_record_not_the_state_it_carries(dev_env, settings):
+    """A fork signed by a key the parent trusts (one that approves nothing), carrying a
+    state that marks the payment tool read-only: the fork starts from the parent's own
+    record at that moment, so the payment still waits for a person and nothing is paid."""
+    client = dev_env.client
+    key, public = new_key()
+    nobody = Signer(key, "ops-desk")
+    policy = RunPolicy(
+        require_signed_decisions=True,
+        trusted_keys={"ops-desk": TrustedKey(public_key=public, signs_for=["nobody"])},
+    )
+    victim = run_id("victim")
+    request = RunRequest(goal="pay", label="pay-invoice", policy=policy)
+    await runs.start_run(client, settings, request, victim)
+    await wait_for_approval(client, victim)
+    found = await timeline.rebuild(client, victim)
+    moment = next(m for m in found.moments if m.kind == "model")
+    carried = moment.state.model_dump(mode="json")
+    for spec in carried["agent"]["tools"]:
+        if spec["name"] == "pay_invoice":
+            spec["risk"] = "read_only"
+    fork_id = run_id("fork")
+    spec = ForkSpec(parent_run_id=victim, state=carried, by="nobody")
+    spec.signed = nobody.change(
+        moment.state.store_key, "nobody", "fork", spec.what_it_says(fork_id)
+    )
+    fork = RunRequest(goal="pay", label="pay-invoice", policy=policy, fork=spec)
+    await client.start_workflow("AgentWorkflow", fork, id=fork_id, task_queue=settings.task_queue)
+    await wait_for_approval(client, fork_id)
+    forked = await runs.get_state(client, fork_id)
+    payment = forked.agent.tool("pay_invoice") if forked.agent is not None else None
+    assert payment is not None and payment.risk is ToolRisk.NEEDS_APPROVAL
+    assert [a.tool for a in forked.pending_approvals] == ["pay_invoice"]
+    assert count_effects(settings, fork_id, "charge") == 0
+    await runs.cancel(client, fork_id, Actor(by="nobody"), nobody)
+    await runs.cancel(client, victim, Actor(by="nobody"), nobody)

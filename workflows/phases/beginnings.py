@@ -10,12 +10,13 @@ with workflow.unsafe.imports_passed_through():
     from pydantic import ValidationError
 
     from durable_agents.workflows import patches, signed_changes
-    from durable_agents.workflows.activity_io import ParentFacts, TranscriptCopy
+    from durable_agents.workflows.activity_io import ParentFacts, ParentMoment, TranscriptCopy
     from durable_agents.workflows.activity_options import (
         COPY_TRANSCRIPT,
         FIXED,
         FORK_ORIGIN,
         LIST_MCP_TOOLS,
+        PARENT_STATE_AT,
         RESOLVE_AGENT,
     )
     from durable_agents.workflows.agent_records import (
@@ -153,10 +154,11 @@ class Beginnings(Conversing):
         if fork.edit is not None and self.state.patch_error(fork.edit) is None:
             self.state.apply_patch(fork.edit, now)
 
-    async def _take_parent_facts(self, fork: ForkSpec) -> None:
+    async def _take_parent_facts(self, fork: ForkSpec, rebuilt: bool) -> None:
         """The parent's identity and policy as Temporal has them, not as the fork request
         says: the transcript is copied from the real parent, under the parent's policy; a
-        parent requiring signed changes counts only a fork signed for this very fork."""
+        parent requiring signed changes counts only a fork signed for this very fork.
+        `rebuilt`: the whole starting state is the parent's own at the moment."""
         facts: ParentFacts = await workflow.execute_activity(
             FORK_ORIGIN,
             fork.parent_run_id,
@@ -176,8 +178,39 @@ class Beginnings(Conversing):
         if error is not None:
             self._refuse(by, error)
             self._fail(RunFailed(f"refused: {error}"))
+        if rebuilt:
+            await self._start_from_parents_record(fork, facts)
         if fork.by is not None:
             self.state.log(workflow.now(), fork.by, "forked_by", f"from {fork.parent_run_id}")
+
+    async def _start_from_parents_record(self, fork: ForkSpec, facts: ParentFacts) -> None:
+        """The state the fork starts from, rebuilt from the parent's own history at the
+        moment the request names: its agent record (tools' risks, amounts, MCP names),
+        plan, results and decisions are the parent's. Of the request only the moment and
+        the edit count, and the edit must hold on the parent's state."""
+        assert self.state.parent is not None
+        moment = ParentMoment(parent_run_id=fork.parent_run_id, moment=self.state.parent.moment)
+        parent: RunState = await workflow.execute_activity(
+            PARENT_STATE_AT,
+            moment,
+            result_type=RunState,
+            summary=f"fork: rebuild {fork.parent_run_id} at moment {moment.moment}",
+            **FIXED[PARENT_STATE_AT].kwargs(),
+        )
+        now = workflow.now()
+        state = parent.forked(workflow.info().workflow_id, fork.parent_run_id, now)
+        state.identity, state.signature_version = self.state.identity, self.state.signature_version
+        state.policy, state.memory_namespace, state.subject = (
+            facts.policy,
+            facts.memory_namespace,
+            facts.subject,
+        )
+        if fork.edit is not None:
+            error = state.patch_error(fork.edit)
+            if error is not None:
+                self._fail(RunFailed(f"refused: the fork's edit: {error}"))
+            state.apply_patch(fork.edit, now)
+        self.state = state
 
     async def _copy_parent_transcript(self, parent_store_key: str) -> None:
         copy = TranscriptCopy(
