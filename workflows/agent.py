@@ -65,6 +65,7 @@ class AgentWorkflow(PeopleActions):
     def __init__(self, request: RunRequest) -> None:
         self._fork_error = None
         self._parent_store_key = None
+        self._carried = None
         if request.resumes:
             # Our own state, carried over a continue-as-new: the chain goes on.
             if request.resume_state_packed is not None:
@@ -108,8 +109,8 @@ class AgentWorkflow(PeopleActions):
             self._fail(RunFailed(self._fork_error))
         if request.fork is not None and not request.resumes and self.state.parent:
             if workflow.patched(patches.FORK_CHECKED):
-                rebuilt = workflow.patched(patches.FORK_REBUILT)  # asked before any activity
-                await self._take_parent_facts(request.fork, rebuilt)
+                checked = workflow.patched(patches.FORK_RECORD_CHECKED)  # asked before any activity
+                await self._take_parent_facts(request.fork, checked)
             self._moment("forked", f"from {self.state.parent.run_id} at {self.state.parent.moment}")
             await self._copy_parent_transcript(self._parent_store_key or self.state.parent.run_id)
         self._story = asyncio.create_task(self._tell())

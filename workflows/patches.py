@@ -41,10 +41,10 @@ FORK_CHECKED = "fork-checked-with-its-parent"
 # loosens it is refused before any activity. Old path: the request's policy replaced the
 # agent's, and its approvers the tools' declared ones.
 POLICY_FLOOR = "agent-policy-is-a-floor"
-# A fork starts from its parent's state as the parent's own history has it at the fork's
-# moment (`parent_state_at`), the edit applied on top: the state the request carries is
-# never used. Old path: the carried state, with the parent's identity and policy.
-FORK_REBUILT = "fork-rebuilt-from-its-parent"
+# A fork's carried state must be its parent's own at the fork's moment, as the parent's
+# history has it (`parent_state_at` replays it): else the fork is refused before it copies
+# or runs anything. Old path: the carried state, with the parent's identity and policy.
+FORK_RECORD_CHECKED = "fork-state-checked-with-its-parents-record"
 
 # Every id above, read from this module itself: one written here is listed, none twice.
 ALL = tuple(value for name, value in list(globals().items()) if name.isupper() and name != "ALL")

@@ -202,9 +202,9 @@ async def forked_with_parent(bench: Bench, rid: str) -> None:
     await forked(bench, rid)
 
 
-async def forked_rebuilt(bench: Bench, rid: str) -> None:
-    """A fork whose starting state is rebuilt from its parent's own history at the
-    moment (`fork-rebuilt-from-its-parent`), an edit applied on top."""
+async def forked_record_checked(bench: Bench, rid: str) -> None:
+    """A fork whose carried state is checked against its parent's own history at the
+    moment (`fork-state-checked-with-its-parents-record`), an edit applied on top."""
     parent = f"{rid}-parent"
     await happy_path(bench, parent)
     await runs.wait_for_outcome(bench.client, parent)
@@ -322,7 +322,7 @@ BEHAVIOURS: dict[str, Callable[[Bench, str], Awaitable[None]]] = {
     "cancel-lost-before-patch": cancelled_with_the_start,
     "signed-decisions-v1": signed_decisions_v1,
     "policy-tightened": policy_tightened,
-    "forked-rebuilt": forked_rebuilt,
+    "forked-record-checked": forked_record_checked,
 }
 # The behaviours recorded as a build from before these patches.
 BUILT_BEFORE: dict[str, tuple[str, ...]] = {

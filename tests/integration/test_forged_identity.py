@@ -23,7 +23,6 @@ from durable_agents.workflows.contracts import (
 from durable_agents.workflows.people_inputs import Actor
 from durable_agents.workflows.signing import new_key
 from durable_agents.workflows.state import pack_state
-from durable_agents.workflows.tools import ToolRisk
 from tests.conftest import count_effects, run_id, wait_for_approval
 
 pytestmark = pytest.mark.usefixtures("worker")
@@ -91,10 +90,10 @@ async def test_a_start_naming_another_runs_identity_writes_nothing_under_it(dev_
     assert after.pending_approvals  # the victim still waits for its own approver
 
 
-async def test_a_fork_starts_from_the_parents_record_not_the_state_it_carries(dev_env, settings):
+async def test_a_fork_carrying_a_state_its_parent_never_had_is_refused(dev_env, settings):
     """A fork signed by a key the parent trusts (one that approves nothing), carrying a
-    state that marks the payment tool read-only: the fork starts from the parent's own
-    record at that moment, so the payment still waits for a person and nothing is paid."""
+    state that marks the payment tool read-only: checked against the parent's own record
+    at that moment, it is refused before it copies or runs anything; nothing is paid."""
     client = dev_env.client
     key, public = new_key()
     nobody = Signer(key, "ops-desk")
@@ -114,16 +113,35 @@ async def test_a_fork_starts_from_the_parents_record_not_the_state_it_carries(de
             spec["risk"] = "read_only"
     fork_id = run_id("fork")
     spec = ForkSpec(parent_run_id=victim, state=carried, by="nobody")
-    spec.signed = nobody.change(
-        moment.state.store_key, "nobody", "fork", spec.what_it_says(fork_id)
-    )
+    says = spec.what_it_says(fork_id)
+    spec.signed = nobody.change(moment.state.store_key, "nobody", "fork", says)
     fork = RunRequest(goal="pay", label="pay-invoice", policy=policy, fork=spec)
-    await client.start_workflow("AgentWorkflow", fork, id=fork_id, task_queue=settings.task_queue)
-    await wait_for_approval(client, fork_id)
+    handle = await client.start_workflow(
+        "AgentWorkflow", fork, id=fork_id, task_queue=settings.task_queue
+    )
+    with pytest.raises(WorkflowFailureError) as failed:
+        await asyncio.wait_for(handle.result(), timeout=60)
+    why = str(getattr(failed.value.cause, "message", failed.value.cause))
+    assert why == (
+        f"refused: the fork's state is not its parent's at moment {moment.index} "
+        "(agent differs from the parent's record)"
+    )
     forked = await runs.get_state(client, fork_id)
-    payment = forked.agent.tool("pay_invoice") if forked.agent is not None else None
-    assert payment is not None and payment.risk is ToolRisk.NEEDS_APPROVAL
-    assert [a.tool for a in forked.pending_approvals] == ["pay_invoice"]
+    assert Stores.open(settings).transcript.read(forked.store_key) == []  # nothing copied
     assert count_effects(settings, fork_id, "charge") == 0
-    await runs.cancel(client, fork_id, Actor(by="nobody"), nobody)
+    # The same fork, carrying the parent's own state, is taken and asks for the payment.
+    honest_id = run_id("fork")
+    honest = ForkSpec(parent_run_id=victim, state=moment.state.model_dump(mode="json"), by="nobody")
+    honest.signed = nobody.change(
+        moment.state.store_key, "nobody", "fork", honest.what_it_says(honest_id)
+    )
+    await client.start_workflow(
+        "AgentWorkflow",
+        RunRequest(goal="pay", label="pay-invoice", policy=policy, fork=honest),
+        id=honest_id,
+        task_queue=settings.task_queue,
+    )
+    await wait_for_approval(client, honest_id)
+    assert count_effects(settings, honest_id, "charge") == 0
+    await runs.cancel(client, honest_id, Actor(by="nobody"), nobody)
     await runs.cancel(client, victim, Actor(by="nobody"), nobody)

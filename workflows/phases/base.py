@@ -85,6 +85,8 @@ class RunBase:
     # A fork's start: why its starting state was refused, and its parent's store key.
     _fork_error: str | None
     _parent_store_key: str | None
+    # A fork's state as its request carried it (checked against the parent's record).
+    _carried: RunState | None
 
     def _registry(self) -> AgentRegistry:
         return served(workflow.info().task_queue)

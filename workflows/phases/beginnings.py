@@ -149,16 +149,17 @@ class Beginnings(Conversing):
             self._fork_error = f"the fork's starting state is invalid: {describe(err)}"
             return
         now = workflow.now()
+        self._carried = parent_state.model_copy(deep=True)
         self._parent_store_key = parent_state.store_key
         self.state = parent_state.forked(workflow.info().workflow_id, fork.parent_run_id, now)
         if fork.edit is not None and self.state.patch_error(fork.edit) is None:
             self.state.apply_patch(fork.edit, now)
 
-    async def _take_parent_facts(self, fork: ForkSpec, rebuilt: bool) -> None:
+    async def _take_parent_facts(self, fork: ForkSpec, checked: bool) -> None:
         """The parent's identity and policy as Temporal has them, not as the fork request
         says: the transcript is copied from the real parent, under the parent's policy; a
         parent requiring signed changes counts only a fork signed for this very fork.
-        `rebuilt`: the whole starting state is the parent's own at the moment."""
+        `checked`: the whole state carried must be the parent's own at the moment."""
         facts: ParentFacts = await workflow.execute_activity(
             FORK_ORIGIN,
             fork.parent_run_id,
@@ -178,17 +179,17 @@ class Beginnings(Conversing):
         if error is not None:
             self._refuse(by, error)
             self._fail(RunFailed(f"refused: {error}"))
-        if rebuilt:
-            await self._start_from_parents_record(fork, facts)
+        if checked:
+            await self._check_against_parents_record(fork)
         if fork.by is not None:
             self.state.log(workflow.now(), fork.by, "forked_by", f"from {fork.parent_run_id}")
 
-    async def _start_from_parents_record(self, fork: ForkSpec, facts: ParentFacts) -> None:
-        """The state the fork starts from, rebuilt from the parent's own history at the
-        moment the request names: its agent record (tools' risks, amounts, MCP names),
-        plan, results and decisions are the parent's. Of the request only the moment and
-        the edit count, and the edit must hold on the parent's state."""
-        assert self.state.parent is not None
+    async def _check_against_parents_record(self, fork: ForkSpec) -> None:
+        """The state the fork carries must be its parent's own at the moment it names, as
+        the parent's history has it (rebuilt by replaying it, `parent_state_at`): a caller
+        cannot hand a fork another agent record (tools' risks, amounts, MCP names), plan,
+        results or decisions. Only the moment and the signed edit are the caller's."""
+        assert self.state.parent is not None and self._carried is not None
         moment = ParentMoment(parent_run_id=fork.parent_run_id, moment=self.state.parent.moment)
         parent: RunState = await workflow.execute_activity(
             PARENT_STATE_AT,
@@ -197,20 +198,14 @@ class Beginnings(Conversing):
             summary=f"fork: rebuild {fork.parent_run_id} at moment {moment.moment}",
             **FIXED[PARENT_STATE_AT].kwargs(),
         )
-        now = workflow.now()
-        state = parent.forked(workflow.info().workflow_id, fork.parent_run_id, now)
-        state.identity, state.signature_version = self.state.identity, self.state.signature_version
-        state.policy, state.memory_namespace, state.subject = (
-            facts.policy,
-            facts.memory_namespace,
-            facts.subject,
-        )
-        if fork.edit is not None:
-            error = state.patch_error(fork.edit)
-            if error is not None:
-                self._fail(RunFailed(f"refused: the fork's edit: {error}"))
-            state.apply_patch(fork.edit, now)
-        self.state = state
+        differs = first_difference(parent, self._carried)
+        if differs is not None:
+            self._fail(
+                RunFailed(
+                    f"refused: the fork's state is not its parent's at moment {moment.moment} "
+                    f"({differs} differs from the parent's record)"
+                )
+            )
 
     async def _copy_parent_transcript(self, parent_store_key: str) -> None:
         copy = TranscriptCopy(
@@ -246,3 +241,9 @@ def run_identity(info: workflow.Info) -> str:
     """Who owns a run's stored data: the workflow id with the first execution's run id,
     which continue-as-new and reset keep and a reused workflow id does not (invariant 9)."""
     return f"{info.workflow_id}{IDENTITY_SEPARATOR}{info.first_execution_run_id}"
+
+
+def first_difference(ours: RunState, theirs: RunState) -> str | None:
+    """The first field (in the state's own order) where two states differ, or None."""
+    mine, other = ours.model_dump(mode="json"), theirs.model_dump(mode="json")
+    return next((name for name in mine if mine[name] != other.get(name)), None)
