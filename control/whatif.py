@@ -176,9 +176,7 @@ async def what_if(
     recordings = Recordings(
         calls={run.store_key: run.calls for root in recorded for run in root.tree()},
         read_only=options.read_only,
-        effect_tools=frozenset(
-            name for name, tool in known.tools.items() if tool.risk is not ToolRisk.READ_ONLY
-        ),
+        effect_tools=effect_tools(known),
     )
     queue = f"{WHATIF_QUEUE_PREFIX}{report_id}"
     limit = asyncio.Semaphore(options.concurrency)
@@ -213,6 +211,14 @@ async def what_if(
         unmatched=options.unmatched,
         runs=list(comparisons),
         totals=totals(comparisons),
+    )
+
+
+def effect_tools(production: AgentRegistry) -> frozenset[str]:
+    """The tools production declares with effects: never run for real by a what-if, even
+    where a variant declares one read-only and no recorded run called it."""
+    return frozenset(
+        name for name, tool in production.tools.items() if tool.risk is not ToolRisk.READ_ONLY
     )
 
 

@@ -4,10 +4,16 @@ through a blind index with keys, across a key rotation."""
 
 from __future__ import annotations
 
+import threading
+import uuid
+from typing import Any
+
 import pytest
 
 from durable_agents.activities.memory import MemoryStore
+from durable_agents.activities.sql import PostgresDatabase
 from durable_agents.runtime.encryption import Keyring, new_key
+from tests.conftest import drop_schema, postgres_or_skip
 
 K1, K2 = new_key(), new_key()
 
@@ -82,3 +88,53 @@ def test_forgetting_with_one_unknown_id_removes_nothing(tmp_path):
         memory.forget(settings, "customer/jane", [kept, "typo"])
     assert [r.memory_id for r in store.listing("customer/jane")] == [kept]
     assert memory.forget(settings, "customer/jane", [kept]) == [kept]
+
+
+def test_overlapping_attempts_under_one_key_keep_one_memory_on_postgres():
+    url, schema = postgres_or_skip(), f"t_{uuid.uuid4().hex[:12]}"
+    first_inserted, second_looked = threading.Event(), threading.Event()
+
+    class FirstAttempt(MemoryStore):
+        def _insert(self, *args: Any) -> str:
+            made = super()._insert(*args)
+            first_inserted.set()  # not committed yet: the other attempt sees no row
+            assert second_looked.wait(10), "the second attempt never looked"
+            return made
+
+    class SecondAttempt(MemoryStore):
+        def _insert(self, *args: Any) -> str:
+            second_looked.set()  # it found no row under the key: it writes
+            return super()._insert(*args)
+
+    def attempt(store: MemoryStore, results: dict[str, Any], name: str) -> None:
+        try:
+            results[name] = store.remember(
+                "customer/jane", "Jane prefers email", {}, key="run-1@x/step-2/c1",
+                run_id="run-1@x", step=2,
+            )  # fmt: skip
+        except Exception as err:  # the losing attempt fails; Temporal retries it
+            results[name] = err
+
+    try:
+        db = PostgresDatabase(url, schema=schema)
+        first, second = FirstAttempt(db), SecondAttempt(db)
+        results: dict[str, Any] = {}
+        one = threading.Thread(target=attempt, args=(first, results, "first"))
+        one.start()
+        assert first_inserted.wait(10)
+        two = threading.Thread(target=attempt, args=(second, results, "second"))
+        two.start()
+        one.join(20)
+        two.join(20)
+        assert not one.is_alive() and not two.is_alive()
+        rows = db.query("SELECT memory_id FROM memories WHERE namespace = 'customer/jane'")
+        assert len(rows) == 1, f"written {len(rows)} times: {results}"
+        assert isinstance(results["first"], str)
+        # Its retry answers the memory the first attempt made.
+        retried = SecondAttempt(db).remember(
+            "customer/jane", "Jane prefers email", {}, key="run-1@x/step-2/c1",
+            run_id="run-1@x", step=2,
+        )  # fmt: skip
+        assert retried == results["first"]
+    finally:
+        drop_schema(url, schema)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import urllib.request
 
@@ -11,7 +12,9 @@ from temporalio.testing import ActivityEnvironment
 
 from durable_agents.activities.model import ModelActivities
 from durable_agents.activities.stores import Stores
+from durable_agents.control.live import shown
 from durable_agents.runtime.settings import Settings
+from durable_agents.testing import ScriptedModel, say
 from durable_agents.workflows.activity_io import ChatMessage, ModelCallInput
 from tests.conftest import EXAMPLE_AGENTS
 
@@ -130,3 +133,33 @@ async def test_a_budget_caps_the_reply_or_keeps_the_call_from_being_made(model_s
         activities.call_model, plan_call("cap-3").model_copy(update={"budget_tokens": 10})
     )
     assert tokens.over_budget is not None and "no room for a reply" in tokens.over_budget
+
+
+async def test_a_retry_after_the_reply_was_stored_shows_it_whole_once_more(tmp_path):
+    model = ScriptedModel([say("Your refund is on its way.")])
+    settings = Settings(data_dir=tmp_path)
+    stores = Stores.open(settings)
+    activities = ModelActivities(settings, stores, EXAMPLE_AGENTS, lambda s, m: model)
+    turn = ModelCallInput(
+        run_id="chat-r@1",
+        append=[ChatMessage(seq=0, role="user", content="Where is my refund?")],
+        reply_seq=1,
+        stream=True,
+    )
+    env = ActivityEnvironment()
+    run = env.info.workflow_id or ""  # the live log is the workflow's
+    # Attempt 1 got the reply, stored it and streamed part of it, then its worker died:
+    # the reply is in the memo, its segment still open.
+    await env.run(activities.call_model, turn.model_copy(update={"stream": None}))
+    cut = stores.live.open_segment(run, 1, 1)
+    stores.live.append(run, cut, 1, "Your ref")
+    assert not stores.live.finished(run, 1)
+    # Attempt 2: no model call; readers see the reply whole, the cut segment dropped.
+    env.info = dataclasses.replace(env.info, attempt=2)
+    again = await env.run(activities.call_model, turn)
+    assert again.memoized and again.content_preview == "Your refund is on its way."
+    assert len(model.requests) == 1
+    entries = stores.live.read(run)
+    assert [e.kind for e in entries if e.segment == cut] == ["open", "delta", "abandoned"]
+    assert list(shown(entries).values()) == ["Your refund is on its way."]
+    assert stores.live.finished(run, 1)

@@ -157,3 +157,20 @@ def test_a_target_not_met_is_printed_with_where_its_breakdown_is():
     assert 'README, "What a step costs"' in lines["- target stored bytes"]
     assert lines["- target worker CPU-ms"].endswith("met, 12.00")
     assert "why" not in lines["- target billable actions"]
+
+
+def test_the_fleet_counts_every_charge_beyond_a_runs_first_as_a_duplicate():
+    """The provider's own journal, as the scale bench reads it: a run charged three times
+    across its chain is two duplicates; a refund is no charge."""
+    journal = [
+        {"operation": "charge", "run_id": "run-a@1"},
+        {"operation": "charge", "run_id": "run-a@2"},
+        {"operation": "charge", "run_id": "run-a@1"},
+        {"operation": "charge", "run_id": "run-b@1"},
+        {"operation": "refund", "run_id": "run-b@1"},
+        {"operation": "charge", "run_id": "run-c"},
+    ]
+    by_run = scale.charges_per_run(journal)
+    assert by_run == {"run-a": 3, "run-b": 1, "run-c": 1}
+    assert scale.duplicate_charges(by_run) == 2
+    assert scale.duplicate_charges(scale.charges_per_run(journal[3:])) == 0

@@ -8,17 +8,22 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
+from types import SimpleNamespace
 
 import httpx
 import pytest
 from itsdangerous import TimestampSigner, URLSafeTimedSerializer
 from pydantic import SecretStr
+from starlette.requests import Request
 from temporalio.testing import WorkflowEnvironment
 
-from durable_agents.console import users
+from durable_agents.console import sessions, throttle, users
 from durable_agents.console.identity import SESSION_COOKIE, Identity, SecretTooShort, console_secret
+from durable_agents.console.sessions import SignedOutSessions
+from durable_agents.console.throttle import SignInThrottle
 from durable_agents.control import runs
 from durable_agents.runtime.encryption import KeyringError, new_key
+from durable_agents.runtime.settings import Settings
 from durable_agents.worker.codec_server import app_from
 from durable_agents.workflows.contracts import RunRequest
 from durable_agents.workflows.records import ApprovalStatus
@@ -226,3 +231,50 @@ def test_a_console_whose_stores_are_down_says_so_in_one_line(tmp_path) -> None:
     [line] = (started.stdout + started.stderr).strip().splitlines()
     assert line.startswith("console: our stores' database") and "refused" in line
     assert "s3cret" not in line
+
+
+def test_a_sign_out_lasts_as_long_as_the_cookie_would(sql_database, monkeypatch):
+    clock = [1_000_000.0]
+    monkeypatch.setattr(sessions, "time", SimpleNamespace(time=lambda: clock[0]))
+    ended = SignedOutSessions(sql_database)
+    ended.end("copied-session", 12 * 3600)
+    clock[0] += 11 * 3600  # a later sign-out sweeps the rows of expired cookies
+    ended.end("another-session", 12 * 3600)
+    assert ended.ended("copied-session"), "a cookie still valid for an hour was let in again"
+    clock[0] += 2 * 3600  # past the cookie's own lifetime: its row may go
+    ended.end("a-third-session", 12 * 3600)
+    assert not ended.ended("copied-session")
+    assert ended.ended("another-session")
+
+
+def bare_request() -> Request:
+    scope = {"type": "http", "method": "POST", "path": "/login", "headers": [],
+             "query_string": b"", "client": ("127.0.0.1", 5000)}  # fmt: skip
+    return Request(scope)
+
+
+def test_sign_in_gives_a_new_csrf_token(tmp_path):
+    settings = Settings(data_dir=tmp_path)
+    users.add_user(settings.console_users_path, "alice", "alice-password")
+    identity = Identity(settings)
+    request = bare_request()
+    before = identity.session(request).csrf  # the login page's token, seen by anyone there
+    session = identity.sign_in(request, "alice")
+    assert session.user == "alice" and session.csrf != before
+    assert identity.csrf_ok(request, session.csrf)
+    assert not identity.csrf_ok(request, before)
+
+
+def test_a_names_lockout_lasts_fifteen_minutes(monkeypatch):
+    clock = [5_000.0]
+    monkeypatch.setattr(throttle, "time", SimpleNamespace(monotonic=lambda: clock[0]))
+    guard = SignInThrottle(per_address_per_minute=1000, failures_per_name=3)
+    for n in range(3):
+        assert guard.refusal("alice", f"198.51.100.{n}") is None
+        guard.failed("alice")
+    clock[0] += 14 * 60  # fourteen minutes on, from another address
+    said = guard.refusal("alice", "203.0.113.9")
+    assert said is not None and "try again in 61 s" in said
+    assert guard.refusal("bob", "203.0.113.9") is None  # the name is locked, not everyone
+    clock[0] += 60  # fifteen minutes after the failures
+    assert guard.refusal("alice", "203.0.113.9") is None

@@ -17,8 +17,10 @@ from temporalio.testing import WorkflowEnvironment
 from durable_agents.activities.stores import open_database
 from durable_agents.activities.stream import DeltaStore
 from durable_agents.control import conversations
+from durable_agents.control.signer import kept_signer
 from durable_agents.infra.stack import worker_polling
 from durable_agents.runtime.settings import Settings
+from durable_agents.workflows.contracts import RunPolicy, TrustedKey
 from tests.conftest import eventually, spawn_worker
 from tests.console.live import LiveConsole, csrf_of, live_console, signed_in
 from tests.console.sse import Event, events
@@ -159,3 +161,34 @@ async def test_a_reply_cut_by_a_sigkill_is_replaced_on_the_page_never_doubled(
     finally:
         if first.poll() is None:
             first.kill()
+
+
+async def test_the_composer_signs_for_a_conversation_that_requires_signed_changes(
+    console, dev_env
+) -> None:
+    from tests.console.live import csrf_of, signed_in
+
+    client, settings = dev_env.client, console.settings
+    console_key = kept_signer(settings.console_key_path, settings.console_key_id)
+    policy = RunPolicy(
+        require_signed_decisions=True,
+        trusted_keys={settings.console_key_id: TrustedKey(public_key=console_key.public_key)},
+    )
+    cid = f"chat-{uuid.uuid4().hex[:8]}"
+    request = conversations.conversation_request("support-chat", label="chat", policy=policy)
+    await conversations.open_conversation(client, settings, request, cid)
+    http, _ = await signed_in(console, "alice")
+    page = await http.get(f"/runs/{cid}")
+    sent = await http.post(
+        f"/runs/{cid}/messages",
+        data={"csrf": csrf_of(page.text), "text": "Hello"},
+        headers={"Accept": "application/json"},
+    )
+    assert sent.status_code == 200, sent.text
+
+    async def answered():
+        view = await conversations.thread(client, cid)
+        return view.turns if view.turns and view.turns[0].reply else None
+
+    turns = await eventually(answered)
+    assert [(t.by, t.message, t.reply) for t in turns] == [("alice", "Hello", "You said: Hello")]

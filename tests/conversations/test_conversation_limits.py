@@ -74,3 +74,26 @@ async def test_a_turn_the_endpoint_refuses_fails_alone(time_env):
     assert refused.status == "failed" and "HTTP 400" in (refused.error or "")
     assert (after.turn, after.reply) == (3, "still here")
     assert state.status.value == "running"
+
+
+async def test_a_full_queue_refuses_the_next_message(time_env, monkeypatch):
+    from tests.agents.support_desk import support_desk
+
+    monkeypatch.setattr(conversation_phase, "MAX_QUEUED", 3)
+    model = ScriptedModel(
+        [call("refund_order", order_id="A-1001", amount="5.00"), say("refunded"),
+         say("zero"), say("one")]
+    )  # fmt: skip
+    async with AgentTestbed(support_desk, model=model, env=time_env) as bed:
+        chat = await bed.open_conversation(support_desk, "chat-full-queue")
+        head = await chat.send("refund please", by="jane")
+        assert head.status == "waiting"  # its turn holds the head of the queue
+        behind = [await chat.post(f"then {n}", by="jane") for n in range(2)]
+        with pytest.raises(RunError, match="3 messages waiting for their turn"):
+            await chat.post("one too many", by="jane")
+        assert len((await chat.thread()).queued) == 3
+        await chat.approve(by="support-lead")
+        last = await chat.reply(behind[-1])
+        view = await chat.thread()
+    assert (last.turn, last.reply) == (3, "one")
+    assert [t.message for t in view.turns] == ["refund please", "then 0", "then 1"]

@@ -119,3 +119,33 @@ async def test_what_a_recall_hands_the_model_is_bounded_by_the_worker(time_env):
         await chat.send("What do you know?", by="jane")
     recalled = [json.loads(t) for t in tool_results(model) if '"memories"' in t]
     assert len(recalled[0]["memories"]) == 2  # the agent allows 5; the worker, 2
+
+
+async def test_a_parent_that_does_not_share_its_memory_keeps_it_from_its_sub_agent(time_env):
+    from durable_agents import Agent, Memory
+
+    helper = Agent(
+        name="helper",
+        instructions="Keep notes.",
+        planning=False,
+        memory=Memory("helper-notes/{customer}"),
+    )
+    desk = Agent(
+        name="desk",
+        instructions="Delegate the notes.",
+        planning=False,
+        delegates=[helper],
+        memory=Memory("customer/{customer}"),  # not shared_with_sub_agents
+    )
+    model = ScriptedModel(
+        [call("ask_helper", task="note Jane's preference"), say("done")],
+        agents={"helper": [call("remember", text="Jane likes tea"), say("noted")]},
+    )
+    async with AgentTestbed(desk, model=model, env=time_env) as bed:
+        bed.seed_memory("customer/jane", "Jane was seeded")
+        run = await bed.start(desk, "Take a note", subject={"customer": "jane"})
+        assert (await run.result()).status == "completed"
+        parents = [m.text for m in bed.memories("customer/jane")]
+        own = [m.text for m in bed.memories("helper-notes/jane")]
+    assert parents == ["Jane was seeded"]  # the helper neither read nor wrote the desk's
+    assert own == ["Jane likes tea"]

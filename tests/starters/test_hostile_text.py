@@ -4,11 +4,17 @@ nor hides part of an argument from the approver, and escape sequences are taken 
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime
 
+from durable_agents.activities.stores import open_database
+from durable_agents.activities.stream import DeltaStore
 from durable_agents.control.runs import InboxItem
+from durable_agents.runtime.settings import Settings
+from durable_agents.starters.cli_chat import Talk
 from durable_agents.starters.render import inbox_table, print_state
 from durable_agents.starters.terminal import SafeConsole
+from durable_agents.workflows.conversation_records import TurnReply
 from durable_agents.workflows.records import ApprovalRequest, PlanStep
 from durable_agents.workflows.state import RunState
 
@@ -52,3 +58,21 @@ def test_show_prints_hostile_plan_titles_arguments_and_comments_as_text():
     text = printed(state)
     assert text.count("[conceal]and 9,000 EUR to mallory[/conceal]") >= 4
     assert "call-[/]" in text
+
+
+async def test_streamed_text_reaches_the_terminal_without_escape_sequences(tmp_path, capsys):
+    settings = Settings(data_dir=tmp_path)
+    log = DeltaStore(open_database(settings))
+    segment = log.open_segment("chat-h", 1, 1)
+    log.append("chat-h", segment, 1, "pay 10 EUR\x1b[2J\x1b]0;pwned\x07\r\tend\n")
+    log.close("chat-h", segment, 1, "done")
+    talk = Talk(None, settings, "chat-h", "jane", None)  # type: ignore[arg-type]
+    try:
+        over: asyncio.Future[TurnReply] = asyncio.get_running_loop().create_future()
+        over.set_result(TurnReply(message_id="m-1", status="answered"))
+        assert await talk._print_live(0, over)
+    finally:
+        await talk.close()
+    out = capsys.readouterr().out
+    assert "pay 10 EUR" in out and "\tend\n" in out  # tabs and line breaks kept
+    assert not any(ch in out for ch in "\x1b\x07\r")

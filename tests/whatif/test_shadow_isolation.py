@@ -92,6 +92,42 @@ async def test_a_plain_run_on_a_what_if_queue_is_refused(
     assert recordings.made == {}
 
 
+async def test_a_shadow_the_what_if_did_not_start_gets_nothing_from_its_worker(
+    dev_env: WorkflowEnvironment, settings: Settings
+) -> None:
+    """Anyone who can list workflows sees a what-if's queue: a shadow they start there is
+    refused by its worker's activities (no model call on the operator's key, no tool, no
+    memo of the recorded runs), while the what-if's own shadow is served."""
+    queue = "whatif-intruder-test"
+    recordings = Recordings(calls={})
+    request = RunRequest(
+        goal="Pay invoice INV-1001",
+        agent="invoice",
+        label="pay-invoice",
+        shadow=ShadowSpec(decisions=[APPROVED_PAYMENT]),
+    )
+    async with build_shadow_worker(dev_env.client, settings, EXAMPLE_AGENTS, recordings, queue):
+        intruder = await dev_env.client.start_workflow(
+            AgentWorkflow.run, request, id=run_id("intruder"), task_queue=queue
+        )
+        with pytest.raises(WorkflowFailureError) as failed:
+            await asyncio.wait_for(intruder.result(), 60)
+        own_id = run_id("own-shadow")
+        recordings.starting(own_id)
+        own = await dev_env.client.start_workflow(
+            AgentWorkflow.run, request, id=own_id, task_queue=queue
+        )
+        recordings.started(own_id, own.result_run_id)
+        served = await asyncio.wait_for(own.result(), 60)
+    cause = failed.value.cause
+    said = f"{cause} / {getattr(cause, 'cause', '')}"
+    assert "refused: run intruder-" in said and "was not started by this what-if" in said, said
+    assert served.status == "completed"
+    # The what-if's own shadow paid (as the record says, never for real); the intruder
+    # got no further than its first activity.
+    assert recordings.made and all(key.startswith(f"{own_id}@") for key in recordings.made)
+
+
 async def test_a_production_worker_refuses_a_shadows_tool_call(settings: Settings) -> None:
     tools = ToolActivities(
         Stores.open(settings),

@@ -14,14 +14,23 @@ from temporalio.testing import ActivityEnvironment
 
 from durable_agents.activities.crash_points import CrashPoints
 from durable_agents.activities.mcp import MCPActivities
-from durable_agents.activities.shadow import RecordedCall, Recordings, ShadowToolActivities
+from durable_agents.activities.model import ModelActivities
+from durable_agents.activities.shadow import (
+    RecordedCall,
+    Recordings,
+    ShadowModelActivities,
+    ShadowToolActivities,
+)
 from durable_agents.activities.stores import Stores
 from durable_agents.activities.tools import ToolActivities
+from durable_agents.control.whatif import effect_tools
 from durable_agents.runtime.settings import Settings
-from durable_agents.workflows.activity_io import ToolCallInput
+from durable_agents.testing import ScriptedModel, say
+from durable_agents.workflows.activity_io import ChatMessage, ModelCallInput, ToolCallInput
 from durable_agents.workflows.agents import Agent
 from durable_agents.workflows.registry import AgentRegistry
 from durable_agents.workflows.tools import ToolRisk, tool
+from tests.conftest import EXAMPLE_AGENTS
 
 called: list[str] = []
 
@@ -130,3 +139,46 @@ async def test_a_tool_the_code_here_says_acts_never_runs_even_declared_read_only
     assert "was not called" in answered.summary and called == []
     [made] = shadow.recordings.made["shadow@1"]
     assert (made.source, made.side_effect) == ("simulated", True)
+
+
+async def test_a_shadow_reuses_the_memo_of_a_recorded_run_only(tmp_path):
+    model = ScriptedModel(
+        [],
+        runs={
+            "recorded": [say("the recorded answer")],
+            "private": [say("another customer's secret")],
+            "shadow-a": [say("asked live (a)")],
+            "shadow-b": [say("asked live (b)")],
+        },
+    )
+    settings = Settings(data_dir=tmp_path)
+    stores = Stores.open(settings)
+    production = ModelActivities(settings, stores, EXAMPLE_AGENTS, lambda s, m: model)
+    env = ActivityEnvironment()
+
+    def asking(run: str, shadow_of: str | None = None) -> ModelCallInput:
+        return ModelCallInput(
+            run_id=run,
+            append=[ChatMessage(seq=0, role="user", content="What is my balance?")],
+            reply_seq=1,
+            shadow_of=shadow_of,
+        )
+
+    for run in ("recorded@1", "private@1"):  # both runs asked the very same request
+        assert not (await env.run(production.call_model, asking(run))).memoized
+    shadows = ShadowModelActivities(production, recorded={"recorded@1"})
+    reused = await env.run(shadows.call_model, asking("shadow-a@1", "recorded@1"))
+    assert reused.memoized and reused.content_preview == "the recorded answer"
+    # A start request naming a run the what-if did not record gets no answer from its memo.
+    pointed = await env.run(shadows.call_model, asking("shadow-b@1", "private@1"))
+    assert not pointed.memoized and pointed.content_preview == "asked live (b)"
+    assert len(model.requests) == 3
+
+
+def test_every_tool_production_declares_with_effects_counts_as_one_in_a_what_if() -> None:
+    """Whatever a variant declares: a what-if's Recordings simulate these (its read-only
+    tools alone may answer live)."""
+    production = AgentRegistry().add(AGENT)
+    assert effect_tools(production) == {"open_ticket", "send_sms"}
+    recordings = Recordings(calls={}, effect_tools=effect_tools(production))
+    assert recordings.effect_tools == {"open_ticket", "send_sms"}

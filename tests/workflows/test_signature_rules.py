@@ -11,9 +11,9 @@ from datetime import UTC, datetime, timedelta
 from durable_agents.control.signer import Signer
 from durable_agents.workflows import signed_changes
 from durable_agents.workflows.contracts import RunPolicy, TrustedKey
-from durable_agents.workflows.people_inputs import Answer, Decision
+from durable_agents.workflows.people_inputs import Answer, BudgetRaise, Decision
 from durable_agents.workflows.records import ApprovalRequest, ApprovalStatus, Question
-from durable_agents.workflows.signing import new_key
+from durable_agents.workflows.signing import digest_of, new_key, sign
 from durable_agents.workflows.state import RunState
 
 
@@ -104,3 +104,46 @@ def test_answers_count_only_signed_for_their_question_and_text():
     assert "digest differs" in refused(signed_changes.answer_error(state, other_text, LATER))
     ok = Answer(question_id="q-1", answer="INV-1", by="dan", signed=signed)
     assert signed_changes.answer_error(state, ok, LATER) is None
+
+
+def test_a_budget_raise_signed_for_2_dollars_does_not_count_for_2000():
+    NOW, LATER = times()
+    state, signer = signed_run(NOW)
+    asked = BudgetRaise(by="cfo", usd=2.0, tool_calls=5, comment="a little more")
+    signed = signer.change(state.store_key, "cfo", "raise_budget", asked.what_it_says())
+    as_signed = asked.model_copy(update={"signed": signed})
+    assert (
+        signed_changes.change_error(
+            state, "raise_budget", "cfo", signed, as_signed.what_it_says(), LATER
+        )
+        is None
+    )
+    # The same signature and comment on other figures: each limit is covered.
+    for inflated in (
+        as_signed.model_copy(update={"usd": 2000.0}),
+        as_signed.model_copy(update={"tool_calls": 500}),
+        as_signed.model_copy(update={"tokens": 10**9}),
+    ):
+        error = signed_changes.change_error(
+            state, "raise_budget", "cfo", signed, inflated.what_it_says(), LATER
+        )
+        assert "digest differs" in refused(error)
+
+
+def test_a_change_signed_more_than_a_day_ago_is_stale():
+    NOW, LATER = times()
+    state, signer = signed_run(NOW)
+    says = {"reason": "lunch"}
+
+    def signed_at(at: datetime, nonce: str):
+        return sign(signer.key, "k", run=state.store_key, by="ops", action="pause",
+                    request_id=nonce, digest=digest_of(says), at=at.isoformat())  # fmt: skip
+
+    # Within the day it counts (so the refusal below is about age, not the signature).
+    recent = signed_at(LATER - timedelta(hours=23), "nonce-recent")
+    assert signed_changes.change_error(state, "pause", "ops", recent, says, LATER) is None
+    # Signed two days ago, its nonce never used: a copy kept that long counts no more.
+    old = signed_at(LATER - timedelta(days=2), "nonce-old")
+    assert "is stale" in refused(
+        signed_changes.change_error(state, "pause", "ops", old, says, LATER)
+    )
