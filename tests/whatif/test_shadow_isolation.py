@@ -119,13 +119,21 @@ async def test_a_shadow_the_what_if_did_not_start_gets_nothing_from_its_worker(
         )
         recordings.started(own_id, own.result_run_id)
         served = await asyncio.wait_for(own.result(), 60)
+        # Its id, started again once it closed, is another run: refused too.
+        again = await dev_env.client.start_workflow(
+            AgentWorkflow.run, request, id=own_id, task_queue=queue
+        )
+        with pytest.raises(WorkflowFailureError) as reused:
+            await asyncio.wait_for(again.result(), 60)
     cause = failed.value.cause
     said = f"{cause} / {getattr(cause, 'cause', '')}"
     assert "refused: run intruder-" in said and "was not started by this what-if" in said, said
     assert served.status == "completed"
+    assert "was not started by this what-if" in str(reused.value.cause)
     # The what-if's own shadow paid (as the record says, never for real); the intruder
     # got no further than its first activity.
-    assert recordings.made and all(key.startswith(f"{own_id}@") for key in recordings.made)
+    own_key = f"{own_id}@{own.result_run_id}"
+    assert list(recordings.made) == [own_key] and recordings.made[own_key]
 
 
 async def test_a_production_worker_refuses_a_shadows_tool_call(settings: Settings) -> None:
