@@ -79,10 +79,15 @@ def connection(settings: Settings) -> Connection:
         api_key = settings.temporal_api_key.get_secret_value()
     if api_key is not None and not api_key.strip():
         raise ConnectionSettingsError("the Temporal API key is empty")
+    tls = _tls(settings, profile, api_key)
+    if api_key is not None and tls is False:
+        raise ConnectionSettingsError(
+            "a Temporal API key is never sent without TLS: turn TLS on, or drop the key"
+        )
     return Connection(
         address=address,
         namespace=namespace,
-        tls=_tls(settings, profile, api_key),
+        tls=tls,
         api_key=api_key,
         rpc_metadata=dict(profile.grpc_meta),
     )

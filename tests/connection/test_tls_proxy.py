@@ -152,6 +152,15 @@ async def test_wrong_credentials_say_one_line_and_start_nothing(dev_env, tmp_pat
             {"AGENT_TEMPORAL_TLS_KEY_FILE": ""},
             "mTLS needs both",
         ),
+        "an API key with TLS off": (
+            {
+                **keyed,
+                "AGENT_TEMPORAL_API_KEY": API_KEY,
+                "AGENT_TEMPORAL_TLS_CA_FILE": "",
+                "AGENT_TEMPORAL_TLS": "false",
+            },
+            "a Temporal API key is never sent without TLS",
+        ),
         "plaintext to the TLS port": (
             {
                 "AGENT_TEMPORAL_TLS_CA_FILE": "",

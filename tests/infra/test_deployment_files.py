@@ -31,6 +31,7 @@ SAMPLES = {
     "AGENT_CONSOLE_SECRET": "a-console-secret-of-32-bytes-or-more-012345",
     "OPENAI_API_KEY": "sk-sample",
     "AGENT_DATABASE_URL": "postgresql://agents:pw@postgres:5432/agents",
+    "AGENT_TEMPORAL_API_KEY": "a-temporal-api-key-0123456789",
 }
 
 
@@ -165,6 +166,27 @@ def test_kubernetes_settings_match_the_model(monkeypatch):
         for secret in (*secrets, "AGENT_CODEC_UI_TOKEN"):
             literal = [e for e in container.get("env", []) if e["name"] == secret and "value" in e]
             assert not literal and secret not in data
+
+
+def test_every_process_that_reaches_temporal_reads_the_same_transport_settings():
+    """The worker, the console and the set-up job (and their readiness checks, run in the
+    same containers) take Temporal's address and TLS from the ConfigMap and its API key
+    from the Secret: none can be left plaintext, or keyless, by a file of its own."""
+    talking = {"worker", "console", "setup"}
+    seen = set()
+    for container in containers():
+        if container["name"] not in talking:
+            continue
+        seen.add(container["name"])
+        assert container["envFrom"] == [{"configMapRef": {"name": "durable-agents"}}]
+        [key] = [e for e in container["env"] if e["name"] == "AGENT_TEMPORAL_API_KEY"]
+        ref = key["valueFrom"]["secretKeyRef"]
+        assert ref == {"name": "durable-agents", "key": "AGENT_TEMPORAL_API_KEY", "optional": True}
+        transport = [e["name"] for e in container["env"] if e["name"].startswith("AGENT_TEMPORAL")]
+        assert transport == ["AGENT_TEMPORAL_API_KEY"], container["name"]  # nothing of its own
+        probe = container.get("readinessProbe", {}).get("exec", {}).get("command", [])
+        assert not probe or probe[0] == "agentctl"  # the same environment, the same settings
+    assert seen == talking
 
 
 @pytest.mark.parametrize("grace", ["compose", "kubernetes"])
