@@ -20,7 +20,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from temporalio.client import Client
 
 from durable_agents.console import actions, chat, events, memory, users, whatif
-from durable_agents.console.deltas import Resume, resume_from
+from durable_agents.console.deltas import BadEventId, Resume, resume_from
 from durable_agents.console.identity import CSRF_FIELD, Identity
 from durable_agents.console.throttle import OpenStreams, SignInThrottle
 from durable_agents.console.views import Views
@@ -157,9 +157,13 @@ async def stream_start(
         raise PageError(429, refused)
     if after < 0 or pos < 0:
         raise PageError(400, "after and pos must be whole numbers >= 0")
+    try:
+        start = resume_from(request.headers.get("last-event-id"), after, pos)
+    except BadEventId as err:
+        raise PageError(400, str(err)) from None
     await run_state(console_of(request), run_id)
     with streams.held_by(user):
-        yield resume_from(request.headers.get("last-event-id"), after, pos)
+        yield start
 
 
 async def live_start(settings: Settings, run_id: str) -> int:

@@ -5,6 +5,7 @@ log's position), so a reconnect with Last-Event-ID resumes both where they were.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,12 +25,22 @@ class Resume:
         return f"{self.moment}.{self.pos}" if deltas else str(self.moment)
 
 
+# An event id of ours: `N` or `N.P`, ASCII digits only ("²" is a digit to str.isdigit).
+EVENT_ID = re.compile(r"([0-9]{1,15})(?:\.([0-9]{1,15}))?")
+
+
+class BadEventId(ValueError):
+    """A Last-Event-ID no stream of ours gave out."""
+
+
 def resume_from(header: str | None, after: int | None, pos: int | None) -> Resume:
-    """The Last-Event-ID header (a reconnect: `N` or `N.P`), else ?after=N&pos=P."""
-    if header is not None:
-        moment, _, at = header.strip().partition(".")
-        if moment.isdigit() and (not at or at.isdigit()):
-            return Resume(int(moment), int(at or 0))
+    """The Last-Event-ID header (a reconnect: `N` or `N.P`), else ?after=N&pos=P; any other
+    header is refused (BadEventId), never guessed at."""
+    if header is not None and header.strip():
+        found = EVENT_ID.fullmatch(header.strip())
+        if found is None:
+            raise BadEventId("Last-Event-ID must be N or N.P, in whole numbers")
+        return Resume(int(found[1]), int(found[2] or 0))
     return Resume(after or 0, pos or 0)
 
 

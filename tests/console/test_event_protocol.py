@@ -95,3 +95,21 @@ async def test_the_events_query_refuses_bad_input(
         with pytest.raises(WorkflowQueryFailedError, match="events takes nothing or"):
             await handle.query("events", bad)
     assert (await runs.get_state(dev_env.client, state.run_id)).audit == state.audit
+
+
+async def test_a_last_event_id_no_stream_gave_out_is_a_400_never_a_500(
+    console: LiveConsole, dev_env: WorkflowEnvironment
+) -> None:
+    """ "²" is a digit to Python's str.isdigit, and int() refuses it: the header is read as
+    ASCII digits only, and anything else is refused in one line before the stream opens."""
+    state = await waiting_payment(dev_env.client, console.settings)
+    http, _ = await signed_in(console, "alice")
+    path = f"/runs/{state.run_id}/events"
+    for bad in ("²", "1.²", "-1", "1.2.3", "abc", "9" * 40):
+        sent = {b"Accept": b"text/event-stream", b"Last-Event-ID": bad.encode()}  # "²" too
+        answer = await http.get(path, headers=sent)
+        assert answer.status_code == 400, (bad, answer.status_code)
+        assert "Last-Event-ID must be N or N.P" in answer.text
+    async for first in events(http, path, last_event_id="1"):
+        assert first.id is not None and int(first.id) > 1  # resumed after moment 1
+        break
