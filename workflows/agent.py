@@ -371,7 +371,7 @@ class AgentWorkflow(PeopleActions):
 
     @workflow.query(name="state")
     def get_state(self, *_: Any) -> RunState:
-        return self.state
+        return self.state.for_readers()
 
     @workflow.query(name="summary")
     def get_summary(self, *_: Any) -> RunSummary:

@@ -253,6 +253,16 @@ class RunState(BudgetRules):
             events=[e for e in self.events if e.offset > after],
         )
 
+    def for_readers(self) -> RunState:
+        """This state as a query hands it out: without the spend reports' tokens (a parent
+        checks a child's report by it; whoever read it could report for the child). A
+        shallow copy: the rest is shared, read-only, with the run."""
+        hidden = self.model_copy()
+        hidden.delegations = [hide_token(d) for d in self.delegations]
+        if self.delegated_by is not None:
+            hidden.delegated_by = hide_token(self.delegated_by)
+        return hidden
+
     def forked(self, run_id: str, parent_run_id: str, now: datetime) -> RunState:
         """This state as the start of a new run: the phase in progress at this moment (the
         plan, a step, or the final answer) starts over; everything before it is kept, so
@@ -404,8 +414,8 @@ class RunSummary(BaseModel):
             parent=state.parent,
             budget=state.budget,
             spent=state.spent,
-            delegated_by=state.delegated_by,
-            delegations=state.delegations,
+            delegated_by=hide_token(state.delegated_by) if state.delegated_by else None,
+            delegations=[hide_token(d) for d in state.delegations],
         )
 
 
@@ -434,3 +444,11 @@ def _latest(records: list[T], kept: int, still_open: Callable[[T], bool]) -> lis
     closed = [i for i, record in enumerate(records) if not still_open(record)]
     dropped = set(closed[:-kept]) if kept else set(closed)
     return [record for i, record in enumerate(records) if i not in dropped]
+
+
+TokenHolder = TypeVar("TokenHolder", Delegation, DelegatedBy)
+
+
+def hide_token(held: TokenHolder) -> TokenHolder:
+    """A delegation (or a child's link to its parent) without its spend-report token."""
+    return held if held.report_token is None else held.model_copy(update={"report_token": None})

@@ -99,6 +99,7 @@ async def test_the_tree_shares_one_budget_and_a_raise_at_the_parent_reaches_the_
         asked = await budget_request(child)
         child_state = await child.state()
         parent_live = await eventually(lambda: _rolled_up(run, 2))
+        summary = await run.summary()
         await runs.raise_budget(
             bed.client.temporal, run.run_id, BudgetRaise(by="cfo", tool_calls=5)
         )
@@ -108,6 +109,9 @@ async def test_the_tree_shares_one_budget_and_a_raise_at_the_parent_reaches_the_
     assert child_state.budget == RunBudget(tool_calls=1)  # what was left when it began
     assert "1 of 1 tool calls" in asked.rule
     assert parent_live.spent.tool_calls == 2  # rolled up while the child waited
+    # The child's reports carry a token only the two workflows hold: no query hands it out.
+    assert delegation.report_token is None and summary.delegations[0].report_token is None
+    assert child_state.delegated_by is not None and child_state.delegated_by.report_token is None
     assert child_after.budget is not None and child_after.budget.tool_calls == 4
     assert result.status == "completed"
     assert parent.spent.tool_calls == 3 and parent.delegations[0].spent.tool_calls == 2
