@@ -22,7 +22,7 @@ from temporalio.client import Client
 from durable_agents.console import actions, chat, events, memory, users, whatif
 from durable_agents.console.deltas import BadEventId, Resume, resume_from
 from durable_agents.console.identity import CSRF_FIELD, Identity
-from durable_agents.console.throttle import OpenStreams, SignInThrottle
+from durable_agents.console.throttle import OpenStreams, SignInThrottle, client_address
 from durable_agents.console.views import Views
 from durable_agents.console.web import (
     HERE,
@@ -204,7 +204,11 @@ def _pages(app: FastAPI) -> None:
         if console.identity.uses_proxy:
             raise PageError(400, "this console signs people in through its proxy")
         name, password = form.get("name", "")[:200], form.get("password", "")[:1000]
-        address = request.client.host if request.client else "?"
+        address = client_address(
+            request.client.host if request.client else None,
+            request.headers.get("x-forwarded-for"),
+            console.settings.console_trusted_proxies,
+        )
         if (refused := console.throttle.refusal(name, address)) is not None:
             raise PageError(429, refused)
         try:
@@ -217,7 +221,7 @@ def _pages(app: FastAPI) -> None:
         except users.UsersFileError as err:
             raise PageError(500, str(err)) from None
         if not ok:
-            console.throttle.failed(name)
+            console.throttle.failed(name, address)
             context = {"flash": "wrong name or password", "name": name[:100]}
             return render(request, "login.html", context, status=401)
         console.identity.sign_in(request, name)

@@ -1,13 +1,16 @@
-"""Sign-in attempts, limited per name and per client address: guessing a password costs
-the guesser time, and a flood of sign-ins is refused before it reaches the (deliberately
-slow) password check. In memory: a console restart forgets, which costs a guesser only
-what the limits allow again."""
+"""Sign-in attempts, limited per client address, and failures per name from each client:
+guessing a password costs the guesser time, and a flood of sign-ins is refused before it
+reaches the (deliberately slow) password check. A flood of wrong passwords for a name
+locks that name out for the clients that sent them, never for the person who has the
+right one elsewhere. Behind a reverse proxy the client is the address the proxy says it
+forwarded for (`client_address`). In memory: a console restart forgets, which costs a
+guesser only what the limits allow again."""
 
 from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -48,16 +51,36 @@ class SignInThrottle:
 
     def refusal(self, name: str, address: str) -> str | None:
         """Why this attempt is refused now, without checking the password; None: go on.
-        Every attempt counts against its address; failed ones against the name too."""
+        Every attempt counts against its address; failed ones against the name, from that
+        address."""
         now = time.monotonic()
-        wait = max(self.addresses.wait_for(address, now), self.names.wait_for(name, now))
+        wait = max(
+            self.addresses.wait_for(address, now),
+            self.names.wait_for(_name_from(name, address), now),
+        )
         if wait > 0:
             return f"too many sign-in attempts: try again in {int(wait) + 1} s"
         self.addresses.note(address, now)
         return None
 
-    def failed(self, name: str) -> None:
-        self.names.note(name, time.monotonic())
+    def failed(self, name: str, address: str) -> None:
+        self.names.note(_name_from(name, address), time.monotonic())
+
+
+def _name_from(name: str, address: str) -> str:
+    return f"{address} {name}"
+
+
+def client_address(peer: str | None, forwarded_for: str | None, trusted: Sequence[str]) -> str:
+    """Who signs in: the peer, or, where the peer is a proxy we trust, the address it says
+    it forwarded for (the last X-Forwarded-For entry: the one it added itself)."""
+    if peer is None:
+        return "?"
+    if peer in trusted and forwarded_for:
+        last = forwarded_for.split(",")[-1].strip()
+        if last:
+            return last[:100]
+    return peer
 
 
 class OpenStreams:

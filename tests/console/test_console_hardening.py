@@ -20,7 +20,7 @@ from temporalio.testing import WorkflowEnvironment
 from durable_agents.console import sessions, throttle, users
 from durable_agents.console.identity import SESSION_COOKIE, Identity, SecretTooShort, console_secret
 from durable_agents.console.sessions import SignedOutSessions
-from durable_agents.console.throttle import SignInThrottle
+from durable_agents.console.throttle import SignInThrottle, client_address
 from durable_agents.control import runs
 from durable_agents.runtime.encryption import KeyringError, new_key
 from durable_agents.runtime.settings import Settings
@@ -174,6 +174,21 @@ async def test_sign_in_is_throttled_per_name_and_per_address(
         assert codes == [401, 401, 401, 401, 429]
         last = await fresh.post("/login", data={**bob, "csrf": token})
         assert last.status_code == 429 and "too many sign-in attempts" in last.text
+    # Behind a reverse proxy (this machine, trusted): a flood of wrong passwords for alice
+    # from one client locks her out there, never where she signs in herself.
+    proxied = limited.model_copy(update={"console_trusted_proxies": ["127.0.0.1"]})
+    async with live_console(proxied, dev_env.client) as console:
+        http = console.client()
+        token = csrf_of((await http.get("/login")).text)
+        guesser, alice = {"X-Forwarded-For": "198.51.100.7"}, {"X-Forwarded-For": "203.0.113.9"}
+        wrong = {"csrf": token, "name": "alice", "password": "guess-guess"}
+        codes = [
+            (await http.post("/login", data=wrong, headers=guesser)).status_code for _ in range(4)
+        ]
+        assert codes == [401, 401, 401, 429]
+        right = {"csrf": token, "name": "alice", "password": PASSWORDS["alice"]}
+        assert (await http.post("/login", data=right, headers=guesser)).status_code == 429
+        assert (await http.post("/login", data=right, headers=alice)).status_code == 303
 
 
 async def test_safety_headers_and_secure_cookies(dev_env: WorkflowEnvironment, settings) -> None:
@@ -265,16 +280,27 @@ def test_sign_in_gives_a_new_csrf_token(tmp_path):
     assert not identity.csrf_ok(request, before)
 
 
-def test_a_names_lockout_lasts_fifteen_minutes(monkeypatch):
+def test_a_names_lockout_lasts_fifteen_minutes_for_the_client_that_failed(monkeypatch):
     clock = [5_000.0]
     monkeypatch.setattr(throttle, "time", SimpleNamespace(monotonic=lambda: clock[0]))
     guard = SignInThrottle(per_address_per_minute=1000, failures_per_name=3)
-    for n in range(3):
-        assert guard.refusal("alice", f"198.51.100.{n}") is None
-        guard.failed("alice")
-    clock[0] += 14 * 60  # fourteen minutes on, from another address
-    said = guard.refusal("alice", "203.0.113.9")
+    for _ in range(3):
+        assert guard.refusal("alice", "198.51.100.7") is None
+        guard.failed("alice", "198.51.100.7")
+    clock[0] += 14 * 60  # fourteen minutes on
+    said = guard.refusal("alice", "198.51.100.7")
     assert said is not None and "try again in 61 s" in said
-    assert guard.refusal("bob", "203.0.113.9") is None  # the name is locked, not everyone
-    clock[0] += 60  # fifteen minutes after the failures
+    # The person with the right password, from their own client, is not locked out.
     assert guard.refusal("alice", "203.0.113.9") is None
+    assert guard.refusal("bob", "198.51.100.7") is None  # the name is locked, not everyone
+    clock[0] += 60  # fifteen minutes after the failures
+    assert guard.refusal("alice", "198.51.100.7") is None
+
+
+def test_behind_a_trusted_proxy_the_client_is_the_one_it_forwarded_for():
+    proxies = ["10.0.0.2"]
+    assert client_address("10.0.0.2", "198.51.100.1, 203.0.113.9", proxies) == "203.0.113.9"
+    assert client_address("10.0.0.2", None, proxies) == "10.0.0.2"
+    # Anyone else's X-Forwarded-For is their own claim: the peer counts.
+    assert client_address("192.0.2.4", "203.0.113.9", proxies) == "192.0.2.4"
+    assert client_address(None, "203.0.113.9", proxies) == "?"
