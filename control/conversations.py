@@ -83,7 +83,7 @@ async def send(
         signed = signer.change(identity, sent.by, "message", sent.what_it_says())
         sent = sent.model_copy(update={"signed": signed})
     reply = await _ask(client, run_id, "send_message", sent)
-    return await _past_carried(client, run_id, reply)
+    return await _past_carried(client, run_id, reply, sent.by, signer)
 
 
 async def post(
@@ -99,16 +99,38 @@ async def post(
     await _ask(client, run_id, "send_message", sent.model_copy(update={"wait": False}))
 
 
-async def await_reply(client: Client, run_id: str, message_id: str) -> TurnReply:
-    """Wait again for a message's reply (after approving what its turn waited for)."""
-    reply = await _ask(client, run_id, "await_reply", ReplyWanted(message_id=message_id))
-    return await _past_carried(client, run_id, reply)
+async def await_reply(
+    client: Client,
+    run_id: str,
+    message_id: str,
+    *,
+    by: str = "anonymous",
+    signer: Signer | None = None,
+) -> TurnReply:
+    """Wait again for a message's reply (after approving what its turn waited for): as
+    `by`, signed by `signer` where the conversation requires signed changes."""
+    wanted = await _wanted(client, run_id, message_id, by, signer)
+    reply = await _ask(client, run_id, "await_reply", wanted)
+    return await _past_carried(client, run_id, reply, by, signer)
 
 
-async def _past_carried(client: Client, run_id: str, reply: TurnReply) -> TurnReply:
-    wanted = ReplyWanted(message_id=reply.message_id)
+async def _wanted(
+    client: Client, run_id: str, message_id: str, by: str, signer: Signer | None
+) -> ReplyWanted:
+    """A wait for a reply; signed afresh each time (a signature counts once)."""
+    wanted = ReplyWanted(message_id=message_id, by=by)
+    if signer is not None:
+        identity = await runs.run_identity(client, run_id)
+        wanted.signed = signer.change(identity, by, "await_reply", wanted.what_it_says())
+    return wanted
+
+
+async def _past_carried(
+    client: Client, run_id: str, reply: TurnReply, by: str, signer: Signer | None
+) -> TurnReply:
     while reply.status == "carried":
         await asyncio.sleep(CARRIED_PAUSE_SECONDS)  # the fresh run starts meanwhile
+        wanted = await _wanted(client, run_id, reply.message_id, by, signer)
         reply = await _ask(client, run_id, "await_reply", wanted)
     return reply
 

@@ -380,9 +380,10 @@ class Conversation(RunHandle):
         await conversations.post(self.temporal, self.run_id, sent)
         return sent.message_id
 
-    async def reply(self, message_id: str) -> TurnReply:
-        """Wait again for a message's reply (after deciding what its turn waited for)."""
-        return await conversations.await_reply(self.temporal, self.run_id, message_id)
+    async def reply(self, message_id: str, *, by: str = "anonymous") -> TurnReply:
+        """Wait again for a message's reply (after deciding what its turn waited for), as
+        `by`: one sender may wait on a few replies at once, not on every place."""
+        return await conversations.await_reply(self.temporal, self.run_id, message_id, by=by)
 
     async def thread(self) -> ConversationView:
         """The thread's recent turns, the messages queued and what the current turn waits

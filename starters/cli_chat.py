@@ -139,7 +139,9 @@ class Talk:
         start = await self._live_start()
         await conversations.post(self.client, self.cid, sent, self.signer)
         waiting = asyncio.ensure_future(
-            conversations.await_reply(self.client, self.cid, sent.message_id)
+            conversations.await_reply(
+                self.client, self.cid, sent.message_id, by=self.by, signer=self.signer
+            )
         )
         printed = await self._print_live(start, waiting)
         self._print_reply(await waiting, printed)
@@ -219,7 +221,9 @@ class Talk:
         message_id, self._waiting_on = self._waiting_on, None
         start = await self._live_start()
         waiting = asyncio.ensure_future(
-            conversations.await_reply(self.client, self.cid, message_id)
+            conversations.await_reply(
+                self.client, self.cid, message_id, by=self.by, signer=self.signer
+            )
         )
         printed = await self._print_live(start, waiting)
         self._print_reply(await waiting, printed)

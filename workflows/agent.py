@@ -85,6 +85,7 @@ class AgentWorkflow(PeopleActions):
         self._sending = set()
         self._carrying = False
         self._waiters = 0
+        self._waiting = {}
         self._updates_seen = 0
 
     @workflow.run
@@ -318,7 +319,7 @@ class AgentWorkflow(PeopleActions):
             self._enqueue(message)
         if not message.wait:
             return TurnReply(message_id=message.message_id, status="queued")
-        return await self._reply_to(message.message_id)
+        return await self._reply_to(message.message_id, message.by)
 
     @send_message.validator
     def _validate_send_message(self, *payload: Any) -> None:
@@ -330,12 +331,13 @@ class AgentWorkflow(PeopleActions):
         continue-as-new moved the conversation to."""
         self._updates_seen += 1
         wanted = update_input("await_reply", payload, ReplyWanted)
-        refuse_if(self._reply_error(wanted.message_id))
-        return await self._reply_to(wanted.message_id)
+        refuse_if(self._reply_error(wanted))
+        self._must_count("await_reply", wanted.by, wanted.signed, wanted.what_it_says())
+        return await self._reply_to(wanted.message_id, wanted.by)
 
     @await_reply.validator
     def _validate_await_reply(self, *payload: Any) -> None:
-        refuse_if(self._reply_error(update_input("await_reply", payload, ReplyWanted).message_id))
+        refuse_if(self._reply_error(update_input("await_reply", payload, ReplyWanted)))
 
     @workflow.signal(name="end_conversation")
     def end_conversation(self, *payload: Any) -> None:

@@ -23,6 +23,10 @@ MAX_QUEUED = 8
 # Senders waiting in an update for a reply at most: Temporal takes 10 updates in flight per
 # run, and the rest are kept for the people who decide (decide, submit_answer, budget).
 MAX_WAITERS = 5
+# ...and of those, one sender's at most: one sender (or one name) cannot fill either for
+# everyone else.
+MAX_QUEUED_PER_SENDER = 4
+MAX_WAITERS_PER_SENDER = 2
 # Updates one run of the chain takes before it continues as new, idle or not: Temporal
 # refuses updates past 2,000 in one run's history.
 UPDATES_PER_RUN = 500
@@ -64,9 +68,17 @@ class UserMessage(StrictModel):
 
 
 class ReplyWanted(StrictModel):
-    """Update payload for `await_reply`: the message whose reply the caller waits for."""
+    """Update payload for `await_reply`: the message whose reply the caller waits for, and
+    who waits (signed, as a message is, when the run requires signed changes)."""
 
     message_id: str = Field(min_length=1, max_length=100)
+    # Clients from before senders were named wait as "anonymous".
+    by: str = Field(default="anonymous", min_length=1, max_length=100)
+    signed: SignedDecision | None = None
+
+    def what_it_says(self) -> dict[str, str]:
+        """What a signature over this wait covers."""
+        return {"message_id": self.message_id}
 
 
 class QueuedMessage(BaseModel):

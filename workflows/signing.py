@@ -35,7 +35,7 @@ from durable_agents.workflows.people_inputs import SignedDecision
 
 Action = Literal[
     "approve", "reject", "answer", "raise_budget", "edit", "pause", "resume", "cancel",
-    "fork", "rewind", "message", "end_conversation",
+    "fork", "rewind", "message", "await_reply", "end_conversation",
 ]  # fmt: skip
 MESSAGE_V1 = "durable-agents/decision/v1"
 MESSAGE_V2 = "durable-agents/change/v2"

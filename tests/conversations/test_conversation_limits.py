@@ -43,17 +43,48 @@ async def test_waiting_senders_leave_room_for_the_person_who_decides(time_env):
         head = await chat.send("refund please", by="jane")
         assert head.status == "waiting"
         behind = await chat.post("and then?", by="jane")  # queued, nobody waits
-        waiters = [asyncio.create_task(chat.reply(behind)) for _ in range(5)]
+        waiters = [asyncio.create_task(chat.reply(behind, by=f"watcher-{n}")) for n in range(5)]
 
         async def all_waiting() -> bool:
             return (await chat.thread()).waiters == 5
 
         await eventually(all_waiting)
         with pytest.raises(RunError, match="5 senders already wait"):
-            await chat.reply(behind)  # a sixth: the slots left are for deciding
+            await chat.reply(behind, by="watcher-6")  # a sixth: the rest are for deciding
         await chat.approve(by="support-lead")
         replies = await asyncio.gather(*waiters)
     assert {(r.turn, r.reply) for r in replies} == {(2, "later")}
+
+
+async def test_one_sender_fills_neither_the_queue_nor_the_waits_for_everyone(time_env):
+    """Per sender as well as per conversation: jane's fifth queued message and third wait
+    are refused, omar's are taken, and every message taken is answered once."""
+    says = [say(f"reply {n}") for n in range(1, 6)]
+    model = ScriptedModel([call("refund_order", order_id="A-1001", amount="5.00"), *says])
+    async with AgentTestbed(support_desk, model=model, env=time_env) as bed:
+        chat = await bed.open_conversation(support_desk, "chat-fair")
+        head = await chat.send("refund please", by="jane")
+        assert head.status == "waiting"  # its turn holds the head of the queue
+        janes = [await chat.post(f"jane {n}", by="jane") for n in range(3)]
+        with pytest.raises(RunError, match="jane has 4 messages waiting for their turn"):
+            await chat.post("jane again", by="jane")
+        omars = await chat.post("omar here", by="omar")
+        waits = [asyncio.create_task(chat.reply(janes[n], by="jane")) for n in range(2)]
+
+        async def two_waiting() -> bool:
+            return (await chat.thread()).waiters == 2
+
+        await eventually(two_waiting)
+        with pytest.raises(RunError, match="jane already waits on 2 replies here"):
+            await chat.reply(janes[2], by="jane")
+        omar_waits = asyncio.create_task(chat.reply(omars, by="omar"))
+        await chat.approve(by="support-lead")
+        replies = [*await asyncio.gather(*waits), await omar_waits]
+        view = await chat.thread()
+    assert [r.reply for r in replies] == ["reply 2", "reply 3", "reply 5"]
+    assert [t.message for t in view.turns] == [
+        "refund please", "jane 0", "jane 1", "jane 2", "omar here",
+    ]  # fmt: skip
 
 
 async def test_a_turn_the_endpoint_refuses_fails_alone(time_env):

@@ -102,9 +102,9 @@ async def test_messages_queued_across_a_continue_as_new_are_each_answered_once(
     first_heard: list[str] = []
     asked_again = conversations._past_carried
 
-    async def noting(client, run_id, reply):  # what each sender heard from the first run
+    async def noting(client, run_id, reply, by, signer):  # what each heard from the first run
         first_heard.append(reply.status)
-        return await asked_again(client, run_id, reply)
+        return await asked_again(client, run_id, reply, by, signer)
 
     monkeypatch.setattr(conversations, "_past_carried", noting)
     refund = call("refund_order", order_id="A-1001", amount="7.00")
@@ -119,10 +119,10 @@ async def test_messages_queued_across_a_continue_as_new_are_each_answered_once(
         for i in range(2, 9):
             if i % 2:  # these senders wait in an update; the others post and ask later
                 waiting.append(
-                    asyncio.create_task(chat.send(f"q{i}", by="jane", message_id=f"q-{i}"))
+                    asyncio.create_task(chat.send(f"q{i}", by=f"guest-{i}", message_id=f"q-{i}"))
                 )
             else:
-                posted.append(await chat.post(f"q{i}", by="jane", message_id=f"q-{i}"))
+                posted.append(await chat.post(f"q{i}", by=f"guest-{i}", message_id=f"q-{i}"))
             # Each accepted before the next is sent: their order is the order sent.
             await eventually(lambda i=i: _accepted(chat, f"q-{i}"))
         await chat.approve(by="support-lead")

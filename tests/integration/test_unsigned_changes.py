@@ -188,6 +188,14 @@ async def test_a_conversation_that_requires_signed_changes_takes_no_unsigned_mes
         reply = await conversations.send(
             client, cid, conversations.message("Hello", by="alice", message_id="m-3"), alice
         )
+        # A wait for a reply holds one of a few places: unsigned, it takes none.
+        wait = await temporal(
+            client, "workflow", "update", "execute", "-w", cid, "--name", "await_reply",
+            "--input", json.dumps({"message_id": "m-3", "by": "alice"}),
+        )  # fmt: skip
+        assert wait.returncode != 0 and "unsigned await_reply" in wait.stderr, wait.stderr
+        again = await conversations.await_reply(client, cid, "m-3", by="alice", signer=alice)
+        assert again.reply == "You said: Hello"
         view = await conversations.thread(client, cid)
         state = await runs.get_state(client, cid)
     assert (reply.status, reply.reply) == ("answered", "You said: Hello")

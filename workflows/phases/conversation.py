@@ -22,7 +22,9 @@ with workflow.unsafe.imports_passed_through():
     from durable_agents.workflows.conversation_records import (
         IDS_REMEMBERED,
         MAX_QUEUED,
+        MAX_QUEUED_PER_SENDER,
         MAX_WAITERS,
+        MAX_WAITERS_PER_SENDER,
         MESSAGE_PREVIEW_CHARS,
         MOVING,
         TURNS_KEPT,
@@ -30,11 +32,13 @@ with workflow.unsafe.imports_passed_through():
         UPDATES_PER_RUN,
         ConversationFields,
         QueuedMessage,
+        ReplyWanted,
         TurnRecord,
         TurnReply,
         UserMessage,
     )
     from durable_agents.workflows.records import FINAL_ANSWER_CHARS, PlanStep, RunStatus, StepStatus
+    from durable_agents.workflows.state import RunState
 
 from durable_agents.workflows.phases.base import RunFailed, failure_reason, is_cancellation
 from durable_agents.workflows.phases.story import Story
@@ -46,6 +50,8 @@ class Conversing(Story):
     # Senders waiting in an update for a reply now, and updates this run has taken (both
     # counted by the handlers, so a replay counts the same).
     _waiters: int = 0
+    # Senders waiting in an update, by name.
+    _waiting: dict[str, int]
     _updates_seen: int = 0
 
     @property
@@ -172,11 +178,8 @@ class Conversing(Story):
             return f"the conversation {self.state.run_id} is closed; it takes no messages"
         if self._carrying:
             return MOVING
-        if message.wait and self._waiters >= MAX_WAITERS:
-            return (
-                f"{self._waiters} senders already wait on this conversation; send without "
-                "waiting (the reply comes on its events) or later"
-            )
+        if message.wait and (full := self._waiters_full(message.by)) is not None:
+            return f"{full}; send without waiting (the reply comes on its events) or later"
         if convo.knows(message.message_id):
             return None  # the same message again: its sender waits for the one reply
         if len(convo.queue) >= MAX_QUEUED:
@@ -184,13 +187,13 @@ class Conversing(Story):
                 f"the conversation has {len(convo.queue)} messages waiting for their turn; "
                 "send again once it has answered"
             )
-        # A conversation takes v2 signatures (it began after they existed); the run may not
-        # have settled its version yet when a message comes with its very first task.
-        signing = self.state
-        if signing.policy.require_signed_decisions and not self._signatures_settled:
-            signing = self.state.model_copy(update={"signature_version": 2})
+        if sum(queued.by == message.by for queued in convo.queue) >= MAX_QUEUED_PER_SENDER:
+            return (
+                f"{message.by} has {MAX_QUEUED_PER_SENDER} messages waiting for their turn; "
+                "send again once it has answered"
+            )
         return signed_changes.change_error(
-            signing,
+            self._signing_state(),
             "message",
             message.by,
             message.signed,
@@ -214,25 +217,56 @@ class Conversing(Story):
             )
         )
 
-    def _reply_error(self, message_id: str) -> str | None:
+    def _waiters_full(self, by: str) -> str | None:
+        """Why one more sender may not wait in an update (None: it may)."""
+        if self._waiters >= MAX_WAITERS:
+            return f"{self._waiters} senders already wait on this conversation"
+        if self._waiting.get(by, 0) >= MAX_WAITERS_PER_SENDER:
+            return f"{by} already waits on {MAX_WAITERS_PER_SENDER} replies here"
+        return None
+
+    def _reply_error(self, wanted: ReplyWanted) -> str | None:
+        """Why a wait for a reply is refused (None: taken): checked as a message is, the
+        signature included, so an unsigned wait never holds one of the few places."""
         convo = self.state.conversation
         if convo is None:
             return f"run {self.state.run_id} is not a conversation"
         if self._carrying:
             return MOVING
-        if self._waiters >= MAX_WAITERS:
-            return f"{self._waiters} senders already wait on this conversation; ask later"
-        if not convo.knows(message_id):
-            return f"the conversation has no message {message_id!r} (or it is too old to wait on)"
-        return None
+        if (full := self._waiters_full(wanted.by)) is not None:
+            return f"{full}; ask later"
+        if not convo.knows(wanted.message_id):
+            return (
+                f"the conversation has no message {wanted.message_id!r} (or it is too old "
+                "to wait on)"
+            )
+        return signed_changes.change_error(
+            self._signing_state(),
+            "await_reply",
+            wanted.by,
+            wanted.signed,
+            wanted.what_it_says(),
+            workflow.now(),
+        )
 
-    async def _reply_to(self, message_id: str) -> TurnReply:
+    def _signing_state(self) -> RunState:
+        """The state signatures are checked against: a conversation takes v2 signatures
+        (it began after they existed), whether or not its version is settled yet."""
+        if self.state.policy.require_signed_decisions and not self._signatures_settled:
+            return self.state.model_copy(update={"signature_version": 2})
+        return self.state
+
+    async def _reply_to(self, message_id: str, by: str) -> TurnReply:
         """Wait until the message's turn is over, stops for a person, or the run moves on."""
         self._waiters += 1
+        self._waiting[by] = self._waiting.get(by, 0) + 1
         try:
             await workflow.wait_condition(lambda: self._reply_now(message_id) is not None)
         finally:
             self._waiters -= 1
+            self._waiting[by] -= 1
+            if not self._waiting[by]:
+                del self._waiting[by]
         reply = self._reply_now(message_id)
         assert reply is not None
         return reply
