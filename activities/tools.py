@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -49,8 +49,11 @@ class ToolActivities:
         data_dir: Path,
         embed: Callable[[str], list[float]] | None = None,
         recall_caps: tuple[int, int] = (10, 8000),
+        revoked_keys: Sequence[str] = (),
     ) -> None:
         self.stores = stores
+        # Trusted keys this deployment revoked: every run it starts refuses them.
+        self.revoked_keys = tuple(revoked_keys)
         self.crash_points = crash_points
         self.registry = registry
         self.data_dir = data_dir
@@ -183,7 +186,9 @@ class ToolActivities:
         agent = self.registry.agents.get(name)
         if agent is None:
             raise ApplicationError(f"this worker has no agent {name!r}", type="AgentNotHere")
-        return AdoptedAgent.of(agent)
+        adopted = AdoptedAgent.of(agent)
+        adopted.revoked_keys = list(self.revoked_keys)
+        return adopted
 
     @activity.defn(name="evaluate_call")
     async def evaluate_call(self, request: EvaluationInput) -> CallVerdict:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import AliasChoices, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -71,6 +71,11 @@ class Settings(BaseSettings):
     # How long agents' memories are kept (workflows/memory.py); None: until forgotten.
     memory_retention_days: float | None = Field(default=None, gt=0, le=36500)
     prune_schedule_id: str = "durable-agents-prune"
+    # Trusted keys (by key id) this deployment revoked: runs it starts refuse their
+    # signatures, and `agentctl keys revoke` tells the open runs (AGENT_REVOKED_KEYS).
+    revoked_keys: list[Annotated[str, Field(min_length=1, max_length=100)]] = Field(
+        default_factory=list, max_length=1000
+    )
     # PostgreSQL for our stores (transcript, ledger); unset: SQLite under the data dir.
     database_url: str | None = None
     # A PostgreSQL schema for our tables: a plain identifier, as it goes into SQL and into

@@ -11,10 +11,14 @@ from typing import Annotated
 import typer
 
 from durable_agents.console import users
+from durable_agents.control import revocation
+from durable_agents.control.errors import one_line
 from durable_agents.control.signer import kept_signer, write_new_key
+from durable_agents.runtime.client import connect
 from durable_agents.runtime.settings import load_settings
-from durable_agents.starters.errors import fail
+from durable_agents.starters.errors import fail, run_async
 from durable_agents.starters.terminal import SafeConsole
+from durable_agents.workflows.people_inputs import KeyRevocation
 
 console = SafeConsole()
 users_app = typer.Typer(
@@ -115,6 +119,27 @@ def console_key() -> None:
     except ValueError as err:
         raise fail(str(err)) from None
     typer.echo(_trusted_entry(signer.key_id, signer.public_key, []))
+
+
+@signing_app.command("revoke")
+@run_async
+async def revoke_key(
+    key_ids: Annotated[list[str], typer.Argument(help="The key ids to revoke.")],
+    by: Annotated[str, typer.Option(help="Who revokes (the runs' audit says so).")] = "ops",
+    reason: Annotated[str, typer.Option(help="Why, for the audit.")] = "",
+) -> None:
+    """Stop a signing key counting: in every open run now, and (with AGENT_REVOKED_KEYS)
+    in every run started later."""
+    settings = load_settings()
+    try:
+        revoked = KeyRevocation(key_ids=key_ids, by=by, reason=reason)
+    except ValueError as err:
+        raise fail(f"invalid revocation: {one_line(err)}") from None
+    told = await revocation.revoke(await connect(settings), settings, revoked)
+    console.print(f"revoked {', '.join(key_ids)} in {len(told)} open runs")
+    missing = [key for key in key_ids if key not in settings.revoked_keys]
+    if missing:
+        console.print(f"runs started from now on refuse it once AGENT_REVOKED_KEYS holds {missing}")
 
 
 def register(app: typer.Typer) -> None:

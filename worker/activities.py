@@ -34,7 +34,9 @@ def _parts(
     model = ModelActivities(settings, stores, registry, model_clients)
     embed = embedder(settings.model_base_url, settings.model_api_key, settings.embedding_model)
     caps = (settings.memory_recall_limit, settings.memory_recall_bytes)
-    tools = ToolActivities(stores, crash_points, registry, settings.data_dir, embed, caps)
+    tools = ToolActivities(
+        stores, crash_points, registry, settings.data_dir, embed, caps, settings.revoked_keys
+    )
     return stores, model, tools, MCPActivities(settings, stores, registry)
 
 

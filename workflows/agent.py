@@ -38,6 +38,7 @@ with workflow.unsafe.imports_passed_through():
         BudgetRaise,
         DecideRequest,
         Decision,
+        KeyRevocation,
         RewindRequest,
         StatePatch,
     )
@@ -211,6 +212,16 @@ class AgentWorkflow(PeopleActions):
         self._moment("cancel requested", actor.by)
         if self._story is not None:
             self._story.cancel()
+
+    @workflow.signal(name="revoke_keys")
+    def revoke_keys(self, *payload: Any) -> None:
+        """Keys that sign for this run no more (`agentctl keys revoke`): taken from anyone,
+        as it only takes trust away; passed on to a running sub-agent."""
+        if (revoked := signal_input("revoke_keys", payload, KeyRevocation)) is None:
+            return
+        if self.state.revoke_keys(revoked, workflow.now()):
+            self._moment("keys revoked", ", ".join(revoked.key_ids))
+        self._forward("revoke_keys", revoked)
 
     @workflow.signal(name=CHILD_SPENT)
     def child_spent(self, *payload: Any) -> None:

@@ -112,6 +112,8 @@ class AdoptedAgent(CompactModel):
     # Who may decide on each tool's calls when the run's policy names nobody for it.
     tool_approvers: dict[str, list[str]] = Field(default_factory=dict)
     mcp_servers: list[str] = Field(default_factory=list)
+    # Trusted keys this deployment revoked (AGENT_REVOKED_KEYS): they sign for no run.
+    revoked_keys: list[str] = Field(default_factory=list)
 
     @classmethod
     def of(cls, agent: Agent) -> AdoptedAgent:

@@ -42,6 +42,17 @@ class BudgetRaise(StrictModel):
         return {"limits": self.limits(), "comment": self.comment}
 
 
+class KeyRevocation(StrictModel):
+    """Signal payload for `revoke_keys`: trusted keys whose signatures count no more in
+    this run (a leaked key). It only takes trust away, so it needs no signature itself."""
+
+    key_ids: list[Annotated[str, Field(min_length=1, max_length=100)]] = Field(
+        min_length=1, max_length=100
+    )
+    by: str = NAME
+    reason: str = Field(default="", max_length=500)
+
+
 class SignedDecision(StrictModel):
     """Who changed what, on which request (or under which nonce), when: signed with a key
     the run's policy trusts (workflows/signing.py). Verified in workflow code."""

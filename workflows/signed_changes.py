@@ -136,6 +136,8 @@ def note_used(state: RunState, signed: SignedDecision | None, now: datetime) -> 
 
 
 def _error(state: RunState, signed: SignedDecision | None, wanted: Expected) -> str | None:
+    if signed is not None and signed.key_id in state.revoked_keys:
+        return f"the key {signed.key_id!r} was revoked: its signatures count no more"
     error = signature_error(state.policy, signed, wanted, version=state.signature_version)
     if error is not None and signed is None and wanted.action in ("approve", "reject"):
         return f"unsigned decision by {wanted.by!r}: this run counts only signed decisions"

@@ -31,7 +31,7 @@ from durable_agents.workflows.contracts import (
     Spend,
 )
 from durable_agents.workflows.conversation_records import ConversationFields
-from durable_agents.workflows.people_inputs import Actor, StatePatch
+from durable_agents.workflows.people_inputs import Actor, KeyRevocation, StatePatch
 from durable_agents.workflows.records import (
     EVENTS_KEPT,
     FINAL_ANSWER_CHARS,
@@ -173,6 +173,15 @@ class RunState(BudgetRules):
         if self.status is RunStatus.PAUSED:
             self._leave_wait()
         self.log(now, actor.by, "resumed", actor.reason)
+
+    def revoke_keys(self, revoked: KeyRevocation, now: datetime) -> bool:
+        """Keys whose signatures count no more here; False when all were revoked already."""
+        fresh = [key for key in revoked.key_ids if key not in self.revoked_keys]
+        if not fresh:
+            return False
+        self.revoked_keys = [*self.revoked_keys, *fresh]
+        self.log(now, revoked.by, "keys_revoked", f"{', '.join(fresh)} {revoked.reason}".strip())
+        return True
 
     def request_cancel(self, actor: Actor, now: datetime) -> None:
         self.cancel_requested_by = actor.by

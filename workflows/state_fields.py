@@ -92,6 +92,8 @@ class RunFields(BaseModel):
     # the nonces of the signed changes it counted within signing.FRESH_FOR.
     signature_version: int = 1
     signed_nonces: list[SignedUse] = Field(default_factory=list)
+    # Trusted keys revoked since (or before) the run began: their signatures count no more.
+    revoked_keys: list[str] = Field(default_factory=list)
     # Set when the run is a conversation (workflows/conversation_records.py): its queue and
     # the thread's tail. None for a run of one goal.
     conversation: ConversationFields | None = None

@@ -92,6 +92,9 @@ class Beginnings(Conversing):
         if request.budget is None and adopted.budget is not None:
             self.state.budget = adopted.budget
         self._settle_policy(request, adopted, floor)
+        self.state.revoked_keys = [
+            *dict.fromkeys([*self.state.revoked_keys, *adopted.revoked_keys])
+        ]
         self._settle_signatures()
         for server in adopted.mcp_servers:
             await self._list_mcp_tools(server)
