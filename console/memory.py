@@ -14,6 +14,7 @@ from pydantic import Field
 
 from durable_agents.console.actions import Form, done, parse_form
 from durable_agents.console.identity import CSRF_FIELD
+from durable_agents.console.roles import require_memory_admin
 from durable_agents.console.web import PageError, console_of, read_form, render, signed_in
 from durable_agents.control import memory
 from durable_agents.control.runs import RunError
@@ -31,6 +32,7 @@ def register(app: FastAPI) -> None:
     async def memory_page(request: Request, namespace: str = "") -> Response:
         user = signed_in(request)
         settings = console_of(request).settings
+        require_memory_admin(settings, user)
         if namespace and not re.fullmatch(NAMESPACE_PATTERN, namespace):
             raise PageError(400, "a namespace is letters, digits and . _ : / @ -")
         try:

@@ -77,8 +77,12 @@ def render(request: Request, name: str, context: dict[str, Any], status: int = 2
     console = console_of(request)
     identity = console.identity
     session = identity.session(request)
+    from durable_agents.console.roles import roles_of  # roles.py raises our PageError
+
+    user = identity.user(request)
     page_context = {
-        "user": identity.user(request),
+        "user": user,
+        "roles": roles_of(console.settings, user),
         "csrf": session.csrf,
         "flash": context.pop("flash", None) or identity.take_flash(request),
         "proxy_mode": identity.uses_proxy,

@@ -120,8 +120,12 @@ class Settings(BaseSettings):
     console_users_file: Path | None = None  # default: <data dir>/console-users.json
     console_proxy_header: str = "X-Forwarded-User"
     console_trusted_proxies: list[str] = []
-    # Who may forget memories from the console (JSON list of user names); empty: nobody
-    # (`agentctl memory forget`, where the stores are, still can).
+    # The console's roles (JSON lists of user names). Every signed-in user views runs and,
+    # unless a viewer only, decides and answers what each run's policy lets them; operators
+    # also edit, pause, resume, cancel, fork and rewind (empty: nobody, from the console);
+    # memory admins see and forget memories (empty: nobody; `agentctl memory` still can).
+    console_viewers: list[str] = []
+    console_operators: list[str] = []
     console_memory_admins: list[str] = []
     # Signs session cookies; default: a secret made once and kept in the data dir.
     console_secret: SecretStr | None = None

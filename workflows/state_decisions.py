@@ -18,6 +18,7 @@ from durable_agents.workflows.records import (
     RunStatus,
 )
 from durable_agents.workflows.state_fields import RunFields
+from durable_agents.workflows.tools import ASK_HUMAN
 
 T = TypeVar("T")
 
@@ -117,6 +118,8 @@ class DecisionRules(RunFields):
             return "no question is pending" if not self.pending_questions else "name the question"
         if question.options is not None and answer.answer not in question.options:
             return f"answer must be one of {', '.join(question.options)}"
+        if not self.policy.may_decide(ASK_HUMAN, answer.by):
+            return f"{answer.by} may not answer this run's questions"
         return None
 
     def answer(self, answer: Answer, now: datetime) -> Question:

@@ -119,14 +119,21 @@ def state_json(state: RunState, written: WrittenItems) -> str:
 
 
 # Process-wide, keyed by workflow id: a live worker in the same process never adds to one,
-# as it records only while replaying, and only the runs being rebuilt.
-_recordings: dict[str, _Recording] = {}
+# as it records only while replaying, and only the runs being rebuilt. Several may record
+# one workflow at once (two forks of one parent, a client and a worker in one process):
+# each keeps its own, and any replay of that history offers the same moments to all.
+_recordings: dict[str, list[_Recording]] = {}
 
 
 def offer(state: RunState, kind: str, detail: str) -> None:
-    recording = _recordings.get(workflow.info().workflow_id)
-    if recording is None or not workflow.unsafe.is_replaying():
+    recordings = _recordings.get(workflow.info().workflow_id)
+    if not recordings or not workflow.unsafe.is_replaying():
         return
+    for recording in list(recordings):
+        _keep(recording, state, kind, detail)
+
+
+def _keep(recording: _Recording, state: RunState, kind: str, detail: str) -> None:
     if recording.runs is not None and workflow.info().run_id not in recording.runs:
         return
     if state.moment in recording.moments:
@@ -155,12 +162,17 @@ def recording(
     ids of the chain being replayed) is replayed here, with the whole state of `states`
     (every moment's when None)."""
     moments: dict[int, Moment] = {}
-    _recordings[workflow_id] = _Recording(
+    mine = _Recording(
         moments,
         frozenset(runs) if runs is not None else None,
         frozenset(states) if states is not None else None,
     )
+    _recordings.setdefault(workflow_id, []).append(mine)
     try:
         yield moments
     finally:
-        _recordings.pop(workflow_id, None)
+        left = [other for other in _recordings.get(workflow_id, []) if other is not mine]
+        if left:
+            _recordings[workflow_id] = left
+        else:
+            _recordings.pop(workflow_id, None)

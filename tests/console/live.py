@@ -31,6 +31,10 @@ class LiveConsole:
 
 @asynccontextmanager
 async def live_console(settings: Settings, client: Client) -> AsyncIterator[LiveConsole]:
+    """The test users decide and answer; alice and bob operate runs too, unless the
+    settings name the console's operators themselves."""
+    if "console_operators" not in settings.model_fields_set:
+        settings = settings.model_copy(update={"console_operators": ["alice", "bob"]})
     for name, password in PASSWORDS.items():
         users.add_user(settings.console_users_path, name, password)
     async with serving(create_app(settings, client)) as url:
