@@ -10,6 +10,7 @@ import asyncio
 import pytest
 
 from durable_agents.activities.model_client import CallMeta, ModelRefused, ModelReply, ModelRequest
+from durable_agents.client import Conversation
 from durable_agents.control.runs import RunError
 from durable_agents.testing import AgentTestbed, ScriptedModel, call, say
 from durable_agents.workflows.phases import conversation as conversation_phase
@@ -45,10 +46,7 @@ async def test_waiting_senders_leave_room_for_the_person_who_decides(time_env):
         behind = await chat.post("and then?", by="jane")  # queued, nobody waits
         waiters = [asyncio.create_task(chat.reply(behind, by=f"watcher-{n}")) for n in range(5)]
 
-        async def all_waiting() -> bool:
-            return (await chat.thread()).waiters == 5
-
-        await eventually(all_waiting)
+        await waiters_reach(chat, 5)
         with pytest.raises(RunError, match="5 senders already wait"):
             await chat.reply(behind, by="watcher-6")  # a sixth: the rest are for deciding
         await chat.approve(by="support-lead")
@@ -62,19 +60,14 @@ async def test_one_sender_fills_neither_the_queue_nor_the_waits_for_everyone(tim
     says = [say(f"reply {n}") for n in range(1, 6)]
     model = ScriptedModel([call("refund_order", order_id="A-1001", amount="5.00"), *says])
     async with AgentTestbed(support_desk, model=model, env=time_env) as bed:
-        chat = await bed.open_conversation(support_desk, "chat-fair")
-        head = await chat.send("refund please", by="jane")
-        assert head.status == "waiting"  # its turn holds the head of the queue
+        chat = await waiting_on_a_refund(bed, "chat-fair")
         janes = [await chat.post(f"jane {n}", by="jane") for n in range(3)]
         with pytest.raises(RunError, match="jane has 4 messages waiting for their turn"):
             await chat.post("jane again", by="jane")
         omars = await chat.post("omar here", by="omar")
         waits = [asyncio.create_task(chat.reply(janes[n], by="jane")) for n in range(2)]
 
-        async def two_waiting() -> bool:
-            return (await chat.thread()).waiters == 2
-
-        await eventually(two_waiting)
+        await waiters_reach(chat, 2)
         with pytest.raises(RunError, match="jane already waits on 2 replies here"):
             await chat.reply(janes[2], by="jane")
         omar_waits = asyncio.create_task(chat.reply(omars, by="omar"))
@@ -116,9 +109,7 @@ async def test_a_full_queue_refuses_the_next_message(time_env, monkeypatch):
          say("zero"), say("one")]
     )  # fmt: skip
     async with AgentTestbed(support_desk, model=model, env=time_env) as bed:
-        chat = await bed.open_conversation(support_desk, "chat-full-queue")
-        head = await chat.send("refund please", by="jane")
-        assert head.status == "waiting"  # its turn holds the head of the queue
+        chat = await waiting_on_a_refund(bed, "chat-full-queue")
         behind = [await chat.post(f"then {n}", by="jane") for n in range(2)]
         with pytest.raises(RunError, match="3 messages waiting for their turn"):
             await chat.post("one too many", by="jane")
@@ -128,3 +119,21 @@ async def test_a_full_queue_refuses_the_next_message(time_env, monkeypatch):
         view = await chat.thread()
     assert (last.turn, last.reply) == (3, "one")
     assert [t.message for t in view.turns] == ["refund please", "then 0", "then 1"]
+
+
+async def waiters_reach(chat: Conversation, count: int) -> None:
+    """Until this many senders wait in an update on the conversation (the run says so)."""
+
+    async def reached() -> bool:
+        return (await chat.thread()).waiters == count
+
+    await eventually(reached)
+
+
+async def waiting_on_a_refund(bed: AgentTestbed, conversation_id: str) -> Conversation:
+    """A conversation whose first turn (jane's refund) waits for its approval: it holds
+    the head of the queue, so what is sent next queues behind it."""
+    chat = await bed.open_conversation(support_desk, conversation_id)
+    head = await chat.send("refund please", by="jane")
+    assert head.status == "waiting"
+    return chat

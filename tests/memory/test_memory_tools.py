@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from datetime import timedelta
 
+from durable_agents import Agent, Memory
 from durable_agents.control import memory
 from durable_agents.examples.support_chat import support_chat
 from durable_agents.testing import AgentTestbed, ScriptedModel, call, say
@@ -69,11 +70,9 @@ async def test_a_run_without_a_subject_is_offered_no_memory(time_env):
     assert offered.isdisjoint(MEMORY_TOOLS) and "look_up_order" in offered
 
 
-async def test_a_sub_agent_shares_its_parents_namespace_only_when_given_by_it(time_env):
-    from durable_agents import Agent, Memory
-    from durable_agents.control import runs
-    from durable_agents.workflows.contracts import RunRequest
-
+def desk_and_helper(shared: bool) -> tuple[Agent, ScriptedModel]:
+    """A desk that hands note-taking to a helper with a memory of its own; the desk shares
+    its own memory with the helper or not; the model has the helper remember one thing."""
     helper = Agent(
         name="helper",
         instructions="Keep notes.",
@@ -85,12 +84,20 @@ async def test_a_sub_agent_shares_its_parents_namespace_only_when_given_by_it(ti
         instructions="Delegate the notes.",
         planning=False,
         delegates=[helper],
-        memory=Memory("customer/{customer}", shared_with_sub_agents=True),
+        memory=Memory("customer/{customer}", shared_with_sub_agents=shared),
     )
     model = ScriptedModel(
         [call("ask_helper", task="note Jane's preference"), say("done")],
         agents={"helper": [call("remember", text="Jane likes tea"), say("noted")]},
     )
+    return desk, model
+
+
+async def test_a_sub_agent_shares_its_parents_namespace_only_when_given_by_it(time_env):
+    from durable_agents.control import runs
+    from durable_agents.workflows.contracts import RunRequest
+
+    desk, model = desk_and_helper(shared=True)
     async with AgentTestbed(desk, model=model, env=time_env) as bed:
         seeded = bed.seed_memory("customer/jane", "Jane was seeded")
         run = await bed.start(desk, "Take a note", subject=JANE)
@@ -122,25 +129,7 @@ async def test_what_a_recall_hands_the_model_is_bounded_by_the_worker(time_env):
 
 
 async def test_a_parent_that_does_not_share_its_memory_keeps_it_from_its_sub_agent(time_env):
-    from durable_agents import Agent, Memory
-
-    helper = Agent(
-        name="helper",
-        instructions="Keep notes.",
-        planning=False,
-        memory=Memory("helper-notes/{customer}"),
-    )
-    desk = Agent(
-        name="desk",
-        instructions="Delegate the notes.",
-        planning=False,
-        delegates=[helper],
-        memory=Memory("customer/{customer}"),  # not shared_with_sub_agents
-    )
-    model = ScriptedModel(
-        [call("ask_helper", task="note Jane's preference"), say("done")],
-        agents={"helper": [call("remember", text="Jane likes tea"), say("noted")]},
-    )
+    desk, model = desk_and_helper(shared=False)
     async with AgentTestbed(desk, model=model, env=time_env) as bed:
         bed.seed_memory("customer/jane", "Jane was seeded")
         run = await bed.start(desk, "Take a note", subject={"customer": "jane"})
