@@ -144,11 +144,12 @@ class PrunedGuard:
 
     def __init__(self, ledger: EffectLedger) -> None:
         self.ledger = ledger
-        self._clear: OrderedDict[str, None] = OrderedDict()
+        # (execution, the run it acted for): a fork's execution copies its parent's rows.
+        self._clear: OrderedDict[tuple[str, str], None] = OrderedDict()
 
     async def refuse_pruned(self, run_id: str) -> None:
-        execution = activity.info().workflow_run_id or ""
-        if execution and execution in self._clear:
+        execution = (activity.info().workflow_run_id or "", run_id)
+        if execution[0] and execution in self._clear:
             return
         if await store_call(self.ledger.db, self.ledger.pruned, run_id):
             raise ApplicationError(

@@ -38,6 +38,14 @@ async def fork_origin(parent_run_id: str) -> ParentFacts:
     """The parent's identity and policy, from the parent's own workflow code (a query)."""
     handle = activity.client().get_workflow_handle(parent_run_id)
     try:
+        described = await handle.describe()
+        ours = (described.workflow_type, described.task_queue)
+        if ours != ("AgentWorkflow", activity.info().task_queue):
+            raise ApplicationError(
+                f"the fork's parent {parent_run_id} is a {ours[0]} on {ours[1]!r}, not a run "
+                "of this deployment",
+                non_retryable=True,
+            )
         state = await handle.query("state", result_type=RunState)
     except RPCError as err:
         if err.status == RPCStatusCode.NOT_FOUND:

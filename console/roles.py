@@ -15,7 +15,8 @@ def require_approver(settings: Settings, user: str, what: str) -> None:
 
 
 def require_operator(settings: Settings, user: str, what: str) -> None:
-    if user not in settings.console_operators:
+    """A viewer only is never an operator, whatever else lists them."""
+    if user in settings.console_viewers or user not in settings.console_operators:
         raise PageError(
             403,
             f"{user} may not {what}: that is for the console's operators (AGENT_CONSOLE_OPERATORS)",
@@ -37,6 +38,6 @@ def roles_of(settings: Settings, user: str | None) -> dict[str, bool]:
         return {"approver": False, "operator": False, "memory_admin": False}
     return {
         "approver": user not in settings.console_viewers,
-        "operator": user in settings.console_operators,
+        "operator": user in settings.console_operators and user not in settings.console_viewers,
         "memory_admin": user in settings.console_memory_admins,
     }

@@ -57,9 +57,12 @@ REFUSED = "CallerRefused"
 class RunFacts:
     """What Temporal says of a run: where it runs, its chain, who started it."""
 
+    workflow_type: str
     task_queue: str
     first_run_id: str
     parent: tuple[str, str] | None  # (workflow id, run id)
+    # The run this one continued as new from (None: the chain's first).
+    continued_from: str | None
 
 
 # Whether a what-if started this root run (workflow id, run id) itself.
@@ -73,6 +76,8 @@ class CallerCheck(temporalio.worker.Interceptor):
         self.client = client
         self.admits = admits
         self._facts: OrderedDict[tuple[str, str], RunFacts] = OrderedDict()
+        # Runs whose chain up to them was found all ours.
+        self._chains_ok: OrderedDict[tuple[str, str], None] = OrderedDict()
 
     def intercept_activity(
         self, next: temporalio.worker.ActivityInboundInterceptor
@@ -95,6 +100,9 @@ class CallerCheck(temporalio.worker.Interceptor):
                 f"run {workflow_id} runs on task queue {facts.task_queue!r}, not on "
                 f"{info.task_queue!r} that this worker serves"
             )
+        broken = await self._foreign_link(workflow_id, facts, wanted, info.task_queue)
+        if broken is not None:
+            return broken
         named = _run_named(args)
         if named is not None and not _is_own(named, workflow_id, facts.first_run_id):
             return f"the input names run {named!r}, not the calling run {workflow_id}"
@@ -116,19 +124,58 @@ class CallerCheck(temporalio.worker.Interceptor):
         parent = None
         if described.parent_id:
             parent = (described.parent_id, described.parent_run_id or "")
-        facts = RunFacts(described.task_queue, described.raw_info.first_run_id, parent)
+        handle = self.client.get_workflow_handle(workflow_id, run_id=described.run_id)
+        first = await anext(aiter(handle.fetch_history_events(page_size=1)))
+        started = first.workflow_execution_started_event_attributes
+        facts = RunFacts(
+            described.workflow_type,
+            described.task_queue,
+            described.raw_info.first_run_id,
+            parent,
+            started.continued_execution_run_id or None,
+        )
         self._facts[key] = facts
         if len(self._facts) > KEPT_RUNS:
             self._facts.popitem(last=False)
         return facts
 
+    async def _foreign_link(
+        self, workflow_id: str, facts: RunFacts, wanted: str, task_queue: str
+    ) -> str | None:
+        """Why the run's continue-as-new chain is not all ours: a workflow of anyone's may
+        continue as new into ours, carrying a state of its own making. Every earlier run
+        must be of the same type, on the same queue (each run asked once, and kept)."""
+        checked: list[tuple[str, str]] = []
+        for _ in range(100_000):  # a chain's runs, newest first
+            earlier = facts.continued_from
+            if earlier is None or (workflow_id, earlier) in self._chains_ok:
+                break
+            found = await self.facts(workflow_id, earlier)
+            if found is None:
+                break  # Temporal's retention removed it: the chain was checked back then
+            if (found.workflow_type, found.task_queue) != (wanted, task_queue):
+                return (
+                    f"run {workflow_id} continued as new from a {found.workflow_type} on "
+                    f"{found.task_queue!r}, not from a run of this deployment"
+                )
+            checked.append((workflow_id, earlier))
+            facts = found
+        else:
+            return f"run {workflow_id} has a chain too long to check"
+        for run in checked:  # each, and all before it, ours
+            self._chains_ok[run] = None
+            if len(self._chains_ok) > KEPT_RUNS:
+                self._chains_ok.popitem(last=False)
+        return None
+
     async def _admitted(self, workflow_id: str, run_id: str, facts: RunFacts) -> bool:
         """The root of the run's tree (a shadow's sub-agents are its children) is one the
-        what-if started."""
+        what-if started: its chain's first run, so a shadow that continued as new is
+        still its own."""
         for _ in range(100):  # a tree deeper than this is no what-if's
             if facts.parent is None:
                 assert self.admits is not None
-                return await self.admits(workflow_id, run_id)
+                return await self.admits(workflow_id, facts.first_run_id or run_id)
             workflow_id, run_id = facts.parent
             found = await self.facts(workflow_id, run_id)
             if found is None:

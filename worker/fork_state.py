@@ -67,7 +67,14 @@ async def _chain(client: Client, run_id: str) -> list[tuple[str, WorkflowHistory
     chain: list[tuple[str, WorkflowHistory]] = []
     while current:
         history = await client.get_workflow_handle(run_id, run_id=current).fetch_history()
-        chain.insert(0, (current, history))
         started = history.events[0].workflow_execution_started_event_attributes
+        where = (started.workflow_type.name, started.task_queue.name)
+        if where != ("AgentWorkflow", activity.info().task_queue):
+            raise ApplicationError(
+                f"the fork's parent {run_id} has a run that is a {where[0]} on {where[1]!r}, "
+                "not a run of this deployment",
+                non_retryable=True,
+            )
+        chain.insert(0, (current, history))
         current = started.continued_execution_run_id or None
     return chain

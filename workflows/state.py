@@ -176,7 +176,9 @@ class RunState(BudgetRules):
 
     def revoke_keys(self, revoked: KeyRevocation, now: datetime) -> bool:
         """Keys whose signatures count no more here; False when all were revoked already."""
-        fresh = [key for key in revoked.key_ids if key not in self.revoked_keys]
+        # Only keys this run trusts: a flood of made-up ids cannot grow the state.
+        trusted = self.policy.trusted_keys
+        fresh = [k for k in revoked.key_ids if k in trusted and k not in self.revoked_keys]
         if not fresh:
             return False
         self.revoked_keys = [*self.revoked_keys, *fresh]

@@ -17,7 +17,7 @@ from tests.console.runs_for_console import waiting_payment
 
 ROLES = {
     "console_viewers": ["bob"],
-    "console_operators": ["alice"],
+    "console_operators": ["alice", "bob"],  # bob is a viewer too: the viewer wins
     "console_memory_admins": ["alice"],
 }
 
@@ -50,6 +50,8 @@ async def test_each_role_does_what_it_may_and_nothing_more(
             )
             assert refused.status_code == 403, (verb, refused.status_code)
             assert "that is for the console's operators" in unescape(refused.text), verb
+        paused = await viewer.post(f"/runs/{rid}/pause", data={"csrf": viewer_csrf})
+        assert paused.status_code == 403 and "bob may not pause" in unescape(paused.text)
         for user, http in (("bob", viewer), ("cfo", approver)):
             page = await http.get("/memory")
             assert page.status_code == 403 and f"{user} may not see or forget memories" in unescape(

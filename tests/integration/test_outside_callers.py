@@ -10,7 +10,7 @@ import asyncio
 import json
 import uuid
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -27,7 +27,8 @@ from durable_agents.examples.providers import Providers
 from durable_agents.runtime.settings import Settings
 from durable_agents.worker.callers import _is_own
 from durable_agents.workflows.activity_io import ToolCallInput, ToolOutcome
-from durable_agents.workflows.contracts import RunRequest
+from durable_agents.workflows.contracts import ForkSpec, RunRequest
+from durable_agents.workflows.state import RunState, pack_state
 from tests.conftest import (
     PRUNE_NOW,
     approve_when_asked,
@@ -79,6 +80,33 @@ class Impostor:
     @workflow.run
     async def run(self, attack: Attack) -> str:
         return await _schedule(attack)
+
+
+@dataclass
+class Smuggled:
+    queue: str
+    request: RunRequest
+
+
+@workflow.defn(name="Smuggler")
+class Smuggler:
+    """Continues as new into our agent workflow, on our queue, with a state of its own."""
+
+    @workflow.run
+    async def run(self, smuggled: Smuggled) -> None:
+        workflow.continue_as_new(
+            args=[smuggled.request], workflow="AgentWorkflow", task_queue=smuggled.queue
+        )
+
+
+@workflow.defn(name="LooksLikeAParent")
+class LooksLikeAParent:
+    """Someone else's workflow a fork names as its parent (their worker would answer its
+    queries however they like)."""
+
+    @workflow.run
+    async def run(self) -> str:
+        return "done"
 
 
 def causes(err: BaseException | None) -> str:
@@ -199,3 +227,56 @@ async def test_nothing_acts_again_for_a_pruned_run(
         await asyncio.wait_for(client.get_workflow_handle(rid).result(), 120)
     assert "was pruned" in causes(rewound.value)
     assert count_effects(settings, rid, "charge") == 1
+
+
+async def test_a_chain_continued_from_someone_elses_workflow_gets_nothing_done(
+    dev_env: WorkflowEnvironment, settings: Settings, worker: Any
+) -> None:
+    """A continue-as-new is taken by the run (it names its chain), but our activities see
+    that the chain began as someone else's workflow on their queue: nothing runs."""
+    wid = run_id("smuggled")
+    request = RunRequest(goal="Refund jane 80 EUR", agent="refund", label="refund-loop")
+    state = RunState.start(wid, request, datetime.now(UTC))
+    carried = RunRequest(
+        goal=request.goal,
+        agent="refund",
+        label="refund-loop",
+        resume_state_packed=pack_state(state),
+    )
+    queue = f"smuggler-{uuid.uuid4().hex[:8]}"
+    async with Worker(
+        dev_env.client, task_queue=queue, workflows=[Smuggler],
+        workflow_runner=UnsandboxedWorkflowRunner(),
+    ):  # fmt: skip
+        await dev_env.client.start_workflow(
+            Smuggler.run, Smuggled(settings.task_queue, carried), id=wid, task_queue=queue
+        )
+        with pytest.raises(WorkflowFailureError) as failed:
+            await asyncio.wait_for(dev_env.client.get_workflow_handle(wid).result(), 120)
+    assert "continued as new from a Smuggler" in causes(failed.value), causes(failed.value)
+    assert count_effects(settings, wid, "refund") == 0
+
+
+async def test_a_fork_of_someone_elses_workflow_is_refused(
+    dev_env: WorkflowEnvironment, settings: Settings, worker: Any
+) -> None:
+    parent, queue = run_id("not-ours"), f"elsewhere-{uuid.uuid4().hex[:8]}"
+    async with Worker(
+        dev_env.client, task_queue=queue, workflows=[LooksLikeAParent],
+        workflow_runner=UnsandboxedWorkflowRunner(),
+    ):  # fmt: skip
+        await dev_env.client.execute_workflow(LooksLikeAParent.run, id=parent, task_queue=queue)
+    state = RunState.start(parent, RunRequest(goal="pay", label="pay-invoice"), datetime.now(UTC))
+    fork = RunRequest(
+        goal="pay",
+        label="pay-invoice",
+        fork=ForkSpec(parent_run_id=parent, state=state.model_dump(mode="json")),
+    )
+    fid = run_id("fork-of-not-ours")
+    handle = await dev_env.client.start_workflow(
+        "AgentWorkflow", fork, id=fid, task_queue=settings.task_queue
+    )
+    with pytest.raises(WorkflowFailureError) as failed:
+        await asyncio.wait_for(handle.result(), 60)
+    assert f"the fork's parent {parent} is a LooksLikeAParent" in causes(failed.value)
+    assert count_effects(settings, fid, "charge") == 0

@@ -107,7 +107,9 @@ class Beginnings(Conversing):
         if request.policy is None:
             self.state.policy = floor
             return
-        if not is_floor:
+        if not is_floor or self._from_parent(request):
+            # A sub-agent runs under the policy its parent hands it (the parent's own was
+            # held to its agent's floor when it started), with its tools' approvers.
             self.state.policy.take_tool_approvers(adopted.tool_approvers)
             return
         error = loosening(request.policy, floor, decided_by_record=request.shadow is not None)
