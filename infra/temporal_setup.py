@@ -4,7 +4,6 @@ itself from start-dev flags), the retention of closed runs, and the daily prune 
 
 from __future__ import annotations
 
-import contextlib
 from datetime import timedelta
 
 from google.protobuf.duration_pb2 import Duration
@@ -19,6 +18,7 @@ from temporalio.client import (
     ScheduleAlreadyRunningError,
     ScheduleIntervalSpec,
     ScheduleSpec,
+    ScheduleUpdate,
 )
 from temporalio.service import RPCError, RPCStatusCode
 
@@ -67,8 +67,12 @@ async def ensure_prune_schedule(client: Client, settings: Settings) -> None:
         ),
         spec=ScheduleSpec(intervals=[ScheduleIntervalSpec(every=timedelta(days=1))]),
     )
-    with contextlib.suppress(ScheduleAlreadyRunningError):  # `up` and `setup` run many times
+    try:
         await client.create_schedule(settings.prune_schedule_id, schedule)
+    except ScheduleAlreadyRunningError:  # `up` and `setup` run many times: the age follows
+        # AGENT_RETENTION_DAYS (a prune younger than the worker's retention deletes nothing)
+        handle = client.get_schedule_handle(settings.prune_schedule_id)
+        await handle.update(lambda _: ScheduleUpdate(schedule=schedule))
 
 
 async def set_up_namespace(client: Client, settings: Settings) -> None:

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
+from temporalio.client import ScheduleActionStartWorkflow
 from temporalio.common import VersioningBehavior
 
 from durable_agents.activities.stores import Stores
@@ -92,6 +95,16 @@ async def test_namespace_set_up_sets_retention_and_the_daily_schedule(dev_env, s
         DescribeNamespaceRequest(namespace=client.namespace)
     )
     assert namespace.config.workflow_execution_retention_ttl.seconds == 7 * 86400
+    # A longer retention later: the daily prune asks for the new age (a younger one would
+    # be refused by the workers, every day, deleting nothing).
+    longer = settings.model_copy(update={"retention_days": 9.0})
+    await set_up_namespace(client, longer)
+    again = await client.get_schedule_handle(settings.prune_schedule_id).describe()
+    asked = again.schedule.action
+    assert isinstance(asked, ScheduleActionStartWorkflow)
+    [payload] = asked.args
+    assert json.loads(payload.data)["older_than_seconds"] == 9 * 86400
+    await set_up_namespace(client, settings)
     schedule = await client.get_schedule_handle(settings.prune_schedule_id).describe()
     action = schedule.schedule.action
     assert action.workflow == "PruneWorkflow"
