@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Annotated, Literal
 
 from pydantic import AliasChoices, Field, SecretStr, field_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings, SettingsConfigDict, SettingsError
 
 OFFLINE_MODEL_NAME = "scripted-offline-model"
 # The bundled examples: what a worker serves when AGENT_MODULES is not set.
@@ -303,8 +303,15 @@ def load_settings(**overrides: object) -> Settings:
     file = os.environ.get(SETTINGS_FILE_VARIABLE)
     if file and not Path(file).is_file():
         raise SettingsFileMissing(f"{SETTINGS_FILE_VARIABLE}={file}: no such file")
-    return Settings(_env_file=file or None, **overrides)  # type: ignore[arg-type]
+    try:
+        return Settings(_env_file=file or None, **overrides)  # type: ignore[arg-type]
+    except SettingsError as err:  # a list setting that is no JSON, say: one line, no trace
+        raise SettingsInvalid(f'{err} (list settings are JSON, e.g. ["alice"])') from None
 
 
 class SettingsFileMissing(ValueError):
     pass
+
+
+class SettingsInvalid(ValueError):
+    """A setting the environment or the settings file gives that cannot be read."""

@@ -20,7 +20,7 @@ from durable_agents.infra.offline_model.scenarios import ScenarioError
 from durable_agents.infra.processes import StackError
 from durable_agents.runtime.connection import ConnectionSettingsError
 from durable_agents.runtime.encryption import KeyringError
-from durable_agents.runtime.settings import SettingsFileMissing
+from durable_agents.runtime.settings import SettingsFileMissing, SettingsInvalid
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -37,6 +37,7 @@ KNOWN = (
     StackError,
     KeyringError,
     SettingsFileMissing,
+    SettingsInvalid,
     ScenarioError,
     BinaryMissing,
     ValidationError,

@@ -119,3 +119,22 @@ def test_a_worker_whose_agent_modules_do_not_load_stops_with_one_line():
     assert done.returncode == 2
     lines = [line for line in (done.stdout + done.stderr).splitlines() if line.strip()]
     assert len(lines) == 1 and "cannot import agent module 'nope'" in lines[0], lines
+
+
+@pytest.mark.parametrize("name", ["AGENT_CONSOLE_OPERATORS", "AGENT_REVOKED_KEYS"])
+def test_a_list_setting_that_is_no_json_is_one_line_not_a_traceback(name: str) -> None:
+    """Run as installed (`agentctl`, its own process): a careless `[alice` in a list
+    setting ends the command with one line and exit code 1."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    agentctl_bin = Path(sys.executable).parent / "agentctl"
+    env = {**os.environ, name: "[alice", "AGENT_TEMPORAL_PORT": str(free_port())}
+    done = subprocess.run(
+        [str(agentctl_bin), "agents"], env=env, capture_output=True, text=True, timeout=60
+    )
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert done.returncode == 1 and len(lines) == 1, done.stderr
+    assert lines[0].startswith("error: error parsing value for field") and "JSON" in lines[0]
