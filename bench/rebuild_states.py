@@ -13,6 +13,7 @@ import sys
 import time
 
 from durable_agents.control.timeline import rebuild
+from durable_agents.runtime import exiting
 from durable_agents.runtime.client import connect
 from durable_agents.runtime.settings import load_settings
 
@@ -31,6 +32,7 @@ def main() -> None:
     if len(sys.argv) != 2:
         raise SystemExit(__doc__)
     print(json.dumps(asyncio.run(timed(sys.argv[1]))))
+    exiting.leave(0)
 
 
 if __name__ == "__main__":

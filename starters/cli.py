@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import contextlib
-import os
-import sys
 
 import typer
 from pydantic import ValidationError
 
-from durable_agents.runtime import telemetry
+from durable_agents.runtime import exiting, telemetry
 from durable_agents.runtime.settings import SettingsInvalid, load_settings
 from durable_agents.starters import (
     cli_chat,
@@ -47,13 +45,8 @@ app.command()(demo)
 
 
 def main() -> None:
-    """Run a command, then leave without interpreter finalization.
-
-    The Temporal SDK's Rust core keeps threads that can touch the GIL while Python
-    finalizes, which aborts the process ("PyGILState_Release ... must be current")
-    after the command already succeeded. Flushing and calling os._exit skips that
-    phase: every command has finished its work and its output by then.
-    """
+    """Run a command, then leave without interpreter finalization (see `exiting.leave`):
+    every command has finished its work and its output by then."""
     _trace_if_asked()
     try:
         app()
@@ -63,10 +56,7 @@ def main() -> None:
     except SettingsInvalid as err:  # read by a command that is not run_async's
         typer.echo(f"error: {err}", err=True)
         exit_code = 1
-    telemetry.flush_tracing()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(exit_code)
+    exiting.leave(exit_code)
 
 
 def _trace_if_asked() -> None:
