@@ -36,6 +36,7 @@ from durable_agents.control.runs import (
     started_request,
 )
 from durable_agents.control.signer import Signer
+from durable_agents.runtime.client import as_worker_reads
 from durable_agents.runtime.settings import Settings
 from durable_agents.workflows import timeline
 from durable_agents.workflows.agent import AgentWorkflow
@@ -72,7 +73,8 @@ def replayer(
 ) -> Replayer:
     """The workflow code, replaying; workflows.timeline is shared with the sandbox so the
     recording made here hears what the workflow offers in there. `converter` must be the
-    client's: an encrypted run's history decodes only through its codec. The agents are
+    client's: an encrypted run's history decodes only through its codec, read as a worker
+    reads it (what the worker refused is refused again). The agents are
     this process's (AGENT_MODULES), as a worker's would be. `workflows`: another build's
     code (a test's variant of the agent workflow), else the code here.
 
@@ -86,7 +88,9 @@ def replayer(
             "durable_agents.workflows.timeline"
         )
         runner = SandboxedWorkflowRunner(restrictions=restrictions)
-    return Replayer(workflows=list(workflows), data_converter=converter, workflow_runner=runner)
+    return Replayer(
+        workflows=list(workflows), data_converter=as_worker_reads(converter), workflow_runner=runner
+    )
 
 
 @dataclass(frozen=True)

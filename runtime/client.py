@@ -16,6 +16,7 @@ from temporalio.runtime import Runtime
 from durable_agents.runtime import telemetry
 from durable_agents.runtime.connection import Connection, connection
 from durable_agents.runtime.encryption import EncryptionCodec, Keyring, key_text
+from durable_agents.runtime.refused_payloads import SealedPayloadConverter
 from durable_agents.runtime.settings import Settings
 
 
@@ -81,20 +82,33 @@ def explain(reason: str, target: Connection) -> str:
 
 def data_converter(settings: Settings, *, for_worker: bool = False) -> DataConverter:
     """Pydantic payloads; with keys, every payload encrypted and failure messages and stack
-    traces moved into an encrypted payload, so the server holds no plaintext."""
+    traces moved into an encrypted payload, so the server holds no plaintext. A worker's
+    converter refuses payloads it cannot open, and with AGENT_REQUIRE_SEALED_INPUTS
+    unsealed ones (runtime/refused_payloads.py)."""
     keys = key_text(settings)
     if keys is None:
         return pydantic_data_converter
-    return _encrypted_converter(keys, for_worker)
+    return _encrypted_converter(keys, for_worker, settings.require_sealed_inputs)
 
 
 @cache
-def _encrypted_converter(keys: str, tolerant: bool) -> DataConverter:
+def _encrypted_converter(keys: str, tolerant: bool, require_sealed: bool) -> DataConverter:
+    codec = EncryptionCodec(Keyring.parse(keys), tolerant=tolerant, require_sealed=require_sealed)
     return dataclasses.replace(
         pydantic_data_converter,
-        payload_codec=EncryptionCodec(Keyring.parse(keys), tolerant=tolerant),
+        payload_converter_class=SealedPayloadConverter,
+        payload_codec=codec,
         failure_converter_class=DefaultFailureConverterWithEncodedAttributes,
     )
+
+
+def as_worker_reads(converter: DataConverter) -> DataConverter:
+    """A client's converter made to read as a worker does, for a replay: what the worker
+    refused (an unsealed or undecryptable input) must be refused again, not read."""
+    codec = converter.payload_codec
+    if not isinstance(codec, EncryptionCodec) or codec.tolerant:
+        return converter
+    return dataclasses.replace(converter, payload_codec=codec.as_worker())
 
 
 def connect_failure(text: str) -> str:

@@ -24,8 +24,11 @@ if TYPE_CHECKING:
     from durable_agents.runtime.settings import Settings
 
 ENCODING = b"binary/encrypted"
-# What a tolerant codec hands on for a payload it cannot decrypt; no converter reads it.
+# What a worker's codec hands on for a payload it cannot decrypt, or (sealed inputs
+# required) for one not sealed at all: the payload converter refuses both (REFUSED_ENCODINGS).
 UNDECODABLE = b"binary/undecodable"
+UNSEALED = b"binary/unsealed"
+REFUSED_ENCODINGS = (UNDECODABLE, UNSEALED)
 KEY_ID = "encryption-key-id"
 NONCE_BYTES = 12
 
@@ -119,15 +122,24 @@ class EncryptionCodec(PayloadCodec):
     """Every payload, whole (metadata and data), encrypted with the active key.
 
     A worker's codec is `tolerant`: a payload it cannot decrypt (a key id it does not
-    hold, altered or truncated data) becomes an `binary/undecodable` payload instead of
-    failing the whole workflow activation, so one bad signal is dropped by the SDK and
-    one bad update refused, and the run goes on (invariant 8). Clients stay strict: they
-    say which key is missing.
+    hold, altered or truncated data), and with `require_sealed` one that is not sealed at
+    all, becomes a marker payload instead of failing the whole workflow activation; the
+    payload converter refuses the marker (runtime/refused_payloads.py), so the SDK drops
+    that one signal, refuses that one update, fails that one start or activity, and the
+    run goes on (invariant 8). Clients stay strict: they say which key is missing, and
+    read what was written before encryption was on.
     """
 
-    def __init__(self, keyring: Keyring, *, tolerant: bool = False) -> None:
+    def __init__(
+        self, keyring: Keyring, *, tolerant: bool = False, require_sealed: bool = False
+    ) -> None:
         self.keyring = keyring
         self.tolerant = tolerant
+        self.require_sealed = require_sealed
+
+    def as_worker(self) -> EncryptionCodec:
+        """The codec as a worker reads: a replay must drop what the worker dropped."""
+        return EncryptionCodec(self.keyring, tolerant=True, require_sealed=self.require_sealed)
 
     async def encode(self, payloads: Sequence[Payload]) -> list[Payload]:
         out = []
@@ -140,15 +152,17 @@ class EncryptionCodec(PayloadCodec):
         out = []
         for payload in payloads:
             if payload.metadata.get("encoding") != ENCODING:
-                out.append(payload)  # written before encryption was on
+                if self.tolerant and self.require_sealed:
+                    out.append(_marker(UNSEALED, "an input not sealed with this deployment's key"))
+                else:
+                    out.append(payload)  # written before encryption was on
                 continue
             try:
                 out.append(self._decrypt(payload))
             except KeyringError as err:
                 if not self.tolerant:
                     raise
-                reason = str(err).encode()
-                out.append(Payload(metadata={"encoding": UNDECODABLE, "reason": reason}, data=b""))
+                out.append(_marker(UNDECODABLE, str(err)))
         return out
 
     def _decrypt(self, payload: Payload) -> Payload:
@@ -158,3 +172,7 @@ class EncryptionCodec(PayloadCodec):
             return Payload.FromString(plain)
         except DecodeError as err:
             raise KeyringError(f"data under key {key_id!r} is not a payload") from err
+
+
+def _marker(encoding: bytes, reason: str) -> Payload:
+    return Payload(metadata={"encoding": encoding, "reason": reason.encode()}, data=b"")

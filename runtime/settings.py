@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import AliasChoices, Field, SecretStr, field_validator
+from pydantic import AliasChoices, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict, SettingsError
 
 OFFLINE_MODEL_NAME = "scripted-offline-model"
@@ -101,6 +101,9 @@ class Settings(BaseSettings):
     # all decrypt (rotation). From the environment or a file holding the same text.
     encryption_keys: SecretStr | None = None
     encryption_keys_file: Path | None = None
+    # Holding the key is what lets a process act: a worker refuses every start, signal,
+    # update, query and activity input not sealed with one of the keys (runtime/encryption.py).
+    require_sealed_inputs: bool = False
     # The codec server the Web UI decrypts through; its bearer token.
     codec_host: str = "127.0.0.1"
     codec_port: int = Field(default=8234, ge=1, le=65535)
@@ -185,6 +188,15 @@ class Settings(BaseSettings):
     otel_service_name: str = Field(
         default="durable-agents", validation_alias=AliasChoices("OTEL_SERVICE_NAME")
     )
+
+    @model_validator(mode="after")
+    def _sealing_needs_keys(self) -> Settings:
+        if self.require_sealed_inputs and not self.encryption_on:
+            raise ValueError(
+                "AGENT_REQUIRE_SEALED_INPUTS needs AGENT_ENCRYPTION_KEYS (or _FILE): "
+                "inputs can only be sealed with a key"
+            )
+        return self
 
     @field_validator("task_queue")
     @classmethod

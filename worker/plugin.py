@@ -30,6 +30,7 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
 from durable_agents.runtime import telemetry
 from durable_agents.runtime.client import data_converter
+from durable_agents.runtime.refused_payloads import SealedPayloadConverter
 from durable_agents.runtime.settings import Settings, load_settings
 from durable_agents.worker.activities import production_activities
 from durable_agents.worker.callers import Admits, CallerCheck
@@ -98,11 +99,12 @@ class DurableAgentsPlugin(SimplePlugin):
         what it cannot open, runtime/encryption.py), or the team's codec kept under our
         payload converter; never a team's codec or payload converter silently dropped."""
         ours = data_converter(self.settings, for_worker=True)
-        if existing is None or existing == DataConverter.default:
+        if existing is None or existing in (DataConverter.default, ours):
             return ours
         if existing.payload_converter_class not in (
             DefaultPayloadConverter,
             PydanticPayloadConverter,
+            SealedPayloadConverter,
         ):
             raise PluginError(
                 "the client has a payload converter of its own: agents need pydantic "
