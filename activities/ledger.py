@@ -34,6 +34,15 @@ CREATE INDEX IF NOT EXISTS effects_by_run ON effects (run_id)
         """
 CREATE TABLE IF NOT EXISTS pruned_runs (run_id TEXT PRIMARY KEY, pruned_at TEXT NOT NULL)
 """,
+        # Signed forks' nonces, each with the run it started: outside the run, so a
+        # terminate-and-restart under the same id cannot count the same signature again.
+        """
+CREATE TABLE IF NOT EXISTS signed_uses (
+    nonce TEXT PRIMARY KEY,
+    used_by TEXT NOT NULL,
+    used_at TEXT NOT NULL
+)
+""",
     ),
 )
 
@@ -81,6 +90,19 @@ class EffectLedger:
         stored = self.recorded(key, tool, digest)
         assert stored is not None
         return stored
+
+    def claim(self, nonce: str, run_id: str) -> str | None:
+        """Take a signature's nonce for this run; None when it is (or already was) this
+        run's, else the run that took it first."""
+        with self.db.transaction() as tx:
+            tx.execute(
+                "INSERT INTO signed_uses (nonce, used_by, used_at) VALUES (?, ?, ?)"
+                " ON CONFLICT (nonce) DO NOTHING",
+                (nonce, run_id, now_text()),
+            )
+        [row] = self.db.query("SELECT used_by FROM signed_uses WHERE nonce=?", (nonce,))
+        first: str = row["used_by"]
+        return None if first == run_id else first
 
     def pruned(self, run_id: str) -> bool:
         """Whether a prune removed this run's rows (activities/pruning.py)."""

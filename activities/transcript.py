@@ -9,8 +9,10 @@ import asyncio
 from typing import Any
 
 from temporalio import activity
+from temporalio.exceptions import ApplicationError
 
 from durable_agents.activities.fingerprints import now_text
+from durable_agents.activities.ledger import EffectLedger
 from durable_agents.activities.pruning import PrunedGuard
 from durable_agents.activities.sql import Sealed, SqlDatabase, StoreSchema, Tx, apply_schema
 from durable_agents.runtime.encryption import Keyring
@@ -231,15 +233,26 @@ def _answer_row(run_id: str, seq: int, fingerprint: str) -> str:
 
 
 class TranscriptActivities:
-    def __init__(self, store: TranscriptStore, pruned: PrunedGuard) -> None:
+    def __init__(self, store: TranscriptStore, pruned: PrunedGuard, ledger: EffectLedger) -> None:
         self.store = store
         self.pruned = pruned
+        self.ledger = ledger
 
     @activity.defn(name="copy_transcript")
     async def copy_transcript(self, copy: TranscriptCopy) -> int:
         """Give a fork its parent's conversation up to where it restarts. Idempotent. A
-        parent whose stored data was pruned gives nothing: the fork is refused."""
+        parent whose stored data was pruned gives nothing: the fork is refused. So is a
+        signed fork whose signature another run (a terminated fork restarted under the
+        same id) counted first."""
         await self.pruned.refuse_pruned(copy.from_run_id)
+        if copy.signed_nonce is not None:
+            first = await asyncio.to_thread(self.ledger.claim, copy.signed_nonce, copy.to_run_id)
+            if first is not None:
+                raise ApplicationError(
+                    f"refused: this signed fork was used already, by run {first}",
+                    type="SignatureUsed",
+                    non_retryable=True,
+                )
         return await asyncio.to_thread(
             self.store.copy, copy.from_run_id, copy.to_run_id, copy.before_seq
         )

@@ -61,7 +61,7 @@ def production_activities(
         await_run,
         fork_origin,
         ForkStates(registry).parent_state_at,
-        TranscriptActivities(stores.transcript, stores.pruned).copy_transcript,
+        TranscriptActivities(stores.transcript, stores.pruned, stores.ledger).copy_transcript,
         PruneActivities(
             client,
             stores.db,
@@ -94,5 +94,5 @@ def shadow_activities(
         mcp.list_mcp_tools,
         await_run,
         fork_origin,
-        TranscriptActivities(stores.transcript, stores.pruned).copy_transcript,
+        TranscriptActivities(stores.transcript, stores.pruned, stores.ledger).copy_transcript,
     ]

@@ -155,6 +155,8 @@ class TranscriptCopy(StrictModel):
     from_run_id: str
     to_run_id: str
     before_seq: int = Field(ge=0)
+    # A signed fork's nonce, taken for this fork in the stores before anything is copied.
+    signed_nonce: str | None = Field(default=None, max_length=200)
 
 
 class ToolOutcome(CompactModel):

@@ -114,7 +114,9 @@ class AgentWorkflow(PeopleActions):
                 checked = workflow.patched(patches.FORK_RECORD_CHECKED)  # asked before any activity
                 await self._take_parent_facts(request.fork, checked)
             self._moment("forked", f"from {self.state.parent.run_id} at {self.state.parent.moment}")
-            await self._copy_parent_transcript(self._parent_store_key or self.state.parent.run_id)
+            await self._copy_parent_transcript(
+                self._parent_store_key or self.state.parent.run_id, request.fork
+            )
         self._story = asyncio.create_task(self._tell())
         if self._cancel_holds():
             self._story.cancel()

@@ -84,7 +84,7 @@ def test_a_database_of_the_previous_release_is_brought_up_in_place(previous_rele
     reports, sessions = WhatIfReports(stores.db), SignedOutSessions(stores.db)
     assert {name: v for name, v in versions(stores.db).items() if name in STORES} == {
         name: 1 for name in STORES
-    } | {"effect_ledger": 2}  # 2: the pruned runs' table (activities/pruning.py)
+    } | {"effect_ledger": 3}  # 2: pruned runs (activities/pruning.py); 3: signed forks
     assert not stores.ledger.pruned("prev-run@1")
     # Every row kept, readable by this release.
     assert stores.ledger.recorded(PAID_KEY, "pay_invoice", "digest-1") == PAID
@@ -113,7 +113,7 @@ def test_a_database_of_a_newer_release_is_refused_and_never_written(previous_rel
         EffectLedger(db)
     message = str(refused.value)
     assert "\n" not in message
-    assert "effect_ledger tables" in message and "version 9" in message and "knows 2" in message
+    assert "effect_ledger tables" in message and "version 9" in message and "knows 3" in message
     with pytest.raises(RunError, match="written by a newer release"):
         effect_ledger(previous_release)  # the CLI's way in: one line
     assert dump(db) == before
@@ -186,7 +186,7 @@ def test_workers_starting_together_on_a_fresh_database_take_turns(backend, tmp_p
     finally:
         if backend == "postgres":
             drop_schema(postgres_or_skip(), schema)
-    assert all(found == seen[0] for found in seen) and seen[0]["effect_ledger"] == 2
+    assert all(found == seen[0] for found in seen) and seen[0]["effect_ledger"] == 3
 
 
 def test_a_process_opening_a_file_another_is_writing_waits_its_turn_to_switch_it_to_wal(

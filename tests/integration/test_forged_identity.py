@@ -24,6 +24,7 @@ from durable_agents.workflows.people_inputs import Actor
 from durable_agents.workflows.signing import new_key
 from durable_agents.workflows.state import pack_state
 from tests.conftest import count_effects, run_id, wait_for_approval
+from tests.integration.test_outside_callers import causes
 
 pytestmark = pytest.mark.usefixtures("worker")
 
@@ -143,5 +144,18 @@ async def test_a_fork_carrying_a_state_its_parent_never_had_is_refused(dev_env, 
     )
     await wait_for_approval(client, honest_id)
     assert count_effects(settings, honest_id, "charge") == 0
-    await runs.cancel(client, honest_id, Actor(by="nobody"), nobody)
+    # Terminated and started again under the same id, with the same signed request: the
+    # signature was counted (outside the fork, in the stores) and counts no more.
+    await client.get_workflow_handle(honest_id).terminate("someone with namespace access")
+    again = await client.start_workflow(
+        "AgentWorkflow",
+        RunRequest(goal="pay", label="pay-invoice", policy=policy, fork=honest),
+        id=honest_id,
+        task_queue=settings.task_queue,
+    )
+    with pytest.raises(WorkflowFailureError) as refused:
+        await asyncio.wait_for(again.result(), timeout=60)
+    assert "refused: this signed fork was used already, by run " in causes(refused.value)
+    restarted = await runs.get_state(client, honest_id)
+    assert Stores.open(settings).transcript.read(restarted.store_key) == []
     await runs.cancel(client, victim, Actor(by="nobody"), nobody)

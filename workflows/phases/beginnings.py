@@ -212,11 +212,12 @@ class Beginnings(Conversing):
                 )
             )
 
-    async def _copy_parent_transcript(self, parent_store_key: str) -> None:
+    async def _copy_parent_transcript(self, parent_store_key: str, fork: ForkSpec) -> None:
         copy = TranscriptCopy(
             from_run_id=parent_store_key,
             to_run_id=self.state.store_key,
             before_seq=self.state.next_seq,
+            signed_nonce=fork.signed.request_id if fork.signed is not None else None,
         )
         await workflow.execute_activity(
             COPY_TRANSCRIPT,
