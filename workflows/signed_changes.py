@@ -74,6 +74,7 @@ def decision_error(
         request_id=request.request_id,
         digest=digest,
         not_before=request.requested_at,
+        not_after=request.deadline,
         now=now,
     )
     return _error(state, decision.signed, wanted)
@@ -94,6 +95,7 @@ def answer_error(state: RunState, answer: Answer, now: datetime) -> str | None:
         request_id=question.question_id,
         digest=digest,
         not_before=question.asked_at,
+        not_after=question.deadline,
         now=now,
     )
     return _error(state, answer.signed, wanted)

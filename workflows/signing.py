@@ -125,6 +125,8 @@ class Expected:
     # v2 only: when the request began (a signature from before it is for another), the
     # workflow's time now, and the nonces the run has used.
     not_before: datetime | None = None
+    # The request's deadline: a decision signed, or arriving, after it counts no more.
+    not_after: datetime | None = None
     now: datetime | None = None
     used: frozenset[str] = frozenset()
 
@@ -189,6 +191,10 @@ def _freshness_error(signed: SignedDecision, wanted: Expected) -> str | None:
         return f"the signature is dated {signed.at}, in the future"
     if wanted.not_before is not None and at < wanted.not_before - CLOCK_SKEW:
         return f"the signature ({signed.at}) is older than the request it names"
+    if wanted.not_after is not None:
+        ends = wanted.not_after + CLOCK_SKEW
+        if at > ends or (now is not None and now > ends):
+            return f"the request's deadline ({wanted.not_after.isoformat()}) has passed"
     if wanted.request_id is None:  # named by a nonce: fresh, and used once
         if now is not None and at < now - FRESH_FOR:
             return f"the signature ({signed.at}) is stale: a change counts within a day"

@@ -74,6 +74,34 @@ def test_a_decision_binds_its_tool_step_comment_and_time():
     )
 
 
+def test_a_decision_ends_with_its_requests_deadline():
+    """A signature kept back (or a request left waiting past its deadline, while the run
+    was paused) counts until the deadline and the clock skew, not forever."""
+    NOW, LATER = times()
+    deadline = LATER + timedelta(minutes=10)
+    state, signer = signed_run(NOW)
+    pending = request(NOW, deadline=deadline)
+    state.request_approval(pending)
+    signed = signer.approval(state.store_key, "cfo", True, pending, "ok")
+    decision = Decision(request_id="call-1", by="cfo", comment="ok", signed=signed)
+    question = Question(question_id="q-1", question="Which?", step=1, asked_at=NOW,
+                        deadline=deadline)  # fmt: skip
+    state.ask(question)
+    answer = Answer(question_id="q-1", answer="INV-1", by="dan",
+                    signed=signer.answer(state.store_key, "dan", question, "INV-1"))  # fmt: skip
+    for now, counts in (
+        (deadline, True),
+        (deadline + timedelta(minutes=4), True),  # within the clock skew
+        (deadline + timedelta(minutes=6), False),
+    ):
+        for error in (
+            signed_changes.decision_error(state, decision, True, now),
+            signed_changes.answer_error(state, answer, now),
+        ):
+            assert (error is None) == counts, (now, error)
+            assert counts or "deadline" in refused(error)
+
+
 def test_a_reused_request_id_needs_naming_and_never_skips_the_decided_check():
     NOW, LATER = times()
     state, _ = signed_run(NOW)
