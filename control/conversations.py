@@ -79,8 +79,8 @@ async def send(
     """Send a message and wait until its turn ends or stops for a person (the reply says
     for what). A conversation that continued as new meanwhile is asked again."""
     if signer is not None:
-        identity = await runs.run_identity(client, run_id)
-        signed = signer.change(identity, sent.by, "message", sent.what_it_says())
+        identity, moment = await runs.signing_point(client, run_id)
+        signed = signer.change(identity, sent.by, "message", sent.what_it_says(), moment)
         sent = sent.model_copy(update={"signed": signed})
     reply = await _ask(client, run_id, "send_message", sent)
     return await _past_carried(client, run_id, reply, sent.by, signer)
@@ -93,8 +93,8 @@ async def post(
     queued it (in order); the reply comes on the run's events, or from `await_reply`.
     What the console's composer and `agentctl chat` do: no update stays open meanwhile."""
     if signer is not None:
-        identity = await runs.run_identity(client, run_id)
-        signed = signer.change(identity, sent.by, "message", sent.what_it_says())
+        identity, moment = await runs.signing_point(client, run_id)
+        signed = signer.change(identity, sent.by, "message", sent.what_it_says(), moment)
         sent = sent.model_copy(update={"signed": signed})
     await _ask(client, run_id, "send_message", sent.model_copy(update={"wait": False}))
 
@@ -120,8 +120,8 @@ async def _wanted(
     """A wait for a reply; signed afresh each time (a signature counts once)."""
     wanted = ReplyWanted(message_id=message_id, by=by)
     if signer is not None:
-        identity = await runs.run_identity(client, run_id)
-        wanted.signed = signer.change(identity, by, "await_reply", wanted.what_it_says())
+        identity, moment = await runs.signing_point(client, run_id)
+        wanted.signed = signer.change(identity, by, "await_reply", wanted.what_it_says(), moment)
     return wanted
 
 
@@ -165,9 +165,9 @@ async def close(client: Client, run_id: str, actor: Actor, signer: Signer | None
     """No more messages: those queued are answered, then the conversation completes."""
     if signer is not None:
         says = {"reason": actor.reason}
-        identity = await runs.run_identity(client, run_id)
+        identity, moment = await runs.signing_point(client, run_id)
         actor = actor.model_copy(
-            update={"signed": signer.change(identity, actor.by, "end_conversation", says)}
+            update={"signed": signer.change(identity, actor.by, "end_conversation", says, moment)}
         )
     await runs.signal(client, run_id, "end_conversation", actor)
 

@@ -17,6 +17,7 @@ from temporalio.client import (
     WorkflowFailureError,
     WorkflowHandle,
     WorkflowQueryFailedError,
+    WorkflowQueryRejectedError,
     WorkflowUpdateFailedError,
 )
 from temporalio.common import (
@@ -47,9 +48,10 @@ from durable_agents.workflows.records import (
     IDENTITY_SEPARATOR,
     ApprovalRequest,
     Question,
+    RunEvent,
     RunStatus,
 )
-from durable_agents.workflows.state import RunState, RunSummary
+from durable_agents.workflows.state import EventPage, RunState, RunSummary
 
 WORKFLOW_TYPE = "AgentWorkflow"
 T = TypeVar("T")
@@ -404,9 +406,8 @@ async def edit(
     client: Client, run_id: str, patch: StatePatch, signer: Signer | None = None
 ) -> RunState:
     if signer is not None:
-        signed = signer.change(
-            await run_identity(client, run_id), patch.by, "edit", patch.changes()
-        )
+        identity, moment = await signing_point(client, run_id)
+        signed = signer.change(identity, patch.by, "edit", patch.changes(), moment)
         patch = patch.model_copy(update={"signed": signed})
     return await _update(client, run_id, "edit", patch, RunState)
 
@@ -424,6 +425,25 @@ async def run_identity(client: Client, run_id: str) -> str:
         raise await not_acting(client, run_id, err) from None
     first = described.raw_description.workflow_execution_info.first_run_id
     return f"{run_id}{IDENTITY_SEPARATOR}{first or described.run_id}"
+
+
+# How long a signer waits for the run's latest moment before signing without one (a run
+# whose workers are down still takes the change, bound to no moment).
+MOMENT_WAIT_SECONDS = 5.0
+
+
+async def signing_point(client: Client, run_id: str) -> tuple[str, RunEvent | None]:
+    """What a change to the run itself is signed for: the run's identity and its latest
+    moment (the `events` query), so the change counts in this timeline only
+    (workflows/signing.py, `bound_nonce`)."""
+    identity = await run_identity(client, run_id)
+    try:
+        page = await handle(client, run_id).query(
+            "events", result_type=EventPage, rpc_timeout=timedelta(seconds=MOMENT_WAIT_SECONDS)
+        )
+    except (RPCError, WorkflowQueryFailedError, WorkflowQueryRejectedError):
+        return identity, None
+    return identity, page.events[-1] if page.events else None
 
 
 def budget_raise(
@@ -453,8 +473,8 @@ async def raise_budget(
     budget goes on. With a signer, the raise is signed (a run requiring signed changes
     counts no other)."""
     if signer is not None:
-        identity = await run_identity(client, run_id)
-        signed = signer.change(identity, raise_.by, "raise_budget", raise_.what_it_says())
+        identity, moment = await signing_point(client, run_id)
+        signed = signer.change(identity, raise_.by, "raise_budget", raise_.what_it_says(), moment)
         raise_ = raise_.model_copy(update={"signed": signed})
     return await _update(client, run_id, "raise_budget", raise_, RunBudget)
 
@@ -480,7 +500,8 @@ async def _act(
 ) -> None:
     if signer is not None:
         says = {"reason": actor.reason}
-        signed = signer.change(await run_identity(client, run_id), actor.by, verb, says)
+        identity, moment = await signing_point(client, run_id)
+        signed = signer.change(identity, actor.by, verb, says, moment)
         actor = actor.model_copy(update={"signed": signed})
     await _signal(client, run_id, verb, actor)
 

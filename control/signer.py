@@ -12,12 +12,13 @@ from typing import Any
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from durable_agents.workflows.people_inputs import SignedDecision
-from durable_agents.workflows.records import ApprovalRequest, Question
+from durable_agents.workflows.records import ApprovalRequest, Question, RunEvent
 from durable_agents.workflows.signing import (
     Action,
     answer_digest,
     answer_v2_digest,
     arguments_digest,
+    bound_nonce,
     decision_digest,
     digest_of,
     load_private_key,
@@ -65,10 +66,15 @@ class Signer:
             digest = answer_v2_digest(question.question, question.step, text)
         return self._sign(run, by, "answer", question.question_id, digest, version)
 
-    def change(self, run: str, by: str, action: Action, says: Any) -> SignedDecision:
+    def change(
+        self, run: str, by: str, action: Action, says: Any, moment: RunEvent | None = None
+    ) -> SignedDecision:
         """Sign a change to the run itself (a budget, an edit, a pause...) under a fresh
-        nonce: the run counts it once, within a day."""
-        return self._sign(run, by, action, secrets.token_hex(16), digest_of(says), 2)
+        nonce: the run counts it once, within a day. `moment`: the run's latest moment as
+        the signer saw it (control/runs.signing_point); the change then counts only in
+        that timeline, never again after a rewind to before it."""
+        nonce = bound_nonce(secrets.token_hex(16), moment)
+        return self._sign(run, by, action, nonce, digest_of(says), 2)
 
     def _sign(
         self, run: str, by: str, action: Action, request_id: str, digest: str, version: int

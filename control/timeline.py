@@ -31,7 +31,7 @@ from durable_agents.control.runs import (
     authorize_rewind,
     check_run_id,
     new_run_id,
-    run_identity,
+    signing_point,
     start_run,
     started_request,
 )
@@ -383,8 +383,8 @@ async def _authorized_rewind(
         )
     request = RewindRequest(by=by, moment=moment_index)
     if signer is not None:
-        identity = await run_identity(client, found.run_id)
-        request.signed = signer.change(identity, by, "rewind", {"moment": moment_index})
+        identity, latest = await signing_point(client, found.run_id)
+        request.signed = signer.change(identity, by, "rewind", {"moment": moment_index}, latest)
     await authorize_rewind(client, found.run_id, request)
 
 

@@ -20,6 +20,7 @@ from durable_agents.workflows.signing import (
     answer_digest,
     answer_v2_digest,
     arguments_digest,
+    binding_error,
     decision_digest,
     digest_of,
     signature_error,
@@ -124,7 +125,12 @@ def change_error(
         now=now,
         used=frozenset(use.nonce for use in state.signed_nonces),
     )
-    return _error(state, signed, wanted)
+    error = _error(state, signed, wanted)
+    if error is None and signed is not None and signed.run == state.store_key:
+        # A change bound to a moment of this run counts in that timeline only: a copy sent
+        # after a rewind (its nonce forgotten with the state) finds the moment gone.
+        return binding_error(signed.request_id, state.events)
+    return error
 
 
 def note_used(state: RunState, signed: SignedDecision | None, now: datetime) -> None:

@@ -32,6 +32,7 @@ from temporalio import workflow
 
 from durable_agents.workflows.contracts import RunPolicy
 from durable_agents.workflows.people_inputs import SignedDecision
+from durable_agents.workflows.records import RunEvent
 
 Action = Literal[
     "approve", "reject", "answer", "raise_budget", "edit", "pause", "resume", "cancel",
@@ -44,6 +45,36 @@ CLOCK_SKEW = timedelta(minutes=5)
 # A change named by a nonce counts only this long after it was signed: the run keeps the
 # nonces it used for this long, so a copy sent again later finds its nonce used or stale.
 FRESH_FOR = timedelta(days=1)
+
+
+def moment_mark(event: RunEvent) -> str:
+    """What names one moment of one timeline: its number, time and kind. A rewound run
+    numbers its moments again from the one it went back to, at other times."""
+    return hashlib.sha256(
+        f"{event.offset}|{event.at.isoformat()}|{event.kind}".encode()
+    ).hexdigest()[:16]
+
+
+def bound_nonce(fresh: str, moment: RunEvent | None) -> str:
+    """A change's nonce, bound to the latest moment its signer saw (when they saw one)."""
+    return fresh if moment is None else f"{fresh}.m{moment.offset}.{moment_mark(moment)}"
+
+
+def binding_error(nonce: str, kept: list[RunEvent]) -> str | None:
+    """Why a change bound to a moment does not count in this run: the run has no such
+    moment (rewound to before it, or it is older than the moments the run keeps), or its
+    moment of that number is another (the run was rewound past it and went on). A change
+    bound to nothing (an older signer) is not checked here."""
+    parts = nonce.split(".")
+    if len(parts) != 3 or not parts[1].startswith("m") or not parts[1][1:].isdigit():
+        return None
+    offset, mark = int(parts[1][1:]), parts[2]
+    found = next((event for event in kept if event.offset == offset), None)
+    if found is None:
+        return f"the signature was made for moment {offset}, which this run does not hold now"
+    if moment_mark(found) != mark:
+        return f"the signature was made for another moment {offset} (the run was rewound)"
+    return None
 
 
 def digest_of(value: Any) -> str:

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from temporalio.testing import WorkflowEnvironment
 
-from durable_agents.control import conversations, runs
+from durable_agents.control import conversations, runs, timeline
 from durable_agents.control.runs import RunError
 from durable_agents.control.signer import Signer
 from durable_agents.runtime.client import connect
@@ -204,3 +204,48 @@ async def test_a_conversation_that_requires_signed_changes_takes_no_unsigned_mes
     # The messages were refused before they reached the history (their validator checks
     # the signature: a flood of them costs the run nothing); the close is audited.
     assert len(refusals(state)) == 1 and "end_conversation" not in view.model_dump_json()
+
+
+async def test_a_signed_change_copied_after_a_rewind_counts_no_more(
+    dev_env, model_server, tmp_path
+):
+    """The rewind takes the run back to a state without the pause's nonce; the pause was
+    signed for a moment of the timeline the rewind left, so a copy sent now is refused."""
+    settings = settings_for(dev_env.client, tmp_path / "data", model_server.port)
+    key, public = new_key()
+    alice = Signer(key, "alice-laptop")
+    policy = RunPolicy(
+        approvers={"pay_invoice": ["alice"]},
+        require_signed_decisions=True,
+        trusted_keys={"alice-laptop": TrustedKey(public_key=public, signs_for=["alice"])},
+    )
+    client = await connect(settings)
+    rid = run_id("rewound")
+    request = RunRequest(goal="pay", agent="invoice", label="pay-invoice", policy=policy)
+    async with build_worker(await connect(settings, for_worker=True), settings):
+        await runs.start_run(client, settings, request, rid)
+        await wait_for_approval(client, rid)
+        identity, latest = await runs.signing_point(client, rid)
+        assert latest is not None and latest.kind == "approval requested"
+        signed = alice.change(identity, "alice", "pause", {"reason": ""}, latest)
+        pause = Actor(by="alice", signed=signed)
+        await client.get_workflow_handle(rid).signal("pause", pause)
+        await eventually(lambda: _paused(client, rid))
+        await runs.resume(client, rid, Actor(by="alice"), alice)
+        await eventually(lambda: _paused(client, rid, False))
+
+        found = await timeline.rebuild(client, rid)
+        before_ask = max(m.index for m in found.moments if m.index < latest.offset)
+        await timeline.rewind(client, rid, before_ask, by="alice", signer=alice)
+        await wait_for_approval(client, rid)
+        counted = len(refusals(await runs.get_state(client, rid)))
+        copy = json.dumps(pause.model_dump(mode="json"))
+        sent = await temporal(
+            client, "workflow", "signal", "-w", rid, "--name", "pause", "--input", copy
+        )
+        assert sent.returncode == 0, sent.stderr
+        await eventually(lambda: _refused(client, rid, counted + 1))
+        after = await runs.get_state(client, rid)
+        assert f"made for another moment {latest.offset}" in refusals(after)[-1]
+        assert not after.pause_requested
+        await runs.cancel(client, rid, Actor(by="alice"), alice)

@@ -12,7 +12,13 @@ from durable_agents.control.signer import Signer
 from durable_agents.workflows import signed_changes
 from durable_agents.workflows.contracts import RunPolicy, TrustedKey
 from durable_agents.workflows.people_inputs import Answer, BudgetRaise, Decision
-from durable_agents.workflows.records import ApprovalRequest, ApprovalStatus, Question
+from durable_agents.workflows.records import (
+    ApprovalRequest,
+    ApprovalStatus,
+    Question,
+    RunEvent,
+    RunStatus,
+)
 from durable_agents.workflows.signing import digest_of, new_key, sign
 from durable_agents.workflows.state import RunState
 
@@ -175,3 +181,32 @@ def test_a_change_signed_more_than_a_day_ago_is_stale():
     assert "is stale" in refused(
         signed_changes.change_error(state, "pause", "ops", old, says, LATER)
     )
+
+
+def test_a_change_bound_to_a_moment_counts_in_that_timeline_only():
+    """A rewind takes the run back to a state without the change's nonce; the moment the
+    change was signed for is then gone, or is another moment of the same number."""
+    NOW, LATER = times()
+    state, signer = signed_run(NOW)
+    says = {"reason": "lunch"}
+
+    def moment(offset: int, at: datetime, kind: str = "model") -> RunEvent:
+        return RunEvent(offset=offset, at=at, kind=kind, status=RunStatus.RUNNING)
+
+    state.events = [moment(i, NOW + timedelta(seconds=i)) for i in range(1, 6)]
+    bound = signer.change(state.store_key, "ops", "pause", says, state.events[-1])
+    assert signed_changes.change_error(state, "pause", "ops", bound, says, LATER) is None
+    # Rewound to moment 3: moment 5 is gone.
+    state.events = state.events[:3]
+    gone = signed_changes.change_error(state, "pause", "ops", bound, says, LATER)
+    assert "moment 5, which this run does not hold now" in refused(gone)
+    # It went on from there: moments 4 and 5 again, later.
+    state.events += [moment(i, LATER + timedelta(seconds=i)) for i in (4, 5)]
+    other = signed_changes.change_error(state, "pause", "ops", bound, says, LATER)
+    assert "another moment 5 (the run was rewound)" in refused(other)
+    # Bound to a moment both timelines share: it counts (that moment is the one signed for).
+    shared = signer.change(state.store_key, "ops", "pause", says, state.events[2])
+    assert signed_changes.change_error(state, "pause", "ops", shared, says, LATER) is None
+    # A signer that binds no moment (an older client) is not checked for one.
+    unbound = signer.change(state.store_key, "ops", "pause", says)
+    assert signed_changes.change_error(state, "pause", "ops", unbound, says, LATER) is None
