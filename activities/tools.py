@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +35,7 @@ from durable_agents.workflows.activity_io import (
 )
 from durable_agents.workflows.agent_records import AdoptedAgent
 from durable_agents.workflows.contract_base import preview
+from durable_agents.workflows.contracts import SubjectKey
 from durable_agents.workflows.registry import AgentRegistry
 from durable_agents.workflows.rules import CallToReview, verdict_of
 from durable_agents.workflows.tools import Tool, ToolContext, ToolRisk
@@ -50,10 +51,13 @@ class ToolActivities:
         embed: Callable[[str], list[float]] | None = None,
         recall_caps: tuple[int, int] = (10, 8000),
         revoked_keys: Sequence[str] = (),
+        subject_keys: Mapping[str, SubjectKey] | None = None,
     ) -> None:
         self.stores = stores
-        # Trusted keys this deployment revoked: every run it starts refuses them.
+        # Trusted keys this deployment revoked: every run it starts refuses them; keys that
+        # grant subjects: every run it starts about a subject needs a grant by one.
         self.revoked_keys = tuple(revoked_keys)
+        self.subject_keys = dict(subject_keys or {})
         self.crash_points = crash_points
         self.registry = registry
         self.data_dir = data_dir
@@ -188,6 +192,7 @@ class ToolActivities:
             raise ApplicationError(f"this worker has no agent {name!r}", type="AgentNotHere")
         adopted = AdoptedAgent.of(agent)
         adopted.revoked_keys = list(self.revoked_keys)
+        adopted.subject_keys = dict(self.subject_keys)
         return adopted
 
     @activity.defn(name="evaluate_call")

@@ -29,7 +29,7 @@ from temporalio.common import (
 from temporalio.exceptions import CancelledError, WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
-from durable_agents.control.signer import Signer
+from durable_agents.control.signer import Signer, settings_signer
 from durable_agents.runtime.settings import Settings
 from durable_agents.workflows import search_attributes as sa
 from durable_agents.workflows.agent import AgentWorkflow
@@ -89,6 +89,7 @@ async def start_run(
     when it was started with the same request; another request under a running id is
     refused rather than silently joined."""
     run_id = check_run_id(new_run_id() if run_id is None else run_id)
+    request = with_subject_grant(settings, request, run_id)
     try:
         await client.start_workflow(
             AgentWorkflow.run,
@@ -116,6 +117,21 @@ async def start_run(
         raise RunError(
             f"run {run_id} already exists and is {status}; choose another --id"
         ) from None
+
+
+def with_subject_grant(settings: Settings, request: RunRequest, run: str) -> RunRequest:
+    """The request, its subject granted for `run` by the starter's own key when they have
+    one (AGENT_SIGNING_KEY_FILE): a deployment with AGENT_SUBJECT_KEYS counts a run's
+    subject only so (workflows/subject_grants.py)."""
+    if not request.subject or request.subject_grant is not None:
+        return request
+    try:
+        signer = settings_signer(settings, "starter")
+    except ValueError as err:
+        raise RunError(str(err)) from None
+    if signer is None:
+        return request
+    return request.model_copy(update={"subject_grant": signer.subject_grant(run, request.subject)})
 
 
 def _what_it_asks(request: RunRequest) -> tuple[Any, ...]:

@@ -23,13 +23,14 @@ from temporalio.client import (
 from temporalio.common import SearchAttributePair, TypedSearchAttributes
 from temporalio.service import RPCError, RPCStatusCode
 
-from durable_agents.control.runs import RunError
+from durable_agents.control.runs import RunError, with_subject_grant
 from durable_agents.runtime.settings import Settings
 from durable_agents.workflows import search_attributes as sa
 from durable_agents.workflows.agent import AgentWorkflow
 from durable_agents.workflows.contract_base import preview
 from durable_agents.workflows.contracts import RunRequest
 from durable_agents.workflows.records import RunStatus
+from durable_agents.workflows.subject_grants import SCHEDULE_PREFIX
 
 # A run id is the name and the scheduled time (`-2026-12-03T09:00:00Z`, 21 characters).
 SCHEDULE_NAME = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$"
@@ -91,6 +92,7 @@ async def create(
         raise RunError("--every must be at least 1s")
     if request.agent is None:
         raise RunError("a schedule names its agent (--agent)")
+    request = with_subject_grant(settings, request, SCHEDULE_PREFIX + name)
     action = ScheduleActionStartWorkflow(
         AgentWorkflow.run,
         request,

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import secrets
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -11,6 +12,7 @@ from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+from durable_agents.runtime.settings import Settings
 from durable_agents.workflows.people_inputs import SignedDecision
 from durable_agents.workflows.records import ApprovalRequest, Question, RunEvent
 from durable_agents.workflows.signing import (
@@ -27,6 +29,7 @@ from durable_agents.workflows.signing import (
     public_key_of,
     sign,
 )
+from durable_agents.workflows.subject_grants import grant_digest
 
 
 @dataclass(frozen=True)
@@ -76,6 +79,13 @@ class Signer:
         nonce = bound_nonce(secrets.token_hex(16), moment)
         return self._sign(run, by, action, nonce, digest_of(says), 2)
 
+    def subject_grant(self, run: str, subject: Mapping[str, str]) -> SignedDecision:
+        """Say that run `run` (a workflow id, or `schedule:ID` for a Schedule's runs) may
+        be about `subject` (workflows/subject_grants.py), in this key's name."""
+        return self._sign(
+            run, self.key_id, "subject", secrets.token_hex(16), grant_digest(subject), 2
+        )
+
     def _sign(
         self, run: str, by: str, action: Action, request_id: str, digest: str, version: int
     ) -> SignedDecision:
@@ -94,6 +104,14 @@ class Signer:
 
 def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def settings_signer(settings: Settings, default_id: str) -> Signer | None:
+    """The person's own key (AGENT_SIGNING_KEY_FILE, named AGENT_SIGNING_KEY_ID or
+    `default_id`), when they have one; ValueError in one line when it cannot be read."""
+    if settings.signing_key_file is None:
+        return None
+    return read_signer(settings.signing_key_file, settings.signing_key_id or default_id)
 
 
 def read_signer(path: Path, key_id: str) -> Signer:

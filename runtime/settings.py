@@ -6,7 +6,15 @@ import os
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import AliasChoices, Field, SecretStr, field_validator, model_validator
+from pydantic import (
+    AliasChoices,
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import BaseSettings, SettingsConfigDict, SettingsError
 
 OFFLINE_MODEL_NAME = "scripted-offline-model"
@@ -23,6 +31,18 @@ DEFAULT_AGENT_MODULES = ",".join(
         "support_chat",
     )
 )
+
+
+class SubjectKeySetting(BaseModel):
+    """One entry of AGENT_SUBJECT_KEYS, as the worker hands it to its runs (there checked
+    as workflows.contracts.SubjectKey)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    public_key: str = Field(min_length=40, max_length=60)
+    namespaces: list[Annotated[str, Field(min_length=1, max_length=200)]] = Field(
+        min_length=1, max_length=1000
+    )
 
 
 class Settings(BaseSettings):
@@ -76,6 +96,10 @@ class Settings(BaseSettings):
     revoked_keys: list[Annotated[str, Field(min_length=1, max_length=100)]] = Field(
         default_factory=list, max_length=1000
     )
+    # Keys that say who a run may be about, as JSON ({"ops": {"public_key": "...",
+    # "namespaces": ["customer/*"]}}): set, a run's memory needs a grant signed by one
+    # (workflows/subject_grants.py); unset, a run's subject is its starter's word.
+    subject_keys: dict[str, SubjectKeySetting] = Field(default_factory=dict, max_length=100)
     # PostgreSQL for our stores (transcript, ledger); unset: SQLite under the data dir.
     database_url: str | None = None
     # A PostgreSQL schema for our tables: a plain identifier, as it goes into SQL and into

@@ -11,7 +11,7 @@ from typing import Annotated, Any
 import typer
 
 from durable_agents.control import runs
-from durable_agents.control.signer import Signer, read_signer
+from durable_agents.control.signer import Signer, settings_signer
 from durable_agents.runtime.client import connect
 from durable_agents.runtime.settings import Settings, load_settings
 from durable_agents.starters.errors import RunIdArgument, fail, run_async
@@ -30,10 +30,8 @@ def _who(name: str | None) -> str:
 def own_signer(settings: Settings) -> Signer | None:
     """The person's own key (AGENT_SIGNING_KEY_FILE), when they have one: decisions are
     then signed, and a run whose policy trusts the key counts them."""
-    if settings.signing_key_file is None:
-        return None
     try:
-        return read_signer(settings.signing_key_file, settings.signing_key_id or _who(None))
+        return settings_signer(settings, _who(None))
     except ValueError as err:
         raise fail(str(err)) from None
 

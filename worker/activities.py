@@ -21,6 +21,7 @@ from durable_agents.activities.transcript import TranscriptActivities
 from durable_agents.runtime.settings import Settings
 from durable_agents.worker.fork_state import ForkStates
 from durable_agents.workflows import faults
+from durable_agents.workflows.contracts import SubjectKey
 from durable_agents.workflows.registry import AgentRegistry
 
 
@@ -35,9 +36,18 @@ def _parts(
     embed = embedder(settings.model_base_url, settings.model_api_key, settings.embedding_model)
     caps = (settings.memory_recall_limit, settings.memory_recall_bytes)
     tools = ToolActivities(
-        stores, crash_points, registry, settings.data_dir, embed, caps, settings.revoked_keys
-    )
+        stores, crash_points, registry, settings.data_dir, embed, caps,
+        settings.revoked_keys, subject_keys(settings),
+    )  # fmt: skip
     return stores, model, tools, MCPActivities(settings, stores, registry)
+
+
+def subject_keys(settings: Settings) -> dict[str, SubjectKey]:
+    """AGENT_SUBJECT_KEYS as runs check them; a key that is no Ed25519 key stops the worker."""
+    return {
+        key_id: SubjectKey.model_validate(key.model_dump())
+        for key_id, key in settings.subject_keys.items()
+    }
 
 
 def production_activities(

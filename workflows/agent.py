@@ -67,6 +67,7 @@ class AgentWorkflow(PeopleActions):
         self._fork_error = None
         self._parent_store_key = None
         self._carried = None
+        self._subject_keys = {}
         if request.resumes:
             # Our own state, carried over a continue-as-new: the chain goes on.
             if request.resume_state_packed is not None:

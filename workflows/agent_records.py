@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from pydantic import Field
 
 from durable_agents.workflows.contract_base import CompactModel
-from durable_agents.workflows.contracts import RunBudget, RunLimits, RunPolicy
+from durable_agents.workflows.contracts import RunBudget, RunLimits, RunPolicy, SubjectKey
 from durable_agents.workflows.tools import (
     Tool,
     ToolRisk,
@@ -114,6 +114,8 @@ class AdoptedAgent(CompactModel):
     mcp_servers: list[str] = Field(default_factory=list)
     # Trusted keys this deployment revoked (AGENT_REVOKED_KEYS): they sign for no run.
     revoked_keys: list[str] = Field(default_factory=list)
+    # Keys that grant subjects (AGENT_SUBJECT_KEYS); empty: a subject is taken as given.
+    subject_keys: dict[str, SubjectKey] = Field(default_factory=dict)
 
     @classmethod
     def of(cls, agent: Agent) -> AdoptedAgent:

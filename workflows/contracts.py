@@ -103,6 +103,30 @@ class ChildSpend(StrictModel):
 DAY_SECONDS = 24 * 3600.0
 
 
+def _ed25519_key(value: str) -> str:
+    try:
+        raw = base64.b64decode(value, validate=True)
+    except binascii.Error:
+        raise ValueError("public_key must be base64") from None
+    if len(raw) != 32:
+        raise ValueError("public_key must be a raw Ed25519 key (32 bytes, base64)")
+    return value
+
+
+class SubjectKey(StrictModel):
+    """A public key the deployment trusts to say who a run is about (AGENT_SUBJECT_KEYS):
+    a run's memory namespace counts only when a grant signed by such a key names the run
+    and its subject, and the namespace matches one of the key's patterns."""
+
+    public_key: str = Field(min_length=40, max_length=60)
+    # Namespace patterns (fnmatch: "customer/*"); a grant for any other is refused.
+    namespaces: list[Annotated[str, Field(min_length=1, max_length=200)]] = Field(
+        min_length=1, max_length=1000
+    )
+
+    _is_ed25519 = field_validator("public_key")(_ed25519_key)
+
+
 class TrustedKey(StrictModel):
     """A public key whose signed decisions a run accepts (workflows/signing.py)."""
 
@@ -113,16 +137,7 @@ class TrustedKey(StrictModel):
         default_factory=list, max_length=1000
     )
 
-    @field_validator("public_key")
-    @classmethod
-    def _is_ed25519(cls, value: str) -> str:
-        try:
-            raw = base64.b64decode(value, validate=True)
-        except binascii.Error:
-            raise ValueError("public_key must be base64") from None
-        if len(raw) != 32:
-            raise ValueError("public_key must be a raw Ed25519 key (32 bytes, base64)")
-        return value
+    _is_ed25519 = field_validator("public_key")(_ed25519_key)
 
 
 class RunPolicy(StrictModel):
@@ -202,6 +217,9 @@ class RunRequest(StrictModel):
     # What the run is about ({"customer": "jane"}): an agent with memory keeps its
     # memories under a namespace made from it (workflows/memory.py).
     subject: Subject | None = Field(default=None, max_length=10)
+    # Who says the run may be about that subject (workflows/subject_grants.py): needed
+    # where the deployment sets AGENT_SUBJECT_KEYS.
+    subject_grant: SignedDecision | None = None
     # Set only by a parent run whose agent shares its memory with its sub-agents: the
     # namespace the child's memory tools use (checked: it must come from that parent).
     memory_namespace: str | None = Field(
@@ -235,7 +253,7 @@ class RunRequest(StrictModel):
         as it is."""
         data = handler(self)
         if isinstance(data, dict):
-            for name in ("conversation", "subject", "memory_namespace", "shadow"):
+            for name in ("conversation", "subject", "subject_grant", "memory_namespace", "shadow"):
                 if not data.get(name):
                     data.pop(name, None)
         return data

@@ -66,7 +66,7 @@ class SignedDecision(StrictModel):
     by: str = NAME
     action: Literal[
         "approve", "reject", "answer", "raise_budget", "edit", "pause", "resume", "cancel",
-        "fork", "rewind", "message", "await_reply", "end_conversation",
+        "fork", "rewind", "message", "await_reply", "end_conversation", "subject",
     ]  # fmt: skip
     # The request or question decided; for a change to the run itself, a fresh nonce.
     request_id: str = Field(min_length=1, max_length=200)

@@ -36,7 +36,7 @@ from durable_agents.workflows.records import RunEvent
 
 Action = Literal[
     "approve", "reject", "answer", "raise_budget", "edit", "pause", "resume", "cancel",
-    "fork", "rewind", "message", "await_reply", "end_conversation",
+    "fork", "rewind", "message", "await_reply", "end_conversation", "subject",
 ]  # fmt: skip
 MESSAGE_V1 = "durable-agents/decision/v1"
 MESSAGE_V2 = "durable-agents/change/v2"
@@ -188,8 +188,15 @@ def signature_error(
         return f"key {signed.key_id!r} may not sign for {wanted.by!r}"
     if version == 2 and (error := _freshness_error(signed, wanted)) is not None:
         return error
+    if not signed_by(trusted.public_key, signed):
+        return f"forged signature: key {signed.key_id!r} did not sign this change"
+    return None
+
+
+def signed_by(public_key: str, signed: SignedDecision) -> bool:
+    """Whether the key (raw Ed25519, base64) made this signature over what it says."""
     try:
-        public = Ed25519PublicKey.from_public_bytes(base64.b64decode(trusted.public_key))
+        public = Ed25519PublicKey.from_public_bytes(base64.b64decode(public_key))
         raw = base64.b64decode(signed.signature, validate=True)
         message = _message(
             signed.v,
@@ -206,8 +213,8 @@ def signature_error(
         with workflow.unsafe.imports_passed_through():
             public.verify(raw, message)
     except (InvalidSignature, binascii.Error, ValueError):
-        return f"forged signature: key {signed.key_id!r} did not sign this change"
-    return None
+        return False
+    return True
 
 
 def _freshness_error(signed: SignedDecision, wanted: Expected) -> str | None:

@@ -34,7 +34,7 @@ with workflow.unsafe.imports_passed_through():
     from durable_agents.workflows.agent_records import AgentRecord, ToolRecord
     from durable_agents.workflows.agents import BEFORE_AGENTS, Agent
     from durable_agents.workflows.contract_base import preview
-    from durable_agents.workflows.contracts import ChildSpend
+    from durable_agents.workflows.contracts import ChildSpend, SubjectKey
     from durable_agents.workflows.memory import MEMORY_TOOLS
     from durable_agents.workflows.registry import AgentRegistry, served
     from durable_agents.workflows.state import RunState
@@ -87,6 +87,8 @@ class RunBase:
     _parent_store_key: str | None
     # A fork's state as its request carried it (checked against the parent's record).
     _carried: RunState | None
+    # Keys that grant subjects, as the agent record brought them (AGENT_SUBJECT_KEYS).
+    _subject_keys: dict[str, SubjectKey]
 
     def _registry(self) -> AgentRegistry:
         return served(workflow.info().task_queue)

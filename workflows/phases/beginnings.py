@@ -32,6 +32,7 @@ with workflow.unsafe.imports_passed_through():
     from durable_agents.workflows.policy import loosening, policy_floor
     from durable_agents.workflows.records import IDENTITY_SEPARATOR, workflow_id_of
     from durable_agents.workflows.state import RunState
+    from durable_agents.workflows.subject_grants import SCHEDULED_BY, grant_error
     from durable_agents.workflows.tools import (
         INTERNAL_TOOLS,
     )
@@ -60,6 +61,25 @@ class Beginnings(Conversing):
             )
         except MemoryDeclarationError as err:
             self._fail(RunFailed(str(err)))
+        if self.state.memory_namespace is not None and self._subject_keys and not self.state.shadow:
+            self._check_subject_grant(request, self.state.memory_namespace)
+
+    def _check_subject_grant(self, request: RunRequest, namespace: str) -> None:
+        """Where the deployment says who may start a run about whom (AGENT_SUBJECT_KEYS),
+        a run about a subject nobody granted fails before its memory is touched."""
+        info = workflow.info()
+        scheduled = info.typed_search_attributes.get(SCHEDULED_BY)
+        error = grant_error(
+            request.subject_grant,
+            subject=request.subject,
+            namespace=namespace,
+            keys=self._subject_keys,
+            run_id=info.workflow_id,
+            scheduled_by=scheduled,
+            now=workflow.now(),
+        )
+        if error is not None:
+            self._fail(RunFailed(f"refused: {error}"))
 
     @staticmethod
     def _from_parent(request: RunRequest) -> bool:
@@ -95,6 +115,7 @@ class Beginnings(Conversing):
         self.state.revoked_keys = [
             *dict.fromkeys([*self.state.revoked_keys, *adopted.revoked_keys])
         ]
+        self._subject_keys = adopted.subject_keys
         self._settle_signatures()
         for server in adopted.mcp_servers:
             await self._list_mcp_tools(server)
