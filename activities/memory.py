@@ -61,8 +61,18 @@ CREATE INDEX IF NOT EXISTS memories_search ON memories USING GIN (search)
 """
 # The tables, as this release's migrations (activities/sql.py: StoreSchema), one list per
 # backend with the same versions.
-SQLITE_TABLES = StoreSchema("memory", (SQLITE_SCHEMA,))
-POSTGRES_TABLES = StoreSchema("memory", (POSTGRES_SCHEMA,))
+# Which runs used a namespace's memories (recalled, remembered, forgot): forgetting the
+# namespace clears those runs' stored copies too (control/memory.forget_subject).
+READERS = """
+CREATE TABLE IF NOT EXISTS memory_readers (
+    namespace TEXT NOT NULL,
+    run_id TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    PRIMARY KEY (namespace, run_id)
+)
+"""
+SQLITE_TABLES = StoreSchema("memory", (SQLITE_SCHEMA, READERS))
+POSTGRES_TABLES = StoreSchema("memory", (POSTGRES_SCHEMA, READERS))
 WORD = re.compile(r"[^\W_]+", re.UNICODE)
 # Words shorter than this are not indexed (they match everything).
 MIN_WORD = 2
@@ -279,6 +289,29 @@ class MemoryStore:
             (namespace, memory_id),
         )
         return self._record(rows[0]) if rows else None
+
+    def note_reader(self, namespace: str, run_id: str) -> None:
+        """A run used this namespace's memories: it holds copies (its transcript)."""
+        with self.db.transaction() as tx:
+            tx.execute(
+                "INSERT INTO memory_readers (namespace, run_id, created_at) VALUES (?, ?, ?)"
+                " ON CONFLICT (namespace, run_id) DO NOTHING",
+                (namespace, run_id, now_text()),
+            )
+
+    def readers(self, namespace: str) -> list[str]:
+        rows = self.db.query(
+            "SELECT run_id FROM memory_readers WHERE namespace = ? ORDER BY run_id", (namespace,)
+        )
+        return [str(row["run_id"]) for row in rows]
+
+    def drop_readers(self, namespace: str, run_ids: list[str]) -> None:
+        with self.db.transaction() as tx:
+            for run_id in run_ids:
+                tx.execute(
+                    "DELETE FROM memory_readers WHERE namespace = ? AND run_id = ?",
+                    (namespace, run_id),
+                )
 
     def namespaces(self) -> dict[str, int]:
         rows = self.db.query(

@@ -118,18 +118,24 @@ class PruneActivities:
         return "old" if description.close_time < cutoff else "recent"
 
     def _delete(self, run_id: str) -> int:
-        deleted = 0
-        with self.db.transaction() as tx:
-            tx.execute(
-                "INSERT INTO pruned_runs (run_id, pruned_at) VALUES (?, ?)"
-                " ON CONFLICT (run_id) DO NOTHING",
-                (run_id, now_text()),
-            )
-            for table in TABLES:
-                before = tx.execute(f"SELECT count(*) AS n FROM {table} WHERE run_id=?", (run_id,))
-                tx.execute(f"DELETE FROM {table} WHERE run_id=?", (run_id,))
-                deleted += int(before[0]["n"])
-        return deleted
+        return delete_run_rows(self.db, run_id)
+
+
+def delete_run_rows(db: SqlDatabase, run_id: str) -> int:
+    """Remove a closed run's stored rows and leave its tombstone, in one transaction:
+    nothing acts for it again (PrunedGuard). How many rows went."""
+    deleted = 0
+    with db.transaction() as tx:
+        tx.execute(
+            "INSERT INTO pruned_runs (run_id, pruned_at) VALUES (?, ?)"
+            " ON CONFLICT (run_id) DO NOTHING",
+            (run_id, now_text()),
+        )
+        for table in TABLES:
+            before = tx.execute(f"SELECT count(*) AS n FROM {table} WHERE run_id=?", (run_id,))
+            tx.execute(f"DELETE FROM {table} WHERE run_id=?", (run_id,))
+            deleted += int(before[0]["n"])
+    return deleted
 
 
 # Executions already found not pruned: a pruned run is closed, so an execution that was

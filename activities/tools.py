@@ -106,6 +106,9 @@ class ToolActivities:
     async def _invoke(self, spec: Tool, args: BaseModel, call: ToolCallInput) -> Any:
         """Call the user's function: async in the loop, sync in a thread. What it raises
         goes to Temporal's retry policy; after the last attempt, to the model."""
+        memory = self._memory(call)
+        if memory is not None:  # the run holds copies of the namespace's memories now
+            await asyncio.to_thread(memory.store.note_reader, memory.namespace, memory.run_id)
         ctx = ToolContext(
             run_id=call.run_id,
             step=call.step,
@@ -114,7 +117,7 @@ class ToolActivities:
             idempotency_key=call.key,
             data_dir=self.data_dir,
             heartbeat=activity.heartbeat,
-            memory=self._memory(call),
+            memory=memory,
         )
         kwargs = spec.call_arguments(args, ctx)
         assert spec.fn is not None

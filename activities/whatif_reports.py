@@ -3,6 +3,7 @@ report holds final answers and tool arguments)."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from durable_agents.activities.fingerprints import now_text
@@ -65,6 +66,22 @@ class WhatIfReports:
             if not dry_run:
                 tx.execute("DELETE FROM whatif_reports WHERE created_at < ?", (before,))
         return int(found[0]["n"])
+
+    def delete_mentioning(self, run_ids: list[str]) -> list[str]:
+        """Remove every report that names one of these runs (their outputs are in it);
+        the ids of the reports removed."""
+        if not run_ids:
+            return []
+        gone = []
+        for row in self.db.query("SELECT report_id FROM whatif_reports"):
+            report_id = str(row["report_id"])
+            text = json.dumps(self.load(report_id))
+            if any(f'"{run}"' in text or f'"{run}@' in text for run in run_ids):
+                gone.append(report_id)
+        with self.db.transaction() as tx:
+            for report_id in gone:
+                tx.execute("DELETE FROM whatif_reports WHERE report_id = ?", (report_id,))
+        return gone
 
 
 def _row(report_id: str) -> str:

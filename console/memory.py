@@ -48,6 +48,7 @@ def register(app: FastAPI) -> None:
             "memories": found,
             "me": user,
             "admins": settings.console_memory_admins,
+            "stays": memory.WHAT_STAYS,
         }
         return render(request, "memory.html", context)
 
@@ -62,10 +63,15 @@ def register(app: FastAPI) -> None:
         if user not in console.settings.console_memory_admins:
             raise PageError(403, f"{user} may not forget memories (AGENT_CONSOLE_MEMORY_ADMINS)")
         try:
-            gone = await asyncio.to_thread(memory.forget, console.settings, form.namespace)
+            report = await memory.forget_subject(console.client, console.settings, form.namespace)
         except RunError as err:
             raise PageError(503, str(err)) from None
-        message = f"{user} forgot {len(gone)} memories of {form.namespace}"
+        message = f"{user} {report.said(form.namespace)}"
         # Kept in the console's log: who erased what, when (the memories themselves are gone).
-        log.warning("%s: %s", message, ", ".join(gone) or "none")
+        log.warning(
+            "%s: memories %s; runs cleared %s",
+            message,
+            ", ".join(report.memories) or "none",
+            ", ".join(report.runs_cleared) or "none",
+        )
         return done(request, "", message, f"/memory?namespace={form.namespace}")

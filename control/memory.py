@@ -5,12 +5,22 @@ deletion). Read where this machine reaches the stores, as control/stored.py says
 
 from __future__ import annotations
 
+import asyncio
+from dataclasses import dataclass
+
+from temporalio.client import Client, WorkflowExecutionStatus
+from temporalio.service import RPCError, RPCStatusCode
+
 from durable_agents.activities.memory import MemoryRecord, MemoryStore
+from durable_agents.activities.pruning import delete_run_rows
+from durable_agents.activities.sql import SqlDatabase
 from durable_agents.activities.stores import open_database
+from durable_agents.activities.whatif_reports import WhatIfReports
 from durable_agents.control.runs import RunError
 from durable_agents.control.stored import check_reachable, store_errors
 from durable_agents.runtime.encryption import keyring_from
 from durable_agents.runtime.settings import Settings
+from durable_agents.workflows.records import IDENTITY_SEPARATOR
 
 
 def memory_store(settings: Settings) -> MemoryStore:
@@ -38,6 +48,83 @@ def one(settings: Settings, namespace: str, memory_id: str) -> MemoryRecord:
     if found is None:
         raise RunError(f"no memory {memory_id} in {namespace}")
     return found
+
+
+# What forgetting a subject leaves, said wherever it is done (CLI, console, client).
+WHAT_STAYS = (
+    "Temporal's history of each run keeps what the run saw (sealed when "
+    "AGENT_ENCRYPTION_KEYS are set) until Temporal's retention removes it; runs still open "
+    "keep their copies until they close and are forgotten again or pruned"
+)
+
+
+@dataclass(frozen=True)
+class ForgetReport:
+    """What forgetting a subject removed, and what it could not."""
+
+    memories: list[str]  # the memory ids removed
+    runs_cleared: list[str]  # closed runs whose stored copies went (transcript, live log)
+    runs_open: list[str]  # runs still open: their copies stay until they close
+    whatif_reports: list[str]  # what-if reports that named a cleared run
+    stays: str = WHAT_STAYS
+
+    def said(self, namespace: str) -> str:
+        text = (
+            f"forgot {len(self.memories)} memories of {namespace}; cleared the stored "
+            f"transcripts and live logs of {len(self.runs_cleared)} closed runs that used "
+            f"them and {len(self.whatif_reports)} what-if reports naming those runs"
+        )
+        if self.runs_open:
+            text += f"; {len(self.runs_open)} open runs keep theirs ({', '.join(self.runs_open)})"
+        return f"{text}. What stays: {self.stays}."
+
+
+async def forget_subject(client: Client, settings: Settings, namespace: str) -> ForgetReport:
+    """Forget every memory of a namespace and every copy kept outside Temporal: the stored
+    rows of each closed run that used them (transcript, model calls, live log; the run is
+    then pruned: nothing acts for it again) and the what-if reports naming those runs.
+    Runs still open keep theirs (their next step needs them), and are reported. Our runs'
+    memo holds no memory (only a fork's parent and moment)."""
+    store = memory_store(settings)
+    with store_errors(settings):
+        gone = await asyncio.to_thread(store.forget, namespace, None)
+        readers = await asyncio.to_thread(store.readers, namespace)
+    cleared, still_open = [], []
+    for store_key in readers:
+        if await _open(client, store_key):
+            still_open.append(store_key)
+            continue
+        with store_errors(settings):
+            await asyncio.to_thread(_clear_run, store.db, store_key)
+        cleared.append(store_key)
+    with store_errors(settings):
+        workflow_ids = [key.partition(IDENTITY_SEPARATOR)[0] for key in cleared]
+        reports = await asyncio.to_thread(WhatIfReports(store.db).delete_mentioning, workflow_ids)
+        await asyncio.to_thread(store.drop_readers, namespace, cleared)
+    return ForgetReport(gone, cleared, still_open, reports)
+
+
+def _clear_run(db: SqlDatabase, store_key: str) -> None:
+    delete_run_rows(db, store_key)
+    workflow_id = store_key.partition(IDENTITY_SEPARATOR)[0]
+    if workflow_id != store_key:  # the live log is kept under the workflow id
+        delete_run_rows(db, workflow_id)
+
+
+async def _open(client: Client, store_key: str) -> bool:
+    """Whether this run (this very chain: its identity's first run) is still running."""
+    workflow_id, _, first_run_id = store_key.partition(IDENTITY_SEPARATOR)
+    try:
+        described = await client.get_workflow_handle(workflow_id).describe()
+    except RPCError as err:
+        if err.status == RPCStatusCode.NOT_FOUND:
+            return False
+        raise RunError(f"cannot ask Temporal about run {workflow_id}: {err.message}") from None
+    if first_run_id and described.raw_description.workflow_execution_info.first_run_id != (
+        first_run_id
+    ):
+        return False  # a later chain under the same id
+    return described.status == WorkflowExecutionStatus.RUNNING
 
 
 def forget(settings: Settings, namespace: str, memory_ids: list[str] | None = None) -> list[str]:

@@ -33,6 +33,7 @@ from durable_agents.control import (
     whatif_record,
 )
 from durable_agents.control.agents import checked_request, local_agents, start_options
+from durable_agents.control.memory import ForgetReport
 from durable_agents.control.runs import RunError
 from durable_agents.control.schedules import ScheduleInfo
 from durable_agents.control.whatif import Variant
@@ -62,6 +63,7 @@ __all__ = [
     "ApprovalRequest",
     "Conversation",
     "ConversationView",
+    "ForgetReport",
     "MemoryRecord",
     "Question",
     "RunError",
@@ -239,9 +241,16 @@ class AgentClient:
         (from the stores, where this machine reaches them)."""
         return memory.listing(self.settings, namespace, limit)
 
-    def forget_memories(self, namespace: str, memory_ids: list[str] | None = None) -> list[str]:
-        """Forget a namespace's memories (all, or those named): the ids removed."""
+    def forget_memories(self, namespace: str, memory_ids: list[str]) -> list[str]:
+        """Forget some of a namespace's memories: the ids removed. Runs that recalled them
+        keep their copies until pruned; `forget_subject` clears those too."""
         return memory.forget(self.settings, namespace, memory_ids)
+
+    async def forget_subject(self, namespace: str) -> ForgetReport:
+        """Forget every memory of a namespace and every copy kept outside Temporal (the
+        stored transcripts and live logs of the closed runs that used them, the what-if
+        reports naming those runs); the report says what went and what stays."""
+        return await memory.forget_subject(self.temporal, self.settings, namespace)
 
     def run(self, run_id: str) -> RunHandle:
         """A handle on an existing run."""

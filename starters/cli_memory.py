@@ -9,6 +9,7 @@ import typer
 from rich.table import Table
 
 from durable_agents.control import memory
+from durable_agents.runtime.client import connect
 from durable_agents.runtime.settings import load_settings
 from durable_agents.starters.errors import run_async
 from durable_agents.starters.terminal import SafeConsole, shown
@@ -69,10 +70,19 @@ async def forget_memories(
         list[str] | None, typer.Argument(help="These memories only; none: the whole namespace.")
     ] = None,
 ) -> None:
-    """Forget a namespace's memories (all of them, or those named), saying what went."""
-    gone = memory.forget(load_settings(), namespace, memory_ids or None)
-    what = ", ".join(gone) if gone else "nothing"
-    console.print(f"forgot {len(gone)} memories of {shown(namespace)}: {what}")
+    """Forget a namespace's memories, saying what went. The whole namespace: every copy
+    kept outside Temporal goes too (the closed runs' stored transcripts and live logs,
+    the what-if reports naming them); the named memories only: runs keep their copies."""
+    settings = load_settings()
+    if memory_ids:
+        gone = memory.forget(settings, namespace, memory_ids)
+        console.print(
+            f"forgot {len(gone)} memories of {shown(namespace)}: {', '.join(gone) or 'nothing'}"
+            " (runs that recalled them keep their copies until pruned)"
+        )
+        return
+    report = await memory.forget_subject(await connect(settings), settings, namespace)
+    console.print(report.said(namespace), soft_wrap=True, markup=False)
 
 
 def register(app: typer.Typer) -> None:

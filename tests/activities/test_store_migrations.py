@@ -84,7 +84,10 @@ def test_a_database_of_the_previous_release_is_brought_up_in_place(previous_rele
     reports, sessions = WhatIfReports(stores.db), SignedOutSessions(stores.db)
     assert {name: v for name, v in versions(stores.db).items() if name in STORES} == {
         name: 1 for name in STORES
-    } | {"effect_ledger": 3}  # 2: pruned runs (activities/pruning.py); 3: signed forks
+    } | {
+        "effect_ledger": 3,
+        "memory": 2,
+    }  # ledger 2: pruned runs, 3: signed forks; memory 2: readers
     assert not stores.ledger.pruned("prev-run@1")
     # Every row kept, readable by this release.
     assert stores.ledger.recorded(PAID_KEY, "pay_invoice", "digest-1") == PAID

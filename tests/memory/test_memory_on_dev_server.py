@@ -109,7 +109,7 @@ async def test_remembered_recalled_then_forgotten_from_the_cli(dev_env, settings
     assert '"memory_id"' in said  # the remember's result, told back
     assert "I prefer email" in found
     assert "I prefer email" in listed and "step 1" in listed
-    assert forgot.startswith(f"forgot 1 memories of customer/{who}: mem-")
+    assert forgot.startswith(f"forgot 1 memories of customer/{who}; ") and "What stays: " in forgot
     assert '"memories": []' in after
     assert code == 1 and "--subject takes KEY=VALUE" in err
 
