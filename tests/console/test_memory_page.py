@@ -29,9 +29,10 @@ async def test_a_namespace_is_shown_then_forgotten(console: LiveConsole) -> None
         data={"csrf": csrf_of(page.text), "namespace": "customer/jane"},
         headers={"Accept": "application/json"},
     )
-    assert gone.status_code == 200 and gone.json()["message"] == (
-        "alice forgot 1 memories of customer/jane"
-    )
+    said = gone.json()["message"]
+    assert gone.status_code == 200 and said.startswith("alice forgot 1 memories of customer/jane;")
+    assert "What stays: Temporal's history of each run" in said  # no erasure promised
+    assert "What stays: Temporal" in page.text
     assert store.listing("customer/jane") == [] and len(store.listing("customer/omar")) == 1
     bob, bob_csrf = await signed_in(console, "bob")  # not a memory admin
     refused = await bob.post(
