@@ -79,6 +79,8 @@ class AgentWorkflow(PeopleActions):
             self.state = RunState.start(workflow.info().workflow_id, request, workflow.now())
             if request.fork is not None:
                 self._start_as_fork(request.fork)
+        if workflow.patched(patches.PEOPLE_CHECKED):
+            self.state.people_checks = 2
         self._published = None
         self._signatures_settled = False
         self._step_with_status = None
@@ -346,7 +348,8 @@ class AgentWorkflow(PeopleActions):
         self._updates_seen += 1
         wanted = update_input("await_reply", payload, ReplyWanted)
         refuse_if(self._reply_error(wanted))
-        self._must_count("await_reply", wanted.by, wanted.signed, wanted.what_it_says())
+        if self.state.people_checks >= 2:  # a run recorded before waits were signed: as then
+            self._must_count("await_reply", wanted.by, wanted.signed, wanted.what_it_says())
         return await self._reply_to(wanted.message_id, wanted.by)
 
     @await_reply.validator

@@ -46,5 +46,12 @@ POLICY_FLOOR = "agent-policy-is-a-floor"
 # or runs anything. Old path: the carried state, with the parent's identity and policy.
 FORK_RECORD_CHECKED = "fork-state-checked-with-its-parents-record"
 
+# People's inputs are checked by this release's rules: a decision or answer ends with its
+# request's deadline, an answer comes from someone the policy lets answer, a sender holds
+# at most a few places in a conversation's queue and waiters, a wait for a reply is signed
+# like a message. Old path: the rules the run was recorded under (asked as the run is
+# built, so every handler, even one run before the run's code, answers the same on replay).
+PEOPLE_CHECKED = "people-inputs-checked"
+
 # Every id above, read from this module itself: one written here is listed, none twice.
 ALL = tuple(value for name, value in list(globals().items()) if name.isupper() and name != "ALL")

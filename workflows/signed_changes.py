@@ -75,7 +75,7 @@ def decision_error(
         request_id=request.request_id,
         digest=digest,
         not_before=request.requested_at,
-        not_after=request.deadline,
+        not_after=request.deadline if state.people_checks >= 2 else None,
         now=now,
     )
     return _error(state, decision.signed, wanted)
@@ -96,7 +96,7 @@ def answer_error(state: RunState, answer: Answer, now: datetime) -> str | None:
         request_id=question.question_id,
         digest=digest,
         not_before=question.asked_at,
-        not_after=question.deadline,
+        not_after=question.deadline if state.people_checks >= 2 else None,
         now=now,
     )
     return _error(state, answer.signed, wanted)

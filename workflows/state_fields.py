@@ -92,6 +92,9 @@ class RunFields(BaseModel):
     # the nonces of the signed changes it counted within signing.FRESH_FOR.
     signature_version: int = 1
     signed_nonces: list[SignedUse] = Field(default_factory=list)
+    # Which rules people's inputs are checked by (workflows/patches.py PEOPLE_CHECKED): 2,
+    # this release's; 1, a run recorded before them (replayed as it ran).
+    people_checks: int = 1
     # Trusted keys revoked since (or before) the run began: their signatures count no more.
     revoked_keys: list[str] = Field(default_factory=list)
     # Set when the run is a conversation (workflows/conversation_records.py): its queue and

@@ -323,6 +323,8 @@ BEHAVIOURS: dict[str, Callable[[Bench, str], Awaitable[None]]] = {
     "signed-decisions-v1": signed_decisions_v1,
     "policy-tightened": policy_tightened,
     "forked-record-checked": forked_record_checked,
+    # Signed changes checked by this release's rules for people's inputs (the marker).
+    "people-checked": signed_changes,
 }
 # The behaviours recorded as a build from before these patches.
 BUILT_BEFORE: dict[str, tuple[str, ...]] = {

@@ -24,7 +24,7 @@ def test_every_behaviour_has_a_fixture():
     behaviours |= {"cut-short", "cut-short-before-patch", "tool-failed"}
     behaviours |= {"tool-failed-before-patch", "cancelled-with-the-start"}
     behaviours |= {"cancel-lost-before-patch", "signed-decisions-v1", "policy-tightened"}
-    behaviours |= {"forked-record-checked"}
+    behaviours |= {"forked-record-checked", "people-checked"}
     assert set(MANIFEST) == behaviours
     assert {p.stem for p in HISTORIES.glob("*.json")} - {"manifest"} == behaviours
 

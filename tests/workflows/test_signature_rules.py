@@ -86,6 +86,7 @@ def test_a_decision_ends_with_its_requests_deadline():
     NOW, LATER = times()
     deadline = LATER + timedelta(minutes=10)
     state, signer = signed_run(NOW)
+    state.people_checks = 2  # this release's rules (patch people-inputs-checked)
     pending = request(NOW, deadline=deadline)
     state.request_approval(pending)
     signed = signer.approval(state.store_key, "cfo", True, pending, "ok")
@@ -106,6 +107,10 @@ def test_a_decision_ends_with_its_requests_deadline():
         ):
             assert (error is None) == counts, (now, error)
             assert counts or "deadline" in refused(error)
+    # A run recorded before the rule replays as it ran: the late decision counted then.
+    state.people_checks = 1
+    late = deadline + timedelta(minutes=6)
+    assert signed_changes.decision_error(state, decision, True, late) is None
 
 
 def test_a_reused_request_id_needs_naming_and_never_skips_the_decided_check():
