@@ -17,14 +17,35 @@ from durable_agents.console.identity import CSRF_FIELD
 from durable_agents.console.roles import require_memory_admin
 from durable_agents.console.web import PageError, console_of, read_form, render, signed_in
 from durable_agents.control import memory
+from durable_agents.control.agents import local_agents
 from durable_agents.control.runs import RunError
-from durable_agents.workflows.memory import NAMESPACE_PATTERN
+from durable_agents.runtime.settings import Settings
+from durable_agents.workflows.memory import NAMESPACE_PATTERN, template_pattern
 
 log = logging.getLogger("durable_agents.console.memory")
 
 
 class ForgetForm(Form):
     namespace: str = Field(pattern=NAMESPACE_PATTERN)
+
+
+def own_namespaces(settings: Settings) -> list[re.Pattern[str]]:
+    """The namespaces this deployment's agents keep memories under (AGENT_MODULES): the
+    page shows and forgets no other deployment's, even in a database they share."""
+    registry = local_agents(settings.agent_modules)
+    return [
+        template_pattern(agent.memory.namespace)
+        for agent in registry.agents.values()
+        if agent.memory is not None
+    ]
+
+
+def not_ours(namespace: str) -> str:
+    return f"{namespace} is no namespace of this deployment's agents (AGENT_MODULES)"
+
+
+def _ours(patterns: list[re.Pattern[str]], namespace: str) -> bool:
+    return any(pattern.fullmatch(namespace) for pattern in patterns)
 
 
 def register(app: FastAPI) -> None:
@@ -36,7 +57,12 @@ def register(app: FastAPI) -> None:
         if namespace and not re.fullmatch(NAMESPACE_PATTERN, namespace):
             raise PageError(400, "a namespace is letters, digits and . _ : / @ -")
         try:
-            names = await asyncio.to_thread(memory.namespaces, settings)
+            ours = own_namespaces(settings)
+            if namespace and not _ours(ours, namespace):
+                raise PageError(404, f"{namespace} is no namespace of this deployment's agents")
+            names = [
+                n for n in await asyncio.to_thread(memory.namespaces, settings) if _ours(ours, n)
+            ]
             found = (
                 await asyncio.to_thread(memory.listing, settings, namespace) if namespace else []
             )
@@ -44,7 +70,7 @@ def register(app: FastAPI) -> None:
             raise PageError(503, str(err)) from None
         context = {
             "namespace": namespace,
-            "namespaces": list(names),
+            "namespaces": names,
             "memories": found,
             "me": user,
             "admins": settings.console_memory_admins,
@@ -63,6 +89,10 @@ def register(app: FastAPI) -> None:
         if user not in console.settings.console_memory_admins:
             raise PageError(403, f"{user} may not forget memories (AGENT_CONSOLE_MEMORY_ADMINS)")
         try:
+            if not _ours(own_namespaces(console.settings), form.namespace):
+                raise PageError(
+                    404, f"{form.namespace} is no namespace of this deployment's agents"
+                )
             report = await memory.forget_subject(console.client, console.settings, form.namespace)
         except RunError as err:
             raise PageError(503, str(err)) from None

@@ -80,6 +80,12 @@ def placeholders(template: str) -> list[str]:
     return [name for _, name, _, _ in string.Formatter().parse(template) if name]
 
 
+def template_pattern(template: str) -> re.Pattern[str]:
+    """The namespaces a template makes: each placeholder part one whole value."""
+    parts = ("[^/]+" if placeholders(part) else re.escape(part) for part in template.split("/"))
+    return re.compile("/".join(parts))
+
+
 def check_template(template: str) -> None:
     """A namespace template is `/`-separated parts, the first a fixed name and each other
     either fixed or one whole placeholder ("customer/{customer}"): subject values carry no

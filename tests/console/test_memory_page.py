@@ -14,12 +14,18 @@ async def test_a_namespace_is_shown_then_forgotten(console: LiveConsole) -> None
     store.remember("customer/jane", "Jane prefers <b>email</b>", {"channel": "email"},
                    key="k1", run_id="chat-9@abc", step=3)  # fmt: skip
     store.remember("customer/omar", "Omar prefers phone", {}, key="k2", run_id="r@1", step=1)
+    # Another deployment's, in the same database: none of this console's agents keeps it.
+    store.remember("payroll/bob", "Bob's salary", {}, key="k3", run_id="p@1", step=1)
     http, _ = await signed_in(console, "alice")
     page = await http.get("/memory", params={"namespace": "customer/jane"})
     assert page.status_code == 200
     assert "Jane prefers &lt;b&gt;email&lt;/b&gt;" in page.text  # escaped, never markup
     assert 'href="/runs/chat-9"' in page.text and "step 3" in page.text
     assert "Omar" not in page.text
+    listed = await http.get("/memory")
+    assert "customer/omar" in listed.text and "payroll" not in listed.text
+    other = await http.get("/memory", params={"namespace": "payroll/bob"})
+    assert other.status_code == 404 and "Bob" not in other.text
     bad = await http.get("/memory", params={"namespace": "../etc passwd"})
     assert bad.status_code == 400
     forged = await http.post("/memory/forget", data={"csrf": "nope", "namespace": "customer/jane"})
@@ -34,6 +40,10 @@ async def test_a_namespace_is_shown_then_forgotten(console: LiveConsole) -> None
     assert "What stays: Temporal's history of each run" in said  # no erasure promised
     assert "What stays: Temporal" in page.text
     assert store.listing("customer/jane") == [] and len(store.listing("customer/omar")) == 1
+    theirs = await http.post(
+        "/memory/forget", data={"csrf": csrf_of(page.text), "namespace": "payroll/bob"}
+    )
+    assert theirs.status_code == 404 and len(store.listing("payroll/bob")) == 1
     bob, bob_csrf = await signed_in(console, "bob")  # not a memory admin
     refused = await bob.post(
         "/memory/forget", data={"csrf": bob_csrf, "namespace": "customer/omar"}
