@@ -59,10 +59,9 @@ def register(app: FastAPI) -> None:
         try:
             ours = own_namespaces(settings)
             if namespace and not _ours(ours, namespace):
-                raise PageError(404, f"{namespace} is no namespace of this deployment's agents")
-            names = [
-                n for n in await asyncio.to_thread(memory.namespaces, settings) if _ours(ours, n)
-            ]
+                raise PageError(404, not_ours(namespace))
+            stored = await asyncio.to_thread(memory.namespaces, settings)
+            names = [name for name in stored if _ours(ours, name)]
             found = (
                 await asyncio.to_thread(memory.listing, settings, namespace) if namespace else []
             )
@@ -90,9 +89,7 @@ def register(app: FastAPI) -> None:
             raise PageError(403, f"{user} may not forget memories (AGENT_CONSOLE_MEMORY_ADMINS)")
         try:
             if not _ours(own_namespaces(console.settings), form.namespace):
-                raise PageError(
-                    404, f"{form.namespace} is no namespace of this deployment's agents"
-                )
+                raise PageError(404, not_ours(form.namespace))
             report = await memory.forget_subject(console.client, console.settings, form.namespace)
         except RunError as err:
             raise PageError(503, str(err)) from None
