@@ -21,7 +21,7 @@ from temporalio.exceptions import ActivityError
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
-from durable_agents.control import runs
+from durable_agents.control import runs, timeline
 from durable_agents.runtime.client import connect
 from durable_agents.runtime.encryption import new_key
 from durable_agents.runtime.settings import Settings
@@ -139,6 +139,10 @@ async def test_without_the_key_nothing_acts_through_the_temporal_cli(
         after = await runs.get_state(client, rid)
         assert [a.status for a in after.approvals] == [a.status for a in before.approvals]
         assert count_effects(settings, before.store_key, "charge") == 0
+        # Time travel reads the history as the worker did: the plain approval dropped again.
+        rebuilt = (await timeline.rebuild(client, rid)).moments[-1].state
+        assert rebuilt.pause_requested
+        assert [a.status for a in rebuilt.approvals] == [a.status for a in after.approvals]
 
         # An outside workflow, plain, schedules our tool with the run's own identity.
         queue = f"outsider-{uuid.uuid4().hex[:8]}"
