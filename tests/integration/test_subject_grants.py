@@ -35,6 +35,16 @@ async def dev_env() -> AsyncIterator[WorkflowEnvironment]:
         yield env
 
 
+async def started_plainly(client, queue: str, wid: str, request: RunRequest) -> str:
+    """Start through the `temporal` CLI, as anyone who reaches Temporal: why it failed."""
+    started = await temporal(
+        client, "workflow", "start", "--type", "AgentWorkflow", "--task-queue", queue,
+        "--workflow-id", wid, "--input", request.model_dump_json(),
+    )  # fmt: skip
+    assert started.returncode == 0, started.stderr
+    return await refusal(client, wid)
+
+
 async def refusal(client, wid: str) -> str:
     with pytest.raises(WorkflowFailureError) as failed:
         await asyncio.wait_for(client.get_workflow_handle(wid).result(), timeout=60)
@@ -59,13 +69,7 @@ async def test_only_a_granted_subject_reaches_its_memory(dev_env, model_server, 
         # Anyone who reaches Temporal, naming jane, with no grant.
         plain = run_id("no-grant")
         request = conversations.conversation_request("support-chat", label="chat", subject=JANE)
-        started = await temporal(
-            client, "workflow", "start", "--type", "AgentWorkflow",
-            "--task-queue", settings.task_queue, "--workflow-id", plain,
-            "--input", request.model_dump_json(),
-        )  # fmt: skip
-        assert started.returncode == 0, started.stderr
-        assert await refusal(client, plain) == (
+        assert await started_plainly(client, settings.task_queue, plain, request) == (
             "refused: the run is about customer/jane, and no grant says it may be "
             "(AGENT_SUBJECT_KEYS)"
         )
@@ -84,13 +88,8 @@ async def test_only_a_granted_subject_reaches_its_memory(dev_env, model_server, 
         started_with = await runs.started_request(client, await anext(aiter(events)))
         assert started_with is not None and started_with.subject_grant is not None
         copied = run_id("copied")
-        started = await temporal(
-            client, "workflow", "start", "--type", "AgentWorkflow",
-            "--task-queue", settings.task_queue, "--workflow-id", copied,
-            "--input", started_with.model_dump_json(),
-        )  # fmt: skip
-        assert started.returncode == 0, started.stderr
-        assert f"grant is for '{granted}', not this run" in await refusal(client, copied)
+        refused = await started_plainly(client, settings.task_queue, copied, started_with)
+        assert f"grant is for '{granted}', not this run" in refused
         assert [m.text for m in memory.listing(settings, "customer/jane")] == ["I prefer email"]
 
         # A Schedule's runs: the grant names the Schedule, and Temporal says who started them.
