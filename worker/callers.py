@@ -9,6 +9,7 @@ interceptor the plugin adds to the worker):
   the prune workflow for pruning);
 - that run lives on the task queue the activity was scheduled on, the one this worker
   serves (Temporal's own record of the run, asked once per run and kept);
+- a run started as a child (a sub-agent) was started by a workflow on that same queue;
 - the run identity the input names (`run_id`, or a transcript copy's `to_run_id`) is the
   calling run's own: its workflow id, and the first run id of its chain;
 - on a what-if worker, the run (or the root of its sub-agent tree) is one the what-if
@@ -103,6 +104,8 @@ class CallerCheck(temporalio.worker.Interceptor):
         broken = await self._foreign_link(workflow_id, facts, wanted, info.task_queue)
         if broken is not None:
             return broken
+        if (foreign := await self._foreign_parent(workflow_id, facts, info.task_queue)) is not None:
+            return foreign
         named = _run_named(args)
         if named is not None and not _is_own(named, workflow_id, facts.first_run_id):
             return f"the input names run {named!r}, not the calling run {workflow_id}"
@@ -167,6 +170,23 @@ class CallerCheck(temporalio.worker.Interceptor):
             if len(self._chains_ok) > KEPT_RUNS:
                 self._chains_ok.popitem(last=False)
         return None
+
+    async def _foreign_parent(
+        self, workflow_id: str, facts: RunFacts, task_queue: str
+    ) -> str | None:
+        """Why the run's parent is not of this deployment: a sub-agent takes its policy and
+        memory namespace from the run that started it, so a workflow of anyone's on a queue
+        of their own must not be that run. A parent on this queue runs on our workers (an
+        agent run, or a team's own workflow calling `run_agent`)."""
+        if facts.parent is None:
+            return None
+        parent = await self.facts(*facts.parent)
+        if parent is None or parent.task_queue == task_queue:
+            return None  # gone since (Temporal's retention): it was checked back then
+        return (
+            f"run {workflow_id} was started by a {parent.workflow_type} on "
+            f"{parent.task_queue!r}, not by a run of this deployment"
+        )
 
     async def _admitted(self, workflow_id: str, run_id: str, facts: RunFacts) -> bool:
         """The root of the run's tree (a shadow's sub-agents are its children) is one the

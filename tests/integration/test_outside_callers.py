@@ -27,7 +27,7 @@ from durable_agents.examples.providers import Providers
 from durable_agents.runtime.settings import Settings
 from durable_agents.worker.callers import _is_own
 from durable_agents.workflows.activity_io import ToolCallInput, ToolOutcome
-from durable_agents.workflows.contracts import ForkSpec, RunRequest
+from durable_agents.workflows.contracts import DelegatedBy, ForkSpec, RunPolicy, RunRequest
 from durable_agents.workflows.state import RunState, pack_state
 from tests.conftest import (
     PRUNE_NOW,
@@ -96,6 +96,23 @@ class Smuggler:
     async def run(self, smuggled: Smuggled) -> None:
         workflow.continue_as_new(
             args=[smuggled.request], workflow="AgentWorkflow", task_queue=smuggled.queue
+        )
+
+
+@workflow.defn(name="FakeParent")
+class FakeParent:
+    """Starts our agent as its "sub-agent", on our queue, handing it a policy of its own
+    (sub-agents run under the policy their parent hands them)."""
+
+    @workflow.run
+    async def run(self, smuggled: Smuggled) -> str:
+        return str(
+            await workflow.execute_child_workflow(
+                "AgentWorkflow",
+                smuggled.request,
+                id=f"{workflow.info().workflow_id}-child",
+                task_queue=smuggled.queue,
+            )
         )
 
 
@@ -255,6 +272,36 @@ async def test_a_chain_continued_from_someone_elses_workflow_gets_nothing_done(
             await asyncio.wait_for(dev_env.client.get_workflow_handle(wid).result(), 120)
     assert "continued as new from a Smuggler" in causes(failed.value), causes(failed.value)
     assert count_effects(settings, wid, "refund") == 0
+
+
+async def test_a_sub_agent_started_by_someone_elses_workflow_gets_nothing_done(
+    dev_env: WorkflowEnvironment, settings: Settings, worker: Any
+) -> None:
+    """A workflow on its own queue starts our refund agent as a child on ours, naming
+    itself as the delegating run and handing it an empty policy: the child is taken by the
+    run, but our activities see who started it, and nothing is refunded."""
+    wid = run_id("fake-parent")
+    lax = RunPolicy()
+    delegated = DelegatedBy(run_id=wid, step=1, tool_call_id="c1", agent="triage")
+    request = RunRequest(
+        goal="Refund jane 80 EUR", agent="refund", label="refund-loop", policy=lax,
+        delegated_by=delegated,
+    )  # fmt: skip
+    queue = f"fake-parent-{uuid.uuid4().hex[:8]}"
+    async with Worker(
+        dev_env.client, task_queue=queue, workflows=[FakeParent],
+        workflow_runner=UnsandboxedWorkflowRunner(),
+    ):  # fmt: skip
+        with pytest.raises(WorkflowFailureError) as failed:
+            await asyncio.wait_for(
+                dev_env.client.execute_workflow(
+                    FakeParent.run, Smuggled(settings.task_queue, request), id=wid,
+                    task_queue=queue,
+                ),
+                120,
+            )  # fmt: skip
+    assert f"was started by a FakeParent on {queue!r}" in causes(failed.value)
+    assert count_effects(settings, f"{wid}-child", "refund") == 0
 
 
 async def test_a_fork_of_someone_elses_workflow_is_refused(
