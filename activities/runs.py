@@ -11,7 +11,7 @@ from temporalio.exceptions import ApplicationError, CancelledError
 from temporalio.service import RPCError, RPCStatusCode
 
 from durable_agents.activities.heartbeat import heartbeating
-from durable_agents.workflows.activity_io import ParentFacts
+from durable_agents.workflows.activity_io import ParentFacts, ScheduledRun
 from durable_agents.workflows.contract_base import preview
 from durable_agents.workflows.contracts import RunResult
 from durable_agents.workflows.state import RunState
@@ -59,3 +59,24 @@ async def fork_origin(parent_run_id: str) -> ParentFacts:
         memory_namespace=state.memory_namespace,
         subject=state.subject,
     )
+
+
+@activity.defn(name="scheduled_run")
+async def scheduled_run(run: ScheduledRun) -> bool:
+    """Whether the Schedule started this very run (its workflow id and first run id), as
+    the Schedule itself records it; retried while the Schedule has not recorded it yet."""
+    handle = activity.client().get_schedule_handle(run.schedule_id)
+    try:
+        described = await handle.describe()
+    except RPCError as err:
+        if err.status == RPCStatusCode.NOT_FOUND:
+            return False
+        raise
+    started = [*described.info.running_actions, *(a.action for a in described.info.recent_actions)]
+    if any(
+        getattr(action, "workflow_id", None) == run.workflow_id
+        and getattr(action, "first_execution_run_id", None) == run.first_run_id
+        for action in started
+    ):
+        return True
+    raise ApplicationError(f"schedule {run.schedule_id} has not recorded run {run.workflow_id}")

@@ -13,7 +13,7 @@ from durable_agents.activities.mcp import MCPActivities
 from durable_agents.activities.memory import embedder
 from durable_agents.activities.model import ClientFactory, ModelActivities, openai_clients
 from durable_agents.activities.pruning import PruneActivities
-from durable_agents.activities.runs import await_run, fork_origin
+from durable_agents.activities.runs import await_run, fork_origin, scheduled_run
 from durable_agents.activities.shadow import Recordings, ShadowModelActivities, ShadowToolActivities
 from durable_agents.activities.stores import Stores
 from durable_agents.activities.tools import ToolActivities
@@ -70,6 +70,7 @@ def production_activities(
         mcp.call_mcp_tool,
         await_run,
         fork_origin,
+        scheduled_run,
         ForkStates(registry).parent_state_at,
         TranscriptActivities(stores.transcript, stores.pruned, stores.ledger).copy_transcript,
         PruneActivities(

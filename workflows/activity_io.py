@@ -45,6 +45,15 @@ class ParentMoment(StrictModel):
     moment: int = Field(ge=0)
 
 
+class ScheduledRun(StrictModel):
+    """A run that says a Schedule started it (the `scheduled_run` activity asks the
+    Schedule itself: the search attribute that says so can be set by any starter)."""
+
+    schedule_id: str = Field(min_length=1, max_length=300)
+    workflow_id: str = Field(min_length=1, max_length=300)
+    first_run_id: str = Field(min_length=1, max_length=100)
+
+
 class ChatMessage(CompactModel):
     """A small message the workflow itself writes into the transcript."""
 

@@ -31,6 +31,8 @@ AWAIT_RUN = "await_run"
 FORK_ORIGIN = "fork_origin"
 # Rebuilds a fork's parent's state at the fork's moment from the parent's history.
 PARENT_STATE_AT = "parent_state_at"
+# Asks a Schedule whether it started this run (a subject granted to a Schedule's runs).
+SCHEDULED_RUN = "scheduled_run"
 
 # Activities heartbeat every second (activities/heartbeat.py): a dead worker's activity
 # is retried after a few seconds, not after its whole start-to-close timeout.
@@ -71,6 +73,15 @@ FIXED: dict[str, Options] = {
     FORK_ORIGIN: Options(timedelta(minutes=1), ASKING_ANOTHER),
     COPY_TRANSCRIPT: Options(timedelta(minutes=5)),
     PARENT_STATE_AT: Options(timedelta(minutes=5), ASKING_ANOTHER),
+    # The Schedule records a run it started just after starting it: asked again a few times.
+    SCHEDULED_RUN: Options(
+        timedelta(seconds=30),
+        RetryPolicy(
+            initial_interval=timedelta(milliseconds=200),
+            maximum_interval=timedelta(seconds=1),
+            maximum_attempts=6,
+        ),
+    ),
     AWAIT_RUN: Options(timedelta(days=365), heartbeat=HEARTBEAT_TIMEOUT),
 }
 

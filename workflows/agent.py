@@ -109,7 +109,7 @@ class AgentWorkflow(PeopleActions):
         if fresh and self.state.agent is None and workflow.patched(patches.AGENT_RECORD):
             self._moment("started", f"agent {request.agent or BEFORE_AGENTS}")
             await self._adopt_agent(request)
-            self._settle_memory(request)
+            await self._settle_memory(request)
         if self._fork_error is not None:
             self._fail(RunFailed(self._fork_error))
         if request.fork is not None and not request.resumes and self.state.parent:

@@ -73,6 +73,7 @@ class RunState(BudgetRules):
             delegated_by=request.delegated_by,
             conversation=ConversationFields() if request.conversation else None,
             subject=request.subject,
+            subject_grant=request.subject_grant,
             shadow=request.shadow,
             created_at=now,
             updated_at=now,

@@ -20,6 +20,7 @@ from durable_agents.workflows.contracts import (
     Spend,
 )
 from durable_agents.workflows.conversation_records import ConversationFields
+from durable_agents.workflows.people_inputs import SignedDecision
 from durable_agents.workflows.records import (
     ApprovalRequest,
     AuditEntry,
@@ -103,6 +104,9 @@ class RunFields(BaseModel):
     # What the run is about (RunRequest.subject), and the memory namespace its agent's
     # memory tools use, resolved when it started (None: no memory).
     subject: dict[str, str] | None = None
+    # Who said the run may be about that subject (workflows/subject_grants.py), handed on
+    # to its sub-agents, which check it for their own memory.
+    subject_grant: SignedDecision | None = None
     memory_namespace: str | None = None
     # A what-if shadow's recording and what it took of it (workflows/whatif.py).
     shadow: ShadowSpec | None = None

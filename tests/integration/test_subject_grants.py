@@ -16,7 +16,7 @@ from temporalio.client import WorkflowFailureError
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agents.control import conversations, memory, runs, schedules
-from durable_agents.control.signer import write_new_key
+from durable_agents.control.signer import read_signer, write_new_key
 from durable_agents.runtime.client import connect
 from durable_agents.runtime.settings import SubjectKeySetting
 from durable_agents.worker.main import build_worker
@@ -35,11 +35,11 @@ async def dev_env() -> AsyncIterator[WorkflowEnvironment]:
         yield env
 
 
-async def started_plainly(client, queue: str, wid: str, request: RunRequest) -> str:
+async def started_plainly(client, queue: str, wid: str, request: RunRequest, *extra: str) -> str:
     """Start through the `temporal` CLI, as anyone who reaches Temporal: why it failed."""
     started = await temporal(
         client, "workflow", "start", "--type", "AgentWorkflow", "--task-queue", queue,
-        "--workflow-id", wid, "--input", request.model_dump_json(),
+        "--workflow-id", wid, "--input", request.model_dump_json(), *extra,
     )  # fmt: skip
     assert started.returncode == 0, started.stderr
     return await refusal(client, wid)
@@ -108,6 +108,17 @@ async def test_only_a_granted_subject_reaches_its_memory(dev_env, model_server, 
             outcome = await asyncio.wait_for(runs.wait_for_outcome(client, wid), timeout=60)
             assert outcome["status"] == "completed", outcome
             assert (await runs.get_state(client, wid)).memory_namespace == "customer/jane"
+            # The Schedule's grant, copied into a start that says the Schedule started it
+            # (any starter may set that search attribute), or named like the grant: refused.
+            copied_grant = read_signer(tmp_path / "ops.key", "ops").subject_grant(
+                f"schedule:{name}", JANE
+            )
+            posing = nightly.model_copy(update={"subject_grant": copied_grant})
+            said = f"--search-attribute=TemporalScheduledById={json.dumps(name)}"
+            refused = await started_plainly(client, settings.task_queue, f"{name}-x", posing, said)
+            assert "not this run" in refused
+            refused = await started_plainly(client, settings.task_queue, f"schedule:{name}", posing)
+            assert "not this run" in refused
         finally:
             await schedules.delete(client, name)
         await conversations.close(client, granted, Actor(by="jane"))

@@ -138,3 +138,29 @@ async def test_a_parent_that_does_not_share_its_memory_keeps_it_from_its_sub_age
         own = [m.text for m in bed.memories("helper-notes/jane")]
     assert parents == ["Jane was seeded"]  # the helper neither read nor wrote the desk's
     assert own == ["Jane likes tea"]
+
+
+async def test_a_sub_agent_with_a_memory_of_its_own_takes_its_parents_subject_grant(
+    time_env, tmp_path
+):
+    """Where the deployment says who a run may be about (AGENT_SUBJECT_KEYS), the desk's
+    grant for jane, handed down, is what lets its helper keep notes about her."""
+    from durable_agents.control.signer import write_new_key
+    from durable_agents.runtime.settings import SubjectKeySetting
+
+    public = write_new_key(tmp_path / "ops.key")
+    desk, model = desk_and_helper(shared=False)
+    bed = AgentTestbed(desk, model=model, env=time_env)
+    grants = SubjectKeySetting(public_key=public, namespaces=["customer/*", "helper-notes/*"])
+    bed.settings = bed.settings.model_copy(
+        update={
+            "subject_keys": {"ops": grants},
+            "signing_key_file": tmp_path / "ops.key",
+            "signing_key_id": "ops",
+        }
+    )
+    async with bed:
+        run = await bed.start(desk, "Take a note", subject={"customer": "jane"})
+        assert (await run.result()).status == "completed"
+        own = [m.text for m in bed.memories("helper-notes/jane")]
+    assert own == ["Jane likes tea"]

@@ -65,3 +65,5 @@ def test_a_schedules_grant_counts_for_the_runs_that_schedule_starts():
     assert check(grant, keys, run="nightly-2026-12-06T00:00:00Z", scheduled="nightly") is None
     assert "not this run" in str(check(grant, keys, run="nightly-x", scheduled="other"))
     assert "not this run" in str(check(grant, keys, run="nightly-x"))
+    # A run named like the grant is not the Schedule's run.
+    assert "not this run" in str(check(grant, keys, run="schedule:nightly"))

@@ -5,12 +5,18 @@ request that names another run's identity is refused before anything is written.
 from __future__ import annotations
 
 from temporalio import workflow
+from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
     from pydantic import ValidationError
 
     from durable_agents.workflows import patches, signed_changes
-    from durable_agents.workflows.activity_io import ParentFacts, ParentMoment, TranscriptCopy
+    from durable_agents.workflows.activity_io import (
+        ParentFacts,
+        ParentMoment,
+        ScheduledRun,
+        TranscriptCopy,
+    )
     from durable_agents.workflows.activity_options import (
         COPY_TRANSCRIPT,
         FIXED,
@@ -18,6 +24,7 @@ with workflow.unsafe.imports_passed_through():
         LIST_MCP_TOOLS,
         PARENT_STATE_AT,
         RESOLVE_AGENT,
+        SCHEDULED_RUN,
     )
     from durable_agents.workflows.agent_records import (
         AdoptedAgent,
@@ -29,10 +36,11 @@ with workflow.unsafe.imports_passed_through():
     from durable_agents.workflows.contract_base import preview
     from durable_agents.workflows.contracts import ForkSpec, RunRequest
     from durable_agents.workflows.memory import MemoryDeclarationError, resolve_namespace
+    from durable_agents.workflows.people_inputs import SignedDecision
     from durable_agents.workflows.policy import loosening, policy_floor
     from durable_agents.workflows.records import IDENTITY_SEPARATOR, workflow_id_of
     from durable_agents.workflows.state import RunState
-    from durable_agents.workflows.subject_grants import SCHEDULED_BY, grant_error
+    from durable_agents.workflows.subject_grants import SCHEDULE_PREFIX, grant_error
     from durable_agents.workflows.tools import (
         INTERNAL_TOOLS,
     )
@@ -44,7 +52,7 @@ from durable_agents.workflows.phases.inputs import describe
 
 
 class Beginnings(Conversing):
-    def _settle_memory(self, request: RunRequest) -> None:
+    async def _settle_memory(self, request: RunRequest) -> None:
         """A fresh run of an agent with memory: its namespace, from the run's subject, or
         the one its parent shares (a fork keeps its parent's, a continued run its own)."""
         if request.memory_namespace is not None and not self._from_parent(request):
@@ -62,13 +70,14 @@ class Beginnings(Conversing):
         except MemoryDeclarationError as err:
             self._fail(RunFailed(str(err)))
         if self.state.memory_namespace is not None and self._subject_keys and not self.state.shadow:
-            self._check_subject_grant(request, self.state.memory_namespace)
+            await self._check_subject_grant(request, self.state.memory_namespace)
 
-    def _check_subject_grant(self, request: RunRequest, namespace: str) -> None:
+    async def _check_subject_grant(self, request: RunRequest, namespace: str) -> None:
         """Where the deployment says who may start a run about whom (AGENT_SUBJECT_KEYS),
-        a run about a subject nobody granted fails before its memory is touched."""
+        a run about a subject nobody granted fails before its memory is touched. A grant
+        made for a Schedule's runs counts once the Schedule says it started this one."""
         info = workflow.info()
-        scheduled = info.typed_search_attributes.get(SCHEDULED_BY)
+        scheduled = await self._started_by_schedule(request.subject_grant)
         error = grant_error(
             request.subject_grant,
             subject=request.subject,
@@ -77,9 +86,35 @@ class Beginnings(Conversing):
             run_id=info.workflow_id,
             scheduled_by=scheduled,
             now=workflow.now(),
+            delegated_by=request.delegated_by.run_id
+            if request.delegated_by is not None and self._from_parent(request)
+            else None,
         )
         if error is not None:
             self._fail(RunFailed(f"refused: {error}"))
+
+    async def _started_by_schedule(self, grant: SignedDecision | None) -> str | None:
+        """The Schedule a grant names, when that Schedule itself recorded starting this run
+        (the search attribute that says so can be set by any starter)."""
+        if grant is None or not grant.run.startswith(SCHEDULE_PREFIX):
+            return None
+        info, schedule_id = workflow.info(), grant.run.removeprefix(SCHEDULE_PREFIX)
+        asked = ScheduledRun(
+            schedule_id=schedule_id,
+            workflow_id=info.workflow_id,
+            first_run_id=info.first_execution_run_id,
+        )
+        try:
+            started: bool = await workflow.execute_activity(
+                SCHEDULED_RUN,
+                asked,
+                result_type=bool,
+                summary=f"subject: ask schedule {schedule_id}",
+                **FIXED[SCHEDULED_RUN].kwargs(),
+            )
+        except ActivityError:
+            return None
+        return schedule_id if started else None
 
     @staticmethod
     def _from_parent(request: RunRequest) -> bool:

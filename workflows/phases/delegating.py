@@ -69,6 +69,7 @@ class Delegating(Gate):
             agent=agent,
             label=self.state.label,
             subject=self.state.subject,
+            subject_grant=self.state.subject_grant,
             memory_namespace=self.state.memory_namespace if shared else None,
             policy=self.state.policy,
             budget=self.state.remaining_budget(now, delegation),
