@@ -8,6 +8,7 @@ from typing import Any
 
 from temporalio.client import Client
 
+from durable_agents.activities.claims import SignatureClaims
 from durable_agents.activities.crash_points import CrashPoints
 from durable_agents.activities.mcp import MCPActivities
 from durable_agents.activities.memory import embedder
@@ -71,6 +72,7 @@ def production_activities(
         await_run,
         fork_origin,
         scheduled_run,
+        SignatureClaims(stores.ledger).claim_signature,
         ForkStates(registry).parent_state_at,
         TranscriptActivities(stores.transcript, stores.pruned, stores.ledger).copy_transcript,
         PruneActivities(

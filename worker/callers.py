@@ -48,6 +48,7 @@ CALLED_BY: dict[str, str] = {
     "parent_state_at": AGENT_WORKFLOW,
     "resolve_agent": AGENT_WORKFLOW,
     "scheduled_run": AGENT_WORKFLOW,
+    "claim_signature": AGENT_WORKFLOW,
     "prune_stored_runs": "PruneWorkflow",
 }
 # Runs whose facts are kept: a run's queue, chain and parent never change.

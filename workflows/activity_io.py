@@ -54,6 +54,14 @@ class ScheduledRun(StrictModel):
     first_run_id: str = Field(min_length=1, max_length=100)
 
 
+class SignatureClaim(StrictModel):
+    """A signature's nonce, taken for the run it starts (the `claim_signature` activity)."""
+
+    nonce: str = Field(min_length=1, max_length=200)
+    run_id: str = Field(min_length=1, max_length=300)  # the run's identity
+    what: str = Field(max_length=100)  # what the signature is, said in a refusal
+
+
 class ChatMessage(CompactModel):
     """A small message the workflow itself writes into the transcript."""
 

@@ -33,6 +33,8 @@ FORK_ORIGIN = "fork_origin"
 PARENT_STATE_AT = "parent_state_at"
 # Asks a Schedule whether it started this run (a subject granted to a Schedule's runs).
 SCHEDULED_RUN = "scheduled_run"
+# Takes a grant's nonce for the run it starts, in the stores.
+CLAIM_SIGNATURE = "claim_signature"
 
 # Activities heartbeat every second (activities/heartbeat.py): a dead worker's activity
 # is retried after a few seconds, not after its whole start-to-close timeout.
@@ -73,6 +75,7 @@ FIXED: dict[str, Options] = {
     FORK_ORIGIN: Options(timedelta(minutes=1), ASKING_ANOTHER),
     COPY_TRANSCRIPT: Options(timedelta(minutes=5)),
     PARENT_STATE_AT: Options(timedelta(minutes=5), ASKING_ANOTHER),
+    CLAIM_SIGNATURE: Options(timedelta(seconds=30)),
     # The Schedule records a run it started just after starting it: asked again a few times.
     SCHEDULED_RUN: Options(
         timedelta(seconds=30),

@@ -121,7 +121,11 @@ async def test_only_a_granted_subject_reaches_its_memory(dev_env, model_server, 
             assert "not this run" in refused
         finally:
             await schedules.delete(client, name)
+        # Closed, its id started again with the grant copied from its history: refused.
         await conversations.close(client, granted, Actor(by="jane"))
+        await runs.wait_for_outcome(client, granted)
+        again = await started_plainly(client, settings.task_queue, granted, started_with)
+        assert "this subject grant was used already, by run " in again
 
 
 def test_subject_keys_are_json_in_the_environment(monkeypatch):

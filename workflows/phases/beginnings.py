@@ -15,9 +15,11 @@ with workflow.unsafe.imports_passed_through():
         ParentFacts,
         ParentMoment,
         ScheduledRun,
+        SignatureClaim,
         TranscriptCopy,
     )
     from durable_agents.workflows.activity_options import (
+        CLAIM_SIGNATURE,
         COPY_TRANSCRIPT,
         FIXED,
         FORK_ORIGIN,
@@ -92,6 +94,22 @@ class Beginnings(Conversing):
         )
         if error is not None:
             self._fail(RunFailed(f"refused: {error}"))
+        grant = request.subject_grant
+        if grant is not None and grant.run == info.workflow_id:
+            # Named for this workflow id alone: one run under it, not another started
+            # later under the same id with the grant copied from this one's history.
+            claim = SignatureClaim(
+                nonce=grant.request_id, run_id=self.state.store_key, what="subject grant"
+            )
+            try:
+                await workflow.execute_activity(
+                    CLAIM_SIGNATURE,
+                    claim,
+                    summary="subject: take the grant",
+                    **FIXED[CLAIM_SIGNATURE].kwargs(),
+                )
+            except ActivityError as err:
+                self._fail(RunFailed(getattr(err.cause, "message", None) or str(err.cause)))
 
     async def _started_by_schedule(self, grant: SignedDecision | None) -> str | None:
         """The Schedule a grant names, when that Schedule itself recorded starting this run
