@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+import binascii
 import os
 from pathlib import Path
 from typing import Annotated, Literal
@@ -43,6 +45,17 @@ class SubjectKeySetting(BaseModel):
     namespaces: list[Annotated[str, Field(min_length=1, max_length=200)]] = Field(
         min_length=1, max_length=1000
     )
+
+    @field_validator("public_key")
+    @classmethod
+    def _raw_ed25519(cls, value: str) -> str:
+        try:
+            raw = base64.b64decode(value, validate=True)
+        except binascii.Error:
+            raise ValueError("not base64") from None
+        if len(raw) != 32:
+            raise ValueError("not a raw Ed25519 public key (32 bytes, base64)")
+        return value
 
 
 class Settings(BaseSettings):

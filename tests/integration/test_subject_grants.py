@@ -134,3 +134,7 @@ def test_subject_keys_are_json_in_the_environment(monkeypatch):
     entry = {"ops": {"public_key": "A" * 43 + "=", "namespaces": ["customer/*"]}}
     monkeypatch.setenv("AGENT_SUBJECT_KEYS", json.dumps(entry))
     assert load_settings().subject_keys["ops"].namespaces == ["customer/*"]
+    entry["ops"]["public_key"] = "A" * 44  # base64, but 33 bytes: no Ed25519 key
+    monkeypatch.setenv("AGENT_SUBJECT_KEYS", json.dumps(entry))
+    with pytest.raises(ValueError, match="not a raw Ed25519 public key"):
+        load_settings()
