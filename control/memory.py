@@ -64,7 +64,9 @@ class ForgetReport:
 
     memories: list[str]  # the memory ids removed
     runs_cleared: list[str]  # closed runs whose stored copies went (transcript, live log)
-    runs_open: list[str]  # runs still open: their copies stay until they close
+    # Runs still open (their copies stay until they close), or that this namespace of
+    # Temporal does not know (kept: the daily prune removes those its retention forgot).
+    runs_open: list[str]
     whatif_reports: list[str]  # what-if reports that named a cleared run
     stays: str = WHAT_STAYS
 
@@ -75,7 +77,8 @@ class ForgetReport:
             f"them and {len(self.whatif_reports)} what-if reports naming those runs"
         )
         if self.runs_open:
-            text += f"; {len(self.runs_open)} open runs keep theirs ({', '.join(self.runs_open)})"
+            kept = ", ".join(self.runs_open)
+            text += f"; {len(self.runs_open)} runs open or unknown here keep theirs ({kept})"
         return f"{text}. What stays: {self.stays}."
 
 
@@ -89,42 +92,48 @@ async def forget_subject(client: Client, settings: Settings, namespace: str) -> 
     with store_errors(settings):
         gone = await asyncio.to_thread(store.forget, namespace, None)
         readers = await asyncio.to_thread(store.readers, namespace)
-    cleared, still_open = [], []
+    cleared, kept = [], []
     for store_key in readers:
-        if await _open(client, store_key):
-            still_open.append(store_key)
+        verdict = await _verdict(client, store_key)
+        if verdict in ("open", "unknown"):
+            kept.append(store_key)
             continue
         with store_errors(settings):
-            await asyncio.to_thread(_clear_run, store.db, store_key)
+            await asyncio.to_thread(_clear_run, store.db, store_key, verdict == "closed")
         cleared.append(store_key)
     with store_errors(settings):
         workflow_ids = [key.partition(IDENTITY_SEPARATOR)[0] for key in cleared]
         reports = await asyncio.to_thread(WhatIfReports(store.db).delete_mentioning, workflow_ids)
         await asyncio.to_thread(store.drop_readers, namespace, cleared)
-    return ForgetReport(gone, cleared, still_open, reports)
+    return ForgetReport(gone, cleared, kept, reports)
 
 
-def _clear_run(db: SqlDatabase, store_key: str) -> None:
+def _clear_run(db: SqlDatabase, store_key: str, with_live_log: bool) -> None:
+    """A closed run's stored rows, tombstoned as a prune leaves them. Its live log is kept
+    under the bare workflow id: cleared too, unless a later chain now holds that id."""
     delete_run_rows(db, store_key)
     workflow_id = store_key.partition(IDENTITY_SEPARATOR)[0]
-    if workflow_id != store_key:  # the live log is kept under the workflow id
+    if with_live_log and workflow_id != store_key:
         delete_run_rows(db, workflow_id)
 
 
-async def _open(client: Client, store_key: str) -> bool:
-    """Whether this run (this very chain: its identity's first run) is still running."""
+async def _verdict(client: Client, store_key: str) -> str:
+    """This run (this very chain: its identity's first run) as Temporal knows it: "open",
+    "closed", "superseded" (closed, and a later chain holds its id) or "unknown" (not in
+    this namespace: kept, rather than deleting what another namespace's run still needs;
+    the daily prune removes a run Temporal's retention forgot)."""
     workflow_id, _, first_run_id = store_key.partition(IDENTITY_SEPARATOR)
     try:
         described = await client.get_workflow_handle(workflow_id).describe()
     except RPCError as err:
         if err.status == RPCStatusCode.NOT_FOUND:
-            return False
+            return "unknown"
         raise RunError(f"cannot ask Temporal about run {workflow_id}: {err.message}") from None
     if first_run_id and described.raw_description.workflow_execution_info.first_run_id != (
         first_run_id
     ):
-        return False  # a later chain under the same id
-    return described.status == WorkflowExecutionStatus.RUNNING
+        return "superseded"
+    return "open" if described.status == WorkflowExecutionStatus.RUNNING else "closed"
 
 
 def forget(settings: Settings, namespace: str, memory_ids: list[str] | None = None) -> list[str]:

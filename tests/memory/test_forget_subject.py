@@ -41,12 +41,17 @@ async def test_forgetting_jane_clears_her_closed_runs_copies_and_says_what_stays
         reports.save("report-jane", "a prompt", {"runs": [{"run_id": asked}]})
         reports.save("report-other", "a prompt", {"runs": [{"run_id": f"{asked}x"}]})
         assert "I prefer email" in str(stores.transcript.read(asked_key))
+        # A run this namespace of Temporal does not know (another's, or forgotten by its
+        # retention): kept, never taken for closed.
+        ghost = f"ghost-{uuid.uuid4().hex[:6]}@first"
+        stores.memory.note_reader(f"customer/{jane}", ghost)
 
         report = await memory.forget_subject(client, settings, f"customer/{jane}")
 
     assert len(report.memories) == 1 and memory.listing(settings, f"customer/{jane}") == []
     assert sorted(report.runs_cleared) == sorted([told_key, asked_key])
-    assert report.runs_open == [still_key]
+    assert sorted(report.runs_open) == sorted([still_key, ghost])
+    assert not stores.ledger.pruned(ghost)
     assert report.whatif_reports == ["report-jane"]
     for cleared in (told_key, asked_key):
         assert stores.transcript.read(cleared) == [] and stores.ledger.pruned(cleared)
@@ -55,5 +60,5 @@ async def test_forgetting_jane_clears_her_closed_runs_copies_and_says_what_stays
     assert stores.transcript.read(bobs_key) != []
     assert [m.text for m in memory.listing(settings, f"customer/{bob}")] == ["I prefer post"]
     said = report.said(f"customer/{jane}")
-    assert f"1 open runs keep theirs ({still_key})" in said
+    assert "2 runs open or unknown here keep theirs" in said
     assert "What stays: Temporal's history of each run" in said
