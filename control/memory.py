@@ -54,7 +54,9 @@ def one(settings: Settings, namespace: str, memory_id: str) -> MemoryRecord:
 WHAT_STAYS = (
     "Temporal's history of each run keeps what the run saw (sealed when "
     "AGENT_ENCRYPTION_KEYS are set) until Temporal's retention removes it; runs still open "
-    "keep their copies until they close and are forgotten again or pruned"
+    "keep their copies until they close and are forgotten again or pruned; so do runs that "
+    "never used the memory tools themselves (a fork's copied transcript, a parent holding "
+    "a sub-agent's answer, runs from before this release)"
 )
 
 
