@@ -23,10 +23,15 @@ class SignatureClaims:
 
     @activity.defn(name="claim_signature")
     async def claim_signature(self, claim: SignatureClaim) -> None:
-        first = await asyncio.to_thread(self.ledger.claim, claim.nonce, claim.run_id)
-        if first is not None:
-            raise ApplicationError(
-                f"refused: this {claim.what} was used already, by run {first}",
-                type="SignatureUsed",
-                non_retryable=True,
-            )
+        await take_signature(self.ledger, claim)
+
+
+async def take_signature(ledger: EffectLedger, claim: SignatureClaim) -> None:
+    """Take the nonce for the run, or refuse (non-retryable) when another run took it."""
+    first = await asyncio.to_thread(ledger.claim, claim.nonce, claim.run_id)
+    if first is not None:
+        raise ApplicationError(
+            f"refused: this {claim.what} was used already, by run {first}",
+            type="SignatureUsed",
+            non_retryable=True,
+        )

@@ -9,14 +9,14 @@ import asyncio
 from typing import Any
 
 from temporalio import activity
-from temporalio.exceptions import ApplicationError
 
+from durable_agents.activities.claims import take_signature
 from durable_agents.activities.fingerprints import now_text
 from durable_agents.activities.ledger import EffectLedger
 from durable_agents.activities.pruning import PrunedGuard
 from durable_agents.activities.sql import Sealed, SqlDatabase, StoreSchema, Tx, apply_schema
 from durable_agents.runtime.encryption import Keyring
-from durable_agents.workflows.activity_io import TranscriptCopy
+from durable_agents.workflows.activity_io import SignatureClaim, TranscriptCopy
 
 # The tables, as this release's migrations (activities/sql.py: StoreSchema).
 SCHEMA = StoreSchema(
@@ -246,13 +246,10 @@ class TranscriptActivities:
         same id) counted first."""
         await self.pruned.refuse_pruned(copy.from_run_id)
         if copy.signed_nonce is not None:
-            first = await asyncio.to_thread(self.ledger.claim, copy.signed_nonce, copy.to_run_id)
-            if first is not None:
-                raise ApplicationError(
-                    f"refused: this signed fork was used already, by run {first}",
-                    type="SignatureUsed",
-                    non_retryable=True,
-                )
+            fork = SignatureClaim(
+                nonce=copy.signed_nonce, run_id=copy.to_run_id, what="signed fork"
+            )
+            await take_signature(self.ledger, fork)
         return await asyncio.to_thread(
             self.store.copy, copy.from_run_id, copy.to_run_id, copy.before_seq
         )

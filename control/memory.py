@@ -105,7 +105,8 @@ async def forget_subject(client: Client, settings: Settings, namespace: str) -> 
         cleared.append(store_key)
     with store_errors(settings):
         workflow_ids = [key.partition(IDENTITY_SEPARATOR)[0] for key in cleared]
-        reports = await asyncio.to_thread(WhatIfReports(store.db).delete_mentioning, workflow_ids)
+        sealed = WhatIfReports(store.db, keyring_from(settings))  # reports are sealed rows
+        reports = await asyncio.to_thread(sealed.delete_mentioning, workflow_ids)
         await asyncio.to_thread(store.drop_readers, namespace, cleared)
     return ForgetReport(gone, cleared, kept, reports)
 
