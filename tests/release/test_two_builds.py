@@ -241,7 +241,13 @@ async def test_the_local_stack_releases_its_new_build_and_moves_runs_that_replay
                 await finish(client, waiting)
             else:
                 assert line.startswith(f"worker: build {new_build} NOT released"), line
-                assert f"{waiting} at event 5 (TimerStarted)" in line  # the old code's timer
+                history = await client.get_workflow_handle(waiting).fetch_history()
+                timer = next(
+                    e.event_id
+                    for e in history.events
+                    if e.HasField("timer_started_event_attributes")
+                )
+                assert f"{waiting} at event {timer} (TimerStarted)" in line  # the old code's timer
                 assert current == "old" and await pinned_to(client, waiting) == "old"
                 await client.get_workflow_handle(waiting).terminate("test over")
 
