@@ -92,18 +92,16 @@ async def forget_subject(client: Client, settings: Settings, namespace: str) -> 
     memo holds no memory (only a fork's parent and moment)."""
     store = memory_store(settings)
     with store_errors(settings):
-        gone = await asyncio.to_thread(store.forget, namespace, None)
         readers = await asyncio.to_thread(store.readers, namespace)
-    cleared, kept = [], []
-    for store_key in readers:
-        verdict = await _verdict(client, store_key)
-        if verdict in ("open", "unknown"):
-            kept.append(store_key)
-            continue
-        with store_errors(settings):
-            await asyncio.to_thread(_clear_run, store.db, store_key, verdict == "closed")
-        cleared.append(store_key)
+    # Temporal is asked about every run first: when it cannot answer, nothing is removed.
+    verdicts = {store_key: await _verdict(client, store_key) for store_key in readers}
+    kept = [key for key, verdict in verdicts.items() if verdict in ("open", "unknown")]
+    cleared = [key for key in readers if key not in kept]
     with store_errors(settings):
+        gone = await asyncio.to_thread(store.forget, namespace, None)
+        for store_key in cleared:
+            closed = verdicts[store_key] == "closed"
+            await asyncio.to_thread(_clear_run, store.db, store_key, closed)
         workflow_ids = [key.partition(IDENTITY_SEPARATOR)[0] for key in cleared]
         sealed = WhatIfReports(store.db, keyring_from(settings))  # reports are sealed rows
         reports = await asyncio.to_thread(sealed.delete_mentioning, workflow_ids)

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import uuid
 
+import pytest
+
 from durable_agents.activities.stores import Stores
 from durable_agents.activities.whatif_reports import WhatIfReports
 from durable_agents.control import conversations, memory, runs
@@ -62,3 +64,20 @@ async def test_forgetting_jane_clears_her_closed_runs_copies_and_says_what_stays
     said = report.said(f"customer/{jane}")
     assert "2 runs open or unknown here keep theirs" in said
     assert "What stays: Temporal's history of each run" in said
+
+
+async def test_forgetting_while_temporal_cannot_answer_removes_nothing(settings, tmp_path):
+    """Which runs are closed is asked first: a Temporal that went away leaves the memories
+    and every run's copies as they were, and says so in one line."""
+    from durable_agents.control.runs import RunError
+    from tests.temporal_cli import own_dev_server
+
+    stores = Stores.open(settings)
+    stores.memory.remember("customer/zoe", "Zoe likes jazz", {}, key="k1", run_id="r@1", step=1)
+    stores.memory.note_reader("customer/zoe", "r@1")
+    async with own_dev_server() as gone_soon:
+        client = gone_soon.client
+    with pytest.raises(RunError, match="cannot ask Temporal about run r"):
+        await memory.forget_subject(client, settings, "customer/zoe")
+    assert [m.text for m in memory.listing(settings, "customer/zoe")] == ["Zoe likes jazz"]
+    assert stores.memory.readers("customer/zoe") == ["r@1"]
