@@ -456,6 +456,29 @@ def agent_history(path: Path) -> WorkflowHistory:
     return history
 
 
+async def under_its_own_id(
+    history: WorkflowHistory, converter: DataConverter = pydantic_data_converter
+) -> WorkflowHistory:
+    """A continued run's history under the workflow id its carried state names, whatever
+    the file is called: the workflow refuses state carried under another id. A start it
+    cannot read is left as it is (the replay then says what is wrong with it)."""
+    started = history.events[0].workflow_execution_started_event_attributes
+    if not started.continued_execution_run_id:
+        return history
+    try:
+        [request] = await as_worker_reads(converter).decode(
+            list(started.input.payloads), [RunRequest]
+        )
+        state = (
+            unpack_state(request.resume_state_packed)
+            if request.resume_state_packed is not None
+            else RunState.model_validate(request.resume_state)
+        )
+    except Exception:  # any start it cannot read: the replay reports it
+        return history
+    return WorkflowHistory(workflow_id=state.run_id, events=history.events)
+
+
 async def replay_files(
     paths: list[Path],
     converter: DataConverter = pydantic_data_converter,
@@ -464,7 +487,7 @@ async def replay_files(
     outcomes = []
     for path in paths:
         try:
-            history = agent_history(path)
+            history = await under_its_own_id(agent_history(path), converter)
         except (OSError, ValueError) as err:
             reason = err.strerror if isinstance(err, OSError) and err.strerror else err
             outcomes.append(ReplayOutcome(path, False, None, f"not a history file: {reason}"))

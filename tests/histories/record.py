@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import sys
 from collections.abc import Awaitable, Callable, Iterator
 from decimal import Decimal
@@ -18,12 +19,18 @@ from temporalio import workflow
 
 from bench.harness import Bench, bench_stack
 from durable_agents.activities.stores import Stores
-from durable_agents.control import runs, timeline
+from durable_agents.control import conversations, runs, timeline
 from durable_agents.control.signer import Signer
 from durable_agents.workflows import timeline as timeline_hook
 from durable_agents.workflows.activity_io import idempotency_key
 from durable_agents.workflows.agent import AgentWorkflow
-from durable_agents.workflows.contracts import RunBudget, RunPolicy, RunRequest, TrustedKey
+from durable_agents.workflows.contracts import (
+    RunBudget,
+    RunLimits,
+    RunPolicy,
+    RunRequest,
+    TrustedKey,
+)
 from durable_agents.workflows.people_inputs import (
     Actor,
     Answer,
@@ -32,8 +39,11 @@ from durable_agents.workflows.people_inputs import (
     StatePatch,
 )
 from durable_agents.workflows.signing import new_key
+from tests.histories.rule_agent import FIXTURE_AGENT_MODULES
 
 HERE = Path(__file__).parent
+# More fixtures a behaviour records: fixture name -> (workflow id, run of its chain).
+Extra = dict[str, tuple[str, int]]
 
 
 async def until(bench: Bench, run_id: str, check: Callable[[object], bool]) -> None:
@@ -274,6 +284,49 @@ async def signed_decisions_v1(bench: Bench, rid: str) -> None:
     await runs.decide(bench.client, rid, DecideRequest(approve=True, by="alice"), alice)
 
 
+async def conversation(bench: Bench, rid: str) -> Extra:
+    """The support chat as a conversation: a message, a refund approved mid-turn, more
+    messages until it continues as new, one more in the fresh run, then closed."""
+    client = bench.client
+    often = RunLimits(continue_as_new_after_events=50)
+    request = conversations.conversation_request("support-chat", label="chat", limits=often)
+    await conversations.open_conversation(client, bench.settings, request, rid)
+    await conversations.send(client, rid, conversations.message("Where is A-1002?", by="jane"))
+    asked = conversations.message("Please refund A-1001 5.00", by="jane")
+    waiting = await conversations.send(client, rid, asked)
+    assert waiting.status == "waiting", waiting
+    await runs.decide(client, rid, DecideRequest(approve=True, by="support-lead"))
+    await conversations.await_reply(client, rid, asked.message_id)
+    for i in range(20):
+        if len(await timeline.chain_runs(client, rid)) > 1:
+            break
+        await conversations.send(client, rid, conversations.message(f"thanks {i}", by="jane"))
+    else:
+        raise RuntimeError("the conversation never continued as new")
+    await conversations.send(client, rid, conversations.message("bye", by="jane"))
+    await conversations.close(client, rid, Actor(by="jane"))
+    return {"conversation-continued": (rid, -1)}
+
+
+async def sub_agent(bench: Bench, rid: str) -> Extra:
+    """Triage delegates to research, a child run that calls its knowledge base over MCP:
+    the parent is this fixture, the child the `mcp-call` fixture."""
+    request = RunRequest(goal="Ticket 12: my parcel is late", agent="triage", label="triage")
+    await runs.start_run(bench.client, bench.settings, request, rid)
+    await runs.wait_for_outcome(bench.client, rid)
+    [delegation] = (await runs.get_state(bench.client, rid)).delegations
+    return {"mcp-call": (delegation.child_id, 0)}
+
+
+async def evaluator_rule(bench: Bench, rid: str) -> None:
+    """The auditor (tests/histories/rule_agent.py): a pure rule denies one call, an
+    evaluator asks a person about another, who approves it."""
+    request = RunRequest(goal="record", agent="auditor", label="loop?steps=4&reply_bytes=16")
+    await runs.start_run(bench.client, bench.settings, request, rid)
+    await until(bench, rid, waiting)
+    await runs.approve(bench.client, rid, Decision(by="alice"))
+
+
 @contextlib.contextmanager
 def built_before(patches: tuple[str, ...]) -> Iterator[None]:
     """Run the worker as a build from before these patches: asked, each answers no and
@@ -293,7 +346,7 @@ def built_before(patches: tuple[str, ...]) -> Iterator[None]:
         workflow.patched = asked
 
 
-BEHAVIOURS: dict[str, Callable[[Bench, str], Awaitable[None]]] = {
+BEHAVIOURS: dict[str, Callable[[Bench, str], Awaitable[Extra | None]]] = {
     "happy-path": happy_path,
     "rejected-approval": rejected_approval,
     "question-answered": question_answered,
@@ -325,6 +378,11 @@ BEHAVIOURS: dict[str, Callable[[Bench, str], Awaitable[None]]] = {
     "forked-record-checked": forked_record_checked,
     # Signed changes checked by this release's rules for people's inputs (the marker).
     "people-checked": signed_changes,
+    # Guards of the phases' rebuild: a conversation (with its continued run), a sub-agent
+    # (with its child, which calls MCP tools), an agent's evaluator rule.
+    "conversation": conversation,
+    "sub-agent": sub_agent,
+    "evaluator-rule": evaluator_rule,
 }
 # The behaviours recorded as a build from before these patches.
 BUILT_BEFORE: dict[str, tuple[str, ...]] = {
@@ -343,20 +401,21 @@ async def record(only: list[str]) -> None:
     unknown = set(only) - set(BEHAVIOURS)
     if unknown:
         raise SystemExit(f"no behaviour named {', '.join(sorted(unknown))}")
+    os.environ["AGENT_MODULES"] = ",".join(FIXTURE_AGENT_MODULES)
     async with bench_stack() as bench:
         for name, behaviour in BEHAVIOURS.items():
             if only and name not in only:
                 continue
             with built_before(BUILT_BEFORE.get(name, ())):
-                await behaviour(bench, name)
+                extra = await behaviour(bench, name)
                 await runs.wait_for_outcome(bench.client, name)
-            _, history = (await timeline.fetch_chain(bench.client, name))[0]
-            path = HERE / f"{name}.json"
-            timeline.export_history(history, path)
-            with timeline_hook.recording(name) as moments:
-                await timeline.replayer().replay_workflow(history)
-            manifest[name] = moments[max(moments)].state.status.value
-            print(f"  {name}: {manifest[name]}, {len(history.events)} events")
+            for fixture, (workflow_id, index) in {name: (name, 0), **(extra or {})}.items():
+                _, history = (await timeline.fetch_chain(bench.client, workflow_id))[index]
+                timeline.export_history(history, HERE / f"{fixture}.json")
+                with timeline_hook.recording(workflow_id) as moments:
+                    await timeline.replayer().replay_workflow(history)
+                manifest[fixture] = moments[max(moments)].state.status.value
+                print(f"  {fixture}: {manifest[fixture]}, {len(history.events)} events")
     manifest_path.write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
 
 

@@ -9,8 +9,16 @@ from pathlib import Path
 import pytest
 from temporalio.client import WorkflowHistory
 
-from durable_agents.control.timeline import replay_files, replayer
+from durable_agents.control.agents import local_agents
+from durable_agents.control.timeline import (
+    agent_history,
+    replay_files,
+    replayer,
+    replaying_with,
+    under_its_own_id,
+)
 from durable_agents.workflows import timeline
+from tests.histories.rule_agent import FIXTURE_AGENT_MODULES
 
 HISTORIES = Path(__file__).parent.parent / "histories"
 MANIFEST = json.loads((HISTORIES / "manifest.json").read_text())
@@ -25,18 +33,27 @@ def test_every_behaviour_has_a_fixture():
     behaviours |= {"tool-failed-before-patch", "cancelled-with-the-start"}
     behaviours |= {"cancel-lost-before-patch", "signed-decisions-v1", "policy-tightened"}
     behaviours |= {"forked-record-checked", "people-checked"}
+    behaviours |= {"conversation", "conversation-continued", "sub-agent", "mcp-call"}
+    behaviours |= {"evaluator-rule"}
     assert set(MANIFEST) == behaviours
     assert {p.stem for p in HISTORIES.glob("*.json")} - {"manifest"} == behaviours
 
 
+@pytest.fixture(scope="module")
+def fixture_agents():
+    """The agents the fixtures were recorded with: the bundled ones and the auditor."""
+    return local_agents(FIXTURE_AGENT_MODULES)
+
+
 @pytest.mark.parametrize("name", sorted(MANIFEST))
-async def test_recorded_history_replays(name):
+async def test_recorded_history_replays(name, fixture_agents):
     path = HISTORIES / f"{name}.json"
-    [outcome] = await replay_files([path])
-    assert outcome.ok, outcome.message
-    history = WorkflowHistory.from_json(name, json.loads(path.read_text()))
-    with timeline.recording(name) as moments:
-        await replayer().replay_workflow(history)
+    history = await under_its_own_id(agent_history(path))
+    with replaying_with(fixture_agents):
+        [outcome] = await replay_files([path])
+        assert outcome.ok, outcome.message
+        with timeline.recording(history.workflow_id) as moments:
+            await replayer().replay_workflow(history)
     last = moments[max(moments)]
     assert last.state.status.value == MANIFEST[name]
 
@@ -96,3 +113,28 @@ async def test_replaying_without_the_runs_agent_says_so_in_one_line(monkeypatch)
     assert not outcome.ok
     assert outcome.message.startswith("no agent named 'refund' here (agents: invoice)")
     assert "\n" not in outcome.message
+
+
+# What each guard of the phases' rebuild must hold: a moment kind, and an activity.
+GUARDS = {
+    "conversation": ({"message", "approval requested", "replied", "continued as new"}, "run_tool"),
+    "conversation-continued": ({"message", "conversation closed", "completed"}, "call_model"),
+    "sub-agent": ({"delegated", "delegate answered", "completed"}, "call_model"),
+    "mcp-call": ({"tool", "completed"}, "call_mcp_tool"),
+    "evaluator-rule": ({"approval requested", "denied by rule", "completed"}, "evaluate_call"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(GUARDS))
+async def test_the_phase_guards_record_what_they_guard(name, fixture_agents):
+    """A re-recording that lost the approval mid-turn, the child, the MCP call or the
+    evaluator would leave its part of the workflow unguarded: it fails here."""
+    kinds, activity = GUARDS[name]
+    history = await under_its_own_id(agent_history(HISTORIES / f"{name}.json"))
+    with replaying_with(fixture_agents), timeline.recording(history.workflow_id) as moments:
+        await replayer().replay_workflow(history)
+    assert kinds <= {m.kind for m in moments.values()}
+    scheduled = {
+        e.activity_task_scheduled_event_attributes.activity_type.name for e in history.events
+    }
+    assert activity in scheduled
