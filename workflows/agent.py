@@ -1,17 +1,17 @@
 """The agent workflow: a run's story from start to end, and every handler it answers.
 
-The story is told by the phases below it (workflows/phases/base.py draws the stack):
-plan, then for each step model turns, gate, tool, record. Here: how a run starts, how it
-ends, and each signal, update and query with its wire name, each a few lines over one
-method of a phase or of the state model. Deterministic code only; every side effect is
-an activity, called by name (workflows/activity_options.py), so this module imports
-nothing that does I/O.
+The run is told by parts wired here from one run context (workflows/phases/context.py
+draws them): plan, then for each step model turns, gate, tool, record; or a
+conversation's turns. Here: how a run starts, how it ends, and each signal, update and
+query with its wire name, each a few lines over one method of a part or of the state
+model. Deterministic code only; every side effect is an activity, called by name
+(workflows/activity_options.py), so this module imports nothing that does I/O.
 """
 
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import Any, ClassVar
 
 from temporalio import workflow
 from temporalio.exceptions import (
@@ -46,55 +46,81 @@ with workflow.unsafe.imports_passed_through():
     from durable_agents.workflows.state import EventPage, RunState, RunSummary, unpack_state
 
 # The phases are imported as workflow code (the strict sandbox checks them too).
-from durable_agents.workflows.phases.base import CHILD_SPENT, RunFailed, is_cancellation
-from durable_agents.workflows.phases.beginnings import forged_start, run_identity
+from durable_agents.workflows.phases.beginnings import Beginnings, forged_start, run_identity
+from durable_agents.workflows.phases.budget import Budget
+from durable_agents.workflows.phases.context import (
+    CHILD_SPENT,
+    RunContext,
+    RunFailed,
+    is_cancellation,
+)
+from durable_agents.workflows.phases.conversation import Conversation
+from durable_agents.workflows.phases.delegating import Delegating
+from durable_agents.workflows.phases.gate import Gate
 from durable_agents.workflows.phases.inputs import (
     events_after,
     refuse_if,
     signal_input,
     update_input,
 )
-from durable_agents.workflows.phases.people import PeopleActions
+from durable_agents.workflows.phases.model_turn import ModelTurns
+from durable_agents.workflows.phases.people import PeopleActions, as_signal, as_update
+from durable_agents.workflows.phases.story import Story
+from durable_agents.workflows.phases.tool_calls import ToolCalls
 
 
 # Pinned on a versioned worker (its default behaviour, runtime/versioning.py): a run lives
 # on the build that started it; only `agentctl release move`, after replaying its history
 # on the new build, moves it.
 @workflow.defn(name="AgentWorkflow")
-class AgentWorkflow(PeopleActions):
+class AgentWorkflow:
+    """The run: its parts wired from one context, and every handler people reach it by."""
+
+    # The story a run that is not a conversation tells (a test's build may tell another).
+    story_type: ClassVar[type[Story]] = Story
+
     @workflow.init
     def __init__(self, request: RunRequest) -> None:
-        self._fork_error = None
-        self._parent_store_key = None
-        self._carried = None
-        self._subject_keys = {}
         if request.resumes:
             # Our own state, carried over a continue-as-new: the chain goes on.
             if request.resume_state_packed is not None:
-                self.state = unpack_state(request.resume_state_packed)
+                state = unpack_state(request.resume_state_packed)
             else:
-                self.state = RunState.model_validate(request.resume_state)
-            self.state.chain += 1
+                state = RunState.model_validate(request.resume_state)
+            state.chain += 1
         else:
-            self.state = RunState.start(workflow.info().workflow_id, request, workflow.now())
-            if request.fork is not None:
-                self._start_as_fork(request.fork)
+            state = RunState.start(workflow.info().workflow_id, request, workflow.now())
+        self._wire(state)
+        if not request.resumes and request.fork is not None:
+            self._beginnings.start_as_fork(request.fork)
         if workflow.patched(patches.PEOPLE_CHECKED):
             self.state.people_checks = 2
-        self._published = None
-        self._signatures_settled = False
-        self._step_with_status = None
-        self._story = None
-        self._active_child = None
-        self._sending = set()
-        self._carrying = False
-        self._waiters = 0
-        self._waiting = {}
-        self._updates_seen = 0
+        self._telling: asyncio.Task[str] | None = None
+
+    def _wire(self, state: RunState) -> None:
+        """The run's parts, each built from the context and the parts it uses."""
+        ctx = self._ctx = RunContext(state)
+        self._budget = Budget(ctx)
+        turns = ModelTurns(ctx, self._budget)
+        tools = ToolCalls(ctx, self._budget, Gate(ctx), Delegating(ctx))
+        self._story = self.story_type(ctx, turns, tools)
+        self._conversation = Conversation(ctx, turns, tools, self._story)
+        self._beginnings = Beginnings(ctx)
+        self._people = PeopleActions(ctx)
+
+    @property
+    def state(self) -> RunState:
+        return self._ctx.state
+
+    async def _tell(self) -> str:
+        """A conversation's turns, or the story: what the run was started as."""
+        if self.state.conversation is not None:
+            return await self._conversation.tell()
+        return await self._story.tell()
 
     @workflow.run
     async def run(self, request: RunRequest) -> RunResult:
-        self._publish()
+        self._ctx.publish()
         if (forged := forged_start(request, self.state, workflow.info())) is not None:
             # Before anything is written: a caller never chooses a run's identity.
             raise ApplicationError(forged, type="StartRefused", non_retryable=True)
@@ -104,25 +130,27 @@ class AgentWorkflow(PeopleActions):
             raise ApplicationError(misplaced, type="StartRefused", non_retryable=True)
         if not request.resumes and workflow.patched(patches.RUN_IDENTITY):
             self.state.identity = run_identity(workflow.info())
-        self._settle_signatures()
+        self._ctx.settle_signatures()
         fresh = not request.resumes and request.fork is None
         if fresh and self.state.agent is None and workflow.patched(patches.AGENT_RECORD):
-            self._moment("started", f"agent {request.agent or BEFORE_AGENTS}")
-            await self._adopt_agent(request)
-            await self._settle_memory(request)
-        if self._fork_error is not None:
-            self._fail(RunFailed(self._fork_error))
+            self._ctx.moment("started", f"agent {request.agent or BEFORE_AGENTS}")
+            await self._beginnings.adopt_agent(request)
+            await self._beginnings.settle_memory(request)
+        if self._beginnings.fork_error is not None:
+            self._ctx.fail(RunFailed(self._beginnings.fork_error))
         if request.fork is not None and not request.resumes and self.state.parent:
             if workflow.patched(patches.FORK_CHECKED):
                 checked = workflow.patched(patches.FORK_RECORD_CHECKED)  # asked before any activity
-                await self._take_parent_facts(request.fork, checked)
-            self._moment("forked", f"from {self.state.parent.run_id} at {self.state.parent.moment}")
-            await self._copy_parent_transcript(
-                self._parent_store_key or self.state.parent.run_id, request.fork
+                await self._beginnings.take_parent_facts(request.fork, checked)
+            self._ctx.moment(
+                "forked", f"from {self.state.parent.run_id} at {self.state.parent.moment}"
             )
-        self._story = asyncio.create_task(self._tell())
-        if self._cancel_holds():
-            self._story.cancel()
+            await self._beginnings.copy_parent_transcript(
+                self._beginnings.parent_store_key or self.state.parent.run_id, request.fork
+            )
+        self._telling = asyncio.create_task(self._tell())
+        if self._ctx.cancel_holds():
+            self._telling.cancel()
         try:
             result = await self._end_of_story()
             if self.state.conversation is not None:
@@ -132,17 +160,17 @@ class AgentWorkflow(PeopleActions):
         finally:
             # Signals this run sent (spend reports, forwarded pauses) are delivered before
             # it closes: none is left in flight behind a closed run.
-            await self._signals_sent()
+            await self._ctx.signals_sent()
 
     async def _end_of_story(self) -> RunResult:
-        assert self._story is not None
+        assert self._telling is not None
         try:
-            answer = await self._story
+            answer = await self._telling
         except (asyncio.CancelledError, ActivityError) as err:
             if not is_cancellation(err):
-                self._fail(err)
+                self._ctx.fail(err)
             self.state.cancel(workflow.now())
-            self._moment("cancelled", self.state.cancel_requested_by or "temporal")
+            self._ctx.moment("cancelled", self.state.cancel_requested_by or "temporal")
             if self.state.cancel_requested_by is None:
                 # Cancelled through Temporal itself (Web UI, `temporal workflow cancel`):
                 # end as Canceled there too.
@@ -151,9 +179,9 @@ class AgentWorkflow(PeopleActions):
                 run_id=self.state.run_id, status=self.state.status, spent=self.state.spent
             )
         except RunFailed as err:
-            self._fail(err)
+            self._ctx.fail(err)
         self.state.complete(answer, workflow.now())
-        self._moment("completed", preview(answer, 80))
+        self._ctx.moment("completed", preview(answer, 80))
         return RunResult(
             run_id=self.state.run_id,
             status=self.state.status,
@@ -171,17 +199,17 @@ class AgentWorkflow(PeopleActions):
     @workflow.signal
     def approve(self, *payload: Any) -> None:
         if (decision := signal_input("approve", payload, Decision)) is not None:
-            self._as_signal("decision", lambda: self._decide(decision, True))
+            as_signal("decision", lambda: self._people.decide(decision, True))
 
     @workflow.signal
     def reject(self, *payload: Any) -> None:
         if (decision := signal_input("reject", payload, Decision)) is not None:
-            self._as_signal("decision", lambda: self._decide(decision, False))
+            as_signal("decision", lambda: self._people.decide(decision, False))
 
     @workflow.signal(name="answer")
     def answer_signal(self, *payload: Any) -> None:
         if (answer := signal_input("answer", payload, Answer)) is not None:
-            self._as_signal("answer", lambda: self._answer(answer))
+            as_signal("answer", lambda: self._people.answer(answer))
 
     @workflow.signal
     def pause(self, *payload: Any) -> None:
@@ -189,21 +217,21 @@ class AgentWorkflow(PeopleActions):
             return
         if self.state.status.is_closed or self.state.pause_requested:
             return
-        if self._counts("pause", actor.by, actor.signed, {"reason": actor.reason}):
+        if self._people.counts("pause", actor.by, actor.signed, {"reason": actor.reason}):
             self.state.request_pause(actor, workflow.now())
-            self._moment("pause requested", actor.by)
-            self._forward("pause", actor)
+            self._ctx.moment("pause requested", actor.by)
+            self._ctx.forward("pause", actor)
 
     @workflow.signal
     def resume(self, *payload: Any) -> None:
         if (actor := signal_input("resume", payload, Actor)) is None:
             return
-        if not self._counts("resume", actor.by, actor.signed, {"reason": actor.reason}):
+        if not self._people.counts("resume", actor.by, actor.signed, {"reason": actor.reason}):
             return
         if self.state.pause_requested:
             self.state.resume(actor, workflow.now())
-            self._moment("resumed", actor.by)
-        self._forward("resume", actor)
+            self._ctx.moment("resumed", actor.by)
+        self._ctx.forward("resume", actor)
 
     @workflow.signal
     def cancel(self, *payload: Any) -> None:
@@ -211,12 +239,12 @@ class AgentWorkflow(PeopleActions):
             return
         if self.state.status.is_closed or self.state.cancel_requested_by is not None:
             return
-        if not self._counts("cancel", actor.by, actor.signed, {"reason": actor.reason}):
+        if not self._people.counts("cancel", actor.by, actor.signed, {"reason": actor.reason}):
             return
         self.state.request_cancel(actor, workflow.now())
-        self._moment("cancel requested", actor.by)
-        if self._story is not None:
-            self._story.cancel()
+        self._ctx.moment("cancel requested", actor.by)
+        if self._telling is not None:
+            self._telling.cancel()
 
     @workflow.signal(name="revoke_keys")
     def revoke_keys(self, *payload: Any) -> None:
@@ -225,8 +253,8 @@ class AgentWorkflow(PeopleActions):
         if (revoked := signal_input("revoke_keys", payload, KeyRevocation)) is None:
             return
         if self.state.revoke_keys(revoked, workflow.now()):
-            self._moment("keys revoked", ", ".join(revoked.key_ids))
-        self._forward("revoke_keys", revoked)
+            self._ctx.moment("keys revoked", ", ".join(revoked.key_ids))
+        self._ctx.forward("revoke_keys", revoked)
 
     @workflow.signal(name=CHILD_SPENT)
     def child_spent(self, *payload: Any) -> None:
@@ -247,31 +275,31 @@ class AgentWorkflow(PeopleActions):
             workflow.logger.warning("budget ignored: %s", error)
             return
         if (error := signed_changes.forwarded_raise_error(self.state, raise_)) is not None:
-            self._refuse(raise_.by, error)
+            self._ctx.refuse(raise_.by, error)
             return
         signed = raise_.forwarded or raise_
-        if self._counts("raise_budget", signed.by, signed.signed, signed.what_it_says()):
-            self._apply_budget(raise_)
+        if self._people.counts("raise_budget", signed.by, signed.signed, signed.what_it_says()):
+            self._budget.apply_raise(raise_)
 
     # -- people: updates (answered, validated before they reach the history) -------------
 
     @workflow.update(name="raise_budget")
     def raise_budget(self, *payload: Any) -> RunBudget:
         raise_ = update_input("raise_budget", payload, BudgetRaise)
-        refuse_if(self._raise_error(raise_))
-        self._must_count("raise_budget", raise_.by, raise_.signed, raise_.what_it_says())
-        return self._apply_budget(raise_)
+        refuse_if(self._budget.raise_error(raise_))
+        self._people.must_count("raise_budget", raise_.by, raise_.signed, raise_.what_it_says())
+        return self._budget.apply_raise(raise_)
 
     @raise_budget.validator
     def _validate_raise_budget(self, *payload: Any) -> None:
-        refuse_if(self._raise_error(update_input("raise_budget", payload, BudgetRaise)))
+        refuse_if(self._budget.raise_error(update_input("raise_budget", payload, BudgetRaise)))
 
     @workflow.update
     def decide(self, *payload: Any) -> ApprovalRequest:
         # Checked again here, not only in the validator: two updates validated in one
         # activation must not both win, and a forged or unsigned decision is recorded.
         request = update_input("decide", payload, DecideRequest)
-        return self._as_update(lambda: self._decide(request.as_decision(), request.approve))
+        return as_update(lambda: self._people.decide(request.as_decision(), request.approve))
 
     @decide.validator
     def _validate_decide(self, *payload: Any) -> None:
@@ -281,7 +309,7 @@ class AgentWorkflow(PeopleActions):
     @workflow.update(name="submit_answer")
     def submit_answer(self, *payload: Any) -> Question:
         answer = update_input("submit_answer", payload, Answer)
-        return self._as_update(lambda: self._answer(answer))
+        return as_update(lambda: self._people.answer(answer))
 
     @submit_answer.validator
     def _validate_answer(self, *payload: Any) -> None:
@@ -292,9 +320,9 @@ class AgentWorkflow(PeopleActions):
     def edit(self, *payload: Any) -> RunState:
         patch = update_input("edit", payload, StatePatch)
         refuse_if(self.state.patch_error(patch))
-        self._must_count("edit", patch.by, patch.signed, patch.changes())
+        self._people.must_count("edit", patch.by, patch.signed, patch.changes())
         self.state.apply_patch(patch, workflow.now())
-        self._moment("edited", patch.by)
+        self._ctx.moment("edited", patch.by)
         # The answer lands in the history: the kept events stay out (the events query has them).
         return self.state.model_copy(update={"events": []})
 
@@ -308,7 +336,7 @@ class AgentWorkflow(PeopleActions):
         rewinds it (and records it) before the reset; the reset itself is Temporal's."""
         request = update_input("authorize_rewind", payload, RewindRequest)
         refuse_if(self.state.rewind_error(request.moment))
-        self._must_count("rewind", request.by, request.signed, {"moment": request.moment})
+        self._people.must_count("rewind", request.by, request.signed, {"moment": request.moment})
         self.state.log(workflow.now(), request.by, "rewind_authorized", f"to {request.moment}")
         return f"rewind to moment {request.moment} authorized for {request.by}"
 
@@ -324,37 +352,39 @@ class AgentWorkflow(PeopleActions):
         """A person's message: queued at once (in the order accepted), answered by a turn;
         the update completes when the turn ends or stops for a person (`queued` at once
         when the sender does not wait)."""
-        self._updates_seen += 1
+        self._conversation.updates_seen += 1
         message = update_input("send_message", payload, UserMessage)
         convo = self.state.conversation
         if convo is None or not convo.knows(message.message_id):
             # Checked again here: two updates validated in one activation must not both
             # take the queue's last place, or one nonce.
-            refuse_if(self._message_error(message))
-            self._must_count("message", message.by, message.signed, message.what_it_says())
-            self._enqueue(message)
+            refuse_if(self._conversation.message_error(message))
+            self._people.must_count("message", message.by, message.signed, message.what_it_says())
+            self._conversation.enqueue(message)
         if not message.wait:
             return TurnReply(message_id=message.message_id, status="queued")
-        return await self._reply_to(message.message_id, message.by)
+        return await self._conversation.reply_to(message.message_id, message.by)
 
     @send_message.validator
     def _validate_send_message(self, *payload: Any) -> None:
-        refuse_if(self._message_error(update_input("send_message", payload, UserMessage)))
+        refuse_if(
+            self._conversation.message_error(update_input("send_message", payload, UserMessage))
+        )
 
     @workflow.update(name="await_reply")
     async def await_reply(self, *payload: Any) -> TurnReply:
         """Wait again for a message's reply: after an approval, or in the fresh run a
         continue-as-new moved the conversation to."""
-        self._updates_seen += 1
+        self._conversation.updates_seen += 1
         wanted = update_input("await_reply", payload, ReplyWanted)
-        refuse_if(self._reply_error(wanted))
+        refuse_if(self._conversation.reply_error(wanted))
         if self.state.people_checks >= 2:  # a run recorded before waits were signed: as then
-            self._must_count("await_reply", wanted.by, wanted.signed, wanted.what_it_says())
-        return await self._reply_to(wanted.message_id, wanted.by)
+            self._people.must_count("await_reply", wanted.by, wanted.signed, wanted.what_it_says())
+        return await self._conversation.reply_to(wanted.message_id, wanted.by)
 
     @await_reply.validator
     def _validate_await_reply(self, *payload: Any) -> None:
-        refuse_if(self._reply_error(update_input("await_reply", payload, ReplyWanted)))
+        refuse_if(self._conversation.reply_error(update_input("await_reply", payload, ReplyWanted)))
 
     @workflow.signal(name="end_conversation")
     def end_conversation(self, *payload: Any) -> None:
@@ -364,10 +394,12 @@ class AgentWorkflow(PeopleActions):
         convo = self.state.conversation
         if convo is None or convo.closed or self.state.status.is_closed:
             return
-        if self._counts("end_conversation", actor.by, actor.signed, {"reason": actor.reason}):
+        if self._people.counts(
+            "end_conversation", actor.by, actor.signed, {"reason": actor.reason}
+        ):
             convo.closed, convo.closed_by = True, actor.by
             self.state.log(workflow.now(), actor.by, "conversation_closed", actor.reason)
-            self._moment("conversation closed", actor.by)
+            self._ctx.moment("conversation closed", actor.by)
 
     @workflow.query(name="conversation")
     def get_conversation(self, *_: Any) -> ConversationView:
@@ -380,10 +412,10 @@ class AgentWorkflow(PeopleActions):
             status=self.state.status.value,
             turns_total=convo.turns_total,
             closed=convo.closed,
-            waiting_for=self._waiting_detail(),
+            waiting_for=self._conversation.waiting_detail(),
             queued=convo.queue,
             turns=convo.turns,
-            waiters=self._waiters,
+            waiters=self._conversation.waiters,
         )
 
     # -- queries: they take no input, and ignore any sent ---------------------------------

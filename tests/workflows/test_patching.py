@@ -19,37 +19,46 @@ from durable_agents.worker.main import build_worker
 from durable_agents.workflows.agent import AgentWorkflow
 from durable_agents.workflows.contracts import RunRequest, RunResult
 from durable_agents.workflows.people_inputs import Decision
+from durable_agents.workflows.phases.story import Story
 from tests.conftest import run_id, wait_for_approval
 
 HAPPY_PATH = Path(__file__).parent.parent / "histories" / "happy-path.json"
 PATCH = "rate-limit-final-answer"
 
 
-@workflow.defn(name="AgentWorkflow", sandboxed=False)
-class UnpatchedChange(AgentWorkflow):
+class RateLimitedStory(Story):
     """v2 waits a second before the final answer (a rate limit), with no patch."""
-
-    @workflow.run
-    async def run(self, request: RunRequest) -> RunResult:
-        return await super().run(request)
 
     async def _final_answer(self) -> str:
         await workflow.sleep(timedelta(seconds=1))
         return await super()._final_answer()
 
 
-@workflow.defn(name="AgentWorkflow", sandboxed=False)
-class PatchedChange(AgentWorkflow):
+class PatchedRateLimitedStory(Story):
     """The same change behind `workflow.patched`: old runs keep the old path."""
-
-    @workflow.run
-    async def run(self, request: RunRequest) -> RunResult:
-        return await super().run(request)
 
     async def _final_answer(self) -> str:
         if workflow.patched(PATCH):
             await workflow.sleep(timedelta(seconds=1))
         return await super()._final_answer()
+
+
+@workflow.defn(name="AgentWorkflow", sandboxed=False)
+class UnpatchedChange(AgentWorkflow):
+    story_type = RateLimitedStory
+
+    @workflow.run
+    async def run(self, request: RunRequest) -> RunResult:
+        return await super().run(request)
+
+
+@workflow.defn(name="AgentWorkflow", sandboxed=False)
+class PatchedChange(AgentWorkflow):
+    story_type = PatchedRateLimitedStory
+
+    @workflow.run
+    async def run(self, request: RunRequest) -> RunResult:
+        return await super().run(request)
 
 
 async def replay(workflow_class: type) -> Exception | None:

@@ -36,7 +36,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from durable_agents.workflows.agents import BEFORE_AGENTS
     from durable_agents.workflows.contract_base import preview
-    from durable_agents.workflows.contracts import ForkSpec, RunRequest
+    from durable_agents.workflows.contracts import ForkSpec, RunRequest, SubjectKey
     from durable_agents.workflows.memory import MemoryDeclarationError, resolve_namespace
     from durable_agents.workflows.people_inputs import SignedDecision
     from durable_agents.workflows.policy import loosening, policy_floor
@@ -48,18 +48,29 @@ with workflow.unsafe.imports_passed_through():
     )
 
 
-from durable_agents.workflows.phases.base import RunFailed
-from durable_agents.workflows.phases.conversation import Conversing
+from durable_agents.workflows.phases.context import Phase, RunContext, RunFailed
 from durable_agents.workflows.phases.inputs import describe
 
 
-class Beginnings(Conversing):
-    async def _settle_memory(self, request: RunRequest) -> None:
+class Beginnings(Phase):
+    """How the run begins: its agent recorded, its memory settled, or its fork checked."""
+
+    def __init__(self, ctx: RunContext) -> None:
+        super().__init__(ctx)
+        # A fork's start: why its starting state was refused, and its parent's store key.
+        self.fork_error: str | None = None
+        self.parent_store_key: str | None = None
+        # A fork's state as its request carried it (checked against the parent's record).
+        self._carried: RunState | None = None
+        # Keys that grant subjects, as the agent record brought them (AGENT_SUBJECT_KEYS).
+        self._subject_keys: dict[str, SubjectKey] = {}
+
+    async def settle_memory(self, request: RunRequest) -> None:
         """A fresh run of an agent with memory: its namespace, from the run's subject, or
         the one its parent shares (a fork keeps its parent's, a continued run its own)."""
         if request.memory_namespace is not None and not self._from_parent(request):
-            self._fail(RunFailed("a memory namespace is given only by the run that delegates"))
-        memory = self._agent.memory  # as recorded: code changed later changes nothing here
+            self.ctx.fail(RunFailed("a memory namespace is given only by the run that delegates"))
+        memory = self.ctx.agent.memory  # as recorded: code changed later changes nothing here
         if memory is None or self.state.memory_namespace is not None:
             return
         if request.memory_namespace is not None:
@@ -70,7 +81,7 @@ class Beginnings(Conversing):
                 memory.namespace, memory.optional, self.state.subject or {}
             )
         except MemoryDeclarationError as err:
-            self._fail(RunFailed(str(err)))
+            self.ctx.fail(RunFailed(str(err)))
         if self.state.memory_namespace is not None and self._subject_keys and not self.state.shadow:
             await self._check_subject_grant(request, self.state.memory_namespace)
 
@@ -93,7 +104,7 @@ class Beginnings(Conversing):
             else None,
         )
         if error is not None:
-            self._fail(RunFailed(f"refused: {error}"))
+            self.ctx.fail(RunFailed(f"refused: {error}"))
         grant = request.subject_grant
         if grant is not None and grant.run == info.workflow_id:
             # Named for this workflow id alone: one run under it, not another started
@@ -109,7 +120,7 @@ class Beginnings(Conversing):
                     **FIXED[CLAIM_SIGNATURE].kwargs(),
                 )
             except ActivityError as err:
-                self._fail(RunFailed(getattr(err.cause, "message", None) or str(err.cause)))
+                self.ctx.fail(RunFailed(getattr(err.cause, "message", None) or str(err.cause)))
 
     async def _started_by_schedule(self, grant: SignedDecision | None) -> str | None:
         """The Schedule a grant names, when that Schedule itself recorded starting this run
@@ -143,12 +154,12 @@ class Beginnings(Conversing):
             parent is not None and delegated is not None and parent.workflow_id == delegated.run_id
         )
 
-    async def _adopt_agent(self, request: RunRequest) -> None:
+    async def adopt_agent(self, request: RunRequest) -> None:
         """Record the agent this run may use, through a local activity so the record is in
         the history (a replay on changed code reads it back); its defaults fill what the
         request left out. A worker without the agent fails the task here, not the run."""
         name = request.agent or BEFORE_AGENTS
-        self._registry().agent(name)
+        self.ctx.registry().agent(name)
         # Asked before the local activity, in the start's own task: asked after it, a
         # replay meets the marker in a task it has not reached yet (nondeterminism).
         floor = request.policy is not None and workflow.patched(patches.POLICY_FLOOR)
@@ -169,7 +180,7 @@ class Beginnings(Conversing):
             *dict.fromkeys([*self.state.revoked_keys, *adopted.revoked_keys])
         ]
         self._subject_keys = adopted.subject_keys
-        self._settle_signatures()
+        self.ctx.settle_signatures()
         for server in adopted.mcp_servers:
             await self._list_mcp_tools(server)
 
@@ -188,7 +199,7 @@ class Beginnings(Conversing):
             return
         error = loosening(request.policy, floor, decided_by_record=request.shadow is not None)
         if error is not None:
-            self._fail(RunFailed(f"refused: {error}"))
+            self.ctx.fail(RunFailed(f"refused: {error}"))
         self.state.policy.take_tool_approvers(floor.approvers)
 
     async def _list_mcp_tools(self, server: str) -> None:
@@ -196,18 +207,18 @@ class Beginnings(Conversing):
         replay sees the tools the run started with, whatever the server lists later."""
         listing: MCPListing = await workflow.execute_activity(
             LIST_MCP_TOOLS,
-            MCPListRequest(run_id=self.state.store_key, agent=self._agent.name, server=server),
+            MCPListRequest(run_id=self.state.store_key, agent=self.ctx.agent.name, server=server),
             result_type=MCPListing,
             summary=f"mcp: list {server}",
             **FIXED[LIST_MCP_TOOLS].kwargs(),
         )
-        taken = {t.name for t in self._agent.tools}
+        taken = {t.name for t in self.ctx.agent.tools}
         for spec in listing.tools:
             if spec.name in taken or spec.name in INTERNAL_TOOLS:
                 listing.skipped.append(f"{spec.name}: another tool has that name")
                 continue
             taken.add(spec.name)
-            self._agent.tools.append(
+            self.ctx.agent.tools.append(
                 ToolRecord(
                     name=spec.name,
                     risk=spec.risk,
@@ -221,20 +232,20 @@ class Beginnings(Conversing):
         for skipped in listing.skipped:
             self.state.log(workflow.now(), "system", "mcp_tool_skipped", preview(skipped, 300))
 
-    def _start_as_fork(self, fork: ForkSpec) -> None:
+    def start_as_fork(self, fork: ForkSpec) -> None:
         try:
             parent_state = RunState.model_validate(fork.state)
         except ValidationError as err:
-            self._fork_error = f"the fork's starting state is invalid: {describe(err)}"
+            self.fork_error = f"the fork's starting state is invalid: {describe(err)}"
             return
         now = workflow.now()
         self._carried = parent_state.model_copy(deep=True)
-        self._parent_store_key = parent_state.store_key
-        self.state = parent_state.forked(workflow.info().workflow_id, fork.parent_run_id, now)
+        self.parent_store_key = parent_state.store_key
+        self.ctx.state = parent_state.forked(workflow.info().workflow_id, fork.parent_run_id, now)
         if fork.edit is not None and self.state.patch_error(fork.edit) is None:
             self.state.apply_patch(fork.edit, now)
 
-    async def _take_parent_facts(self, fork: ForkSpec, checked: bool) -> None:
+    async def take_parent_facts(self, fork: ForkSpec, checked: bool) -> None:
         """The parent's identity and policy as Temporal has them, not as the fork request
         says: the transcript is copied from the real parent, under the parent's policy; a
         parent requiring signed changes counts only a fork signed for this very fork.
@@ -246,18 +257,18 @@ class Beginnings(Conversing):
             summary=f"fork: ask {fork.parent_run_id}",
             **FIXED[FORK_ORIGIN].kwargs(),
         )
-        self._parent_store_key, self.state.policy = facts.store_key, facts.policy
+        self.parent_store_key, self.state.policy = facts.store_key, facts.policy
         # A fork's memory is its parent's, never one its request names.
         self.state.memory_namespace, self.state.subject = facts.memory_namespace, facts.subject
-        self._settle_signatures()
+        self.ctx.settle_signatures()
         says = fork.what_it_says(workflow.info().workflow_id)
         by = fork.by or "anonymous"
         error = signed_changes.change_error(
             self.state, "fork", by, fork.signed, says, workflow.now(), runs=(facts.store_key,)
         )
         if error is not None:
-            self._refuse(by, error)
-            self._fail(RunFailed(f"refused: {error}"))
+            self.ctx.refuse(by, error)
+            self.ctx.fail(RunFailed(f"refused: {error}"))
         if checked:
             await self._check_against_parents_record(fork)
         if fork.by is not None:
@@ -279,14 +290,14 @@ class Beginnings(Conversing):
         )
         differs = first_difference(parent, self._carried)
         if differs is not None:
-            self._fail(
+            self.ctx.fail(
                 RunFailed(
                     f"refused: the fork's state is not its parent's at moment {moment.moment} "
                     f"({differs} differs from the parent's record)"
                 )
             )
 
-    async def _copy_parent_transcript(self, parent_store_key: str, fork: ForkSpec) -> None:
+    async def copy_parent_transcript(self, parent_store_key: str, fork: ForkSpec) -> None:
         copy = TranscriptCopy(
             from_run_id=parent_store_key,
             to_run_id=self.state.store_key,

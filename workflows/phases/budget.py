@@ -14,15 +14,17 @@ with workflow.unsafe.imports_passed_through():
     from durable_agents.workflows.records import BUDGET_REQUEST, ApprovalRequest, ApprovalStatus
 
 
-from durable_agents.workflows.phases.base import DEADLINE_ACTOR, RunBase
+from durable_agents.workflows.phases.context import DEADLINE_ACTOR, Phase
 
 
-class Budgeting(RunBase):
-    async def _within_budget(self, call: str) -> None:
+class Budget(Phase):
+    """The run's budget: checked before each call; a spent one waits for a person."""
+
+    async def within(self, call: str) -> None:
         while (reason := self.state.budget_error(call, workflow.now())) is not None:
-            await self._ask_for_budget(call, reason)
+            await self.ask_for_more(call, reason)
 
-    async def _ask_for_budget(self, call: str, reason: str) -> None:
+    async def ask_for_more(self, call: str, reason: str) -> None:
         """Wait for a person to raise the budget (the run checks again) or to reject the
         request, which stops the run; no answer by the deadline stops it too."""
         request = ApprovalRequest(
@@ -33,10 +35,10 @@ class Budgeting(RunBase):
             rule=f"budget: {reason}; raise it or stop the run",
             step=self.state.current_step or 0,
             requested_at=workflow.now(),
-            deadline=workflow.now() + self._decision_timeout,
+            deadline=workflow.now() + self.ctx.decision_timeout,
         )
         self.state.request_approval(request)
-        self._moment("budget reached", reason)
+        self.ctx.moment("budget reached", reason)
         if self.state.shadow is not None:  # a what-if shadow raises no budget: it stops
             refused = Decision(request_id=request.request_id, by="what-if", comment="no raise")
             self.state.decide(refused, False, workflow.now())
@@ -44,8 +46,8 @@ class Budgeting(RunBase):
                 Actor(by="what-if", reason=f"stopped at its budget: {reason}"), workflow.now()
             )
             raise asyncio.CancelledError()
-        decided = await self._wait(lambda: request.status is not ApprovalStatus.PENDING)
-        self._publish()
+        decided = await self.ctx.wait(lambda: request.status is not ApprovalStatus.PENDING)
+        self.ctx.publish()
         if decided and request.status is ApprovalStatus.APPROVED:
             return
         by = request.decided_by or DEADLINE_ACTOR
@@ -56,14 +58,14 @@ class Budgeting(RunBase):
         self.state.request_cancel(stop, workflow.now())
         raise asyncio.CancelledError()
 
-    def _raise_error(self, raise_: BudgetRaise) -> str | None:
+    def raise_error(self, raise_: BudgetRaise) -> str | None:
         if raise_.forwarded is not None:
             return "a forwarded raise comes from a parent run, as its `budget` signal"
         return self.state.budget_raise_error(raise_, workflow.now())
 
-    def _apply_budget(self, raise_: BudgetRaise) -> RunBudget:
+    def apply_raise(self, raise_: BudgetRaise) -> RunBudget:
         budget = self.state.raise_budget(raise_, workflow.now())
-        self._moment("budget raised", raise_.by)
+        self.ctx.moment("budget raised", raise_.by)
         running = next((d for d in self.state.delegations if d.status == "running"), None)
         child_budget = (
             self.state.remaining_budget(workflow.now(), running) if running is not None else None
@@ -75,5 +77,5 @@ class Budgeting(RunBase):
             forwarded = BudgetRaise(
                 by=raise_.by, comment="raised by the parent", forwarded=original, **limits
             )
-            self._forward("budget", forwarded)
+            self.ctx.forward("budget", forwarded)
         return budget

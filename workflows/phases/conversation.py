@@ -40,19 +40,32 @@ with workflow.unsafe.imports_passed_through():
     from durable_agents.workflows.records import FINAL_ANSWER_CHARS, PlanStep, RunStatus, StepStatus
     from durable_agents.workflows.state import RunState
 
-from durable_agents.workflows.phases.base import RunFailed, failure_reason, is_cancellation
+from durable_agents.workflows.phases.context import (
+    Phase,
+    RunContext,
+    RunFailed,
+    failure_reason,
+    is_cancellation,
+)
+from durable_agents.workflows.phases.model_turn import ModelTurns
 from durable_agents.workflows.phases.story import Story
+from durable_agents.workflows.phases.tool_calls import ToolCalls
 
 
-class Conversing(Story):
-    # True while the run waits to continue as new: waiting senders answer `carried`.
-    _carrying: bool = False
-    # Senders waiting in an update for a reply now, and updates this run has taken (both
-    # counted by the handlers, so a replay counts the same).
-    _waiters: int = 0
-    # Senders waiting in an update, by name.
-    _waiting: dict[str, int]
-    _updates_seen: int = 0
+class Conversation(Phase):
+    """A run people talk to: a turn of the tool loop for each message, in order."""
+
+    def __init__(self, ctx: RunContext, turns: ModelTurns, tools: ToolCalls, story: Story) -> None:
+        super().__init__(ctx)
+        self.turns, self.tools, self.story = turns, tools, story
+        # True while the run waits to continue as new: waiting senders answer `carried`.
+        self.carrying = False
+        # Senders waiting in an update for a reply now, and updates this run has taken
+        # (both counted by the handlers, so a replay counts the same).
+        self.waiters = 0
+        # Senders waiting in an update, by name.
+        self.waiting: dict[str, int] = {}
+        self.updates_seen = 0
 
     @property
     def _conversation(self) -> ConversationFields:
@@ -60,16 +73,11 @@ class Conversing(Story):
         assert convo is not None, "only a conversation has a thread"
         return convo
 
-    async def _tell(self) -> str:
-        if self.state.conversation is None:
-            return await super()._tell()
-        return await self._converse()
-
-    async def _converse(self) -> str:
+    async def tell(self) -> str:
         convo = self._conversation
         if self.state.status is RunStatus.PLANNING:
             self.state.status = RunStatus.RUNNING
-            self._publish()
+            self.ctx.publish()
         while True:
             # Idle: no activity, no timer; a cache may evict the run until a message comes.
             await workflow.wait_condition(
@@ -89,17 +97,17 @@ class Conversing(Story):
             info.is_continue_as_new_suggested()
             or (limit is not None and info.get_current_history_length() >= limit)
             or self._conversation.turns_this_run >= TURNS_PER_RUN
-            or self._updates_seen >= UPDATES_PER_RUN
+            or self.updates_seen >= UPDATES_PER_RUN
         )
 
     async def _continue_conversation(self) -> None:
         # The senders still waiting hear `carried` and ask the fresh run; new updates are
         # refused meanwhile (MOVING); the queue goes along in the state, so no message is
         # lost or answered twice.
-        self._carrying = True
+        self.carrying = True
         self._conversation.turns_this_run = 0
         self.state.trim_for_a_long_life()
-        await self._continue_as_new(workflow.info().get_current_history_length())
+        await self.story.continue_as_new(workflow.info().get_current_history_length())
 
     async def _take_turn(self, message: QueuedMessage) -> None:
         convo = self._conversation
@@ -117,8 +125,8 @@ class Conversing(Story):
         )
         # What the model sees: the first message and the turns the state keeps.
         window = convo.turns[0].message_seq if len(convo.turns) >= TURNS_KEPT else None
-        self._moment("message", f"turn {step.index} from {message.by}")
-        self._open_step(step, message.text, speaker=message.by)
+        self.ctx.moment("message", f"turn {step.index} from {message.by}")
+        self.story.open_step(step, message.text, speaker=message.by)
         try:
             reply, reply_seq = await self._answer_turn(step, window)
             record.reply, record.reply_seq = reply, reply_seq
@@ -135,7 +143,9 @@ class Conversing(Story):
         convo.turns = [*convo.turns, record][-TURNS_KEPT:]
         convo.turns_total += 1
         convo.turns_this_run += 1
-        self._moment("replied", f"turn {step.index}: {preview(record.reply or record.error, 80)}")
+        self.ctx.moment(
+            "replied", f"turn {step.index}: {preview(record.reply or record.error, 80)}"
+        )
 
     async def _answer_turn(self, step: PlanStep, window: int | None) -> tuple[str, int]:
         """Model turns until a reply calls no tool: that reply answers the message (a
@@ -143,9 +153,9 @@ class Conversing(Story):
         parts: list[str] = []
         for _ in range(self.state.limits.max_turns_per_step):
             step.turns += 1
-            turn = await self._model_turn(
+            turn = await self.turns.take(
                 f"turn {step.index}.{step.turns}",
-                self._step_tools(),
+                self.ctx.step_tools(),
                 answer_chars=FINAL_ANSWER_CHARS,
                 stream=True,
                 context_from=window,
@@ -153,10 +163,10 @@ class Conversing(Story):
             if turn.tool_calls:
                 parts = []
                 for call in turn.tool_calls:
-                    await self._handle_tool_call(step, call, turn.content_preview)
+                    await self.tools.handle(step, call, turn.content_preview)
                 continue
             parts.append(turn.content_preview)
-            if self._cut_short(turn):
+            if self.turns.cut_short(turn):
                 reason = turn.finish_reason or "?"
                 self.state.queue_message("user", prompts.FINAL_CUT_SHORT.format(reason=reason))
                 continue
@@ -167,7 +177,7 @@ class Conversing(Story):
 
     # -- what the handlers ask (workflows/agent.py) --------------------------------------
 
-    def _message_error(self, message: UserMessage) -> str | None:
+    def message_error(self, message: UserMessage) -> str | None:
         """Why a message is refused before it reaches the history (None: taken). The
         signature is checked here too: an unsigned message never counts against the run's
         updates or its audit."""
@@ -176,7 +186,7 @@ class Conversing(Story):
             return f"run {self.state.run_id} is not a conversation; it takes no messages"
         if self.state.status.is_closed or convo.closed:
             return f"the conversation {self.state.run_id} is closed; it takes no messages"
-        if self._carrying:
+        if self.carrying:
             return MOVING
         if message.wait and (full := self._waiters_full(message.by)) is not None:
             return f"{full}; send without waiting (the reply comes on its events) or later"
@@ -202,7 +212,7 @@ class Conversing(Story):
             workflow.now(),
         )
 
-    def _enqueue(self, message: UserMessage) -> None:
+    def enqueue(self, message: UserMessage) -> None:
         """Queue a message (once per id): before the handler awaits anything, so messages
         are answered in the order the run accepted them."""
         convo = self._conversation
@@ -220,19 +230,19 @@ class Conversing(Story):
 
     def _waiters_full(self, by: str) -> str | None:
         """Why one more sender may not wait in an update (None: it may)."""
-        if self._waiters >= MAX_WAITERS:
-            return f"{self._waiters} senders already wait on this conversation"
-        if self.state.people_checks >= 2 and self._waiting.get(by, 0) >= MAX_WAITERS_PER_SENDER:
+        if self.waiters >= MAX_WAITERS:
+            return f"{self.waiters} senders already wait on this conversation"
+        if self.state.people_checks >= 2 and self.waiting.get(by, 0) >= MAX_WAITERS_PER_SENDER:
             return f"{by} already waits on {MAX_WAITERS_PER_SENDER} replies here"
         return None
 
-    def _reply_error(self, wanted: ReplyWanted) -> str | None:
+    def reply_error(self, wanted: ReplyWanted) -> str | None:
         """Why a wait for a reply is refused (None: taken): checked as a message is, the
         signature included, so an unsigned wait never holds one of the few places."""
         convo = self.state.conversation
         if convo is None:
             return f"run {self.state.run_id} is not a conversation"
-        if self._carrying:
+        if self.carrying:
             return MOVING
         if (full := self._waiters_full(wanted.by)) is not None:
             return f"{full}; ask later"
@@ -255,21 +265,21 @@ class Conversing(Story):
     def _signing_state(self) -> RunState:
         """The state signatures are checked against: a conversation takes v2 signatures
         (it began after they existed), whether or not its version is settled yet."""
-        if self.state.policy.require_signed_decisions and not self._signatures_settled:
+        if self.state.policy.require_signed_decisions and not self.ctx.signatures_settled:
             return self.state.model_copy(update={"signature_version": 2})
         return self.state
 
-    async def _reply_to(self, message_id: str, by: str) -> TurnReply:
+    async def reply_to(self, message_id: str, by: str) -> TurnReply:
         """Wait until the message's turn is over, stops for a person, or the run moves on."""
-        self._waiters += 1
-        self._waiting[by] = self._waiting.get(by, 0) + 1
+        self.waiters += 1
+        self.waiting[by] = self.waiting.get(by, 0) + 1
         try:
             await workflow.wait_condition(lambda: self._reply_now(message_id) is not None)
         finally:
-            self._waiters -= 1
-            self._waiting[by] -= 1
-            if not self._waiting[by]:
-                del self._waiting[by]
+            self.waiters -= 1
+            self.waiting[by] -= 1
+            if not self.waiting[by]:
+                del self.waiting[by]
         reply = self._reply_now(message_id)
         assert reply is not None
         return reply
@@ -285,7 +295,7 @@ class Conversing(Story):
                 reply=done.reply,
                 error=done.error,
             )
-        if self._carrying:
+        if self.carrying:
             return TurnReply(message_id=message_id, status="carried")
         if self.state.status.is_closed:
             return TurnReply(message_id=message_id, status="closed")
@@ -295,7 +305,7 @@ class Conversing(Story):
                 # Answered long ago: its turn is no longer kept in the state.
                 return TurnReply(message_id=message_id, status="answered")
             return None
-        waiting = self._waiting_detail()
+        waiting = self.waiting_detail()
         if waiting:
             return TurnReply(
                 message_id=message_id,
@@ -305,7 +315,7 @@ class Conversing(Story):
             )
         return None
 
-    def _waiting_detail(self) -> str:
+    def waiting_detail(self) -> str:
         """What the current turn waits for, named for the sender ('' when nothing)."""
         if self.state.status is RunStatus.AWAITING_APPROVAL:
             return "; ".join(

@@ -31,12 +31,13 @@ with workflow.unsafe.imports_passed_through():
     )
 
 
-from durable_agents.workflows.phases.base import failure_reason, is_cancellation
-from durable_agents.workflows.phases.gate import Gate
+from durable_agents.workflows.phases.context import Phase, failure_reason, is_cancellation
 
 
-class Delegating(Gate):
-    async def _delegate(
+class Delegating(Phase):
+    """A sub-agent's run for a task the model handed it."""
+
+    async def delegate(
         self, step: PlanStep, call: ToolCall, spec: Tool, args: DelegateArgs
     ) -> None:
         """Run the sub-agent on the task as a child workflow and hand its answer to the model.
@@ -44,7 +45,7 @@ class Delegating(Gate):
         agent = spec.delegate_to or ""
         reused = self.state.reusable_delegation(agent, step.index, args.task)
         if reused is not None:
-            self._moment("delegate answer reused", f"{agent}: {reused.child_id}")
+            self.ctx.moment("delegate answer reused", f"{agent}: {reused.child_id}")
             self._delegate_answered(step, call, spec, reused.child_id, "completed", reused.answer)
             return
         now = workflow.now()
@@ -61,8 +62,8 @@ class Delegating(Gate):
             report_token=str(workflow.uuid4()),
         )
         self.state.start_delegation(delegation, now)
-        self._moment("delegated", f"{agent}: {child_id}")
-        memory = self._agent.memory
+        self.ctx.moment("delegated", f"{agent}: {child_id}")
+        memory = self.ctx.agent.memory
         shared = memory is not None and memory.shared_with_sub_agents
         request = RunRequest(
             goal=args.task,
@@ -77,7 +78,7 @@ class Delegating(Gate):
                 run_id=self.state.run_id,
                 step=step.index,
                 tool_call_id=call.id,
-                agent=self._agent.name,
+                agent=self.ctx.agent.name,
                 identities=[*signed_changes.runs_above(self.state), self.state.store_key][-20:],
                 report_token=delegation.report_token,
             ),
@@ -86,7 +87,7 @@ class Delegating(Gate):
             if self.state.shadow is not None
             else None,
         )
-        self._active_child = child_id
+        self.ctx.active_child = child_id
         try:
             result = await self._child_result(child_id, request)
         except ChildWorkflowError as err:
@@ -95,13 +96,13 @@ class Delegating(Gate):
             else:
                 result = RunResult(run_id=child_id, status="failed", error=failure_reason(err))
         finally:
-            self._active_child = None
+            self.ctx.active_child = None
         faults.reached("after_child_answer", child_id)
         answer = result.final_answer if result.status == "completed" else result.error
         self.state.finish_delegation(child_id, result.status, answer, result.spent, workflow.now())
-        self._moment("delegate answered", f"{agent}: {result.status}")
+        self.ctx.moment("delegate answered", f"{agent}: {result.status}")
         self._delegate_answered(step, call, spec, child_id, result.status, answer)
-        self._report_spend()
+        self.ctx.report_spend()
 
     async def _child_result(self, child_id: str, request: RunRequest) -> RunResult:
         faults.reached("before_child_start", child_id)

@@ -38,25 +38,27 @@ with workflow.unsafe.imports_passed_through():
     from durable_agents.workflows.whatif import POLICY_ACTOR, recorded_actor
 
 
-from durable_agents.workflows.phases.base import (
+from durable_agents.workflows.phases.context import (
     DEADLINE_ACTOR,
+    Phase,
     RunFailed,
     failure_reason,
     is_cancellation,
 )
-from durable_agents.workflows.phases.model_turn import ModelTurns
 
 
-class Gate(ModelTurns):
-    async def _rules_verdict(
+class Gate(Phase):
+    """Who may let a tool call run: the agent's rules, then a person where one must."""
+
+    async def rules_verdict(
         self, step: PlanStep, record: ToolRecord, args: BaseModel
     ) -> CallVerdict | None:
         """The agent's own approval rules, in order: the first deny wins; else the first
         ask; approvals change nothing (declared risks and the policy still apply). Each
         verdict goes into the audit log; an evaluator's is in the history too."""
-        if not self._agent.rules:
+        if not self.ctx.agent.rules:
             return None
-        code = {rule_name(rule): rule for rule in self._agent_code().rules}
+        code = {rule_name(rule): rule for rule in self.ctx.agent_code().rules}
         review = CallToReview(
             tool=record.name,
             arguments=args.model_dump(mode="json"),
@@ -67,11 +69,11 @@ class Gate(ModelTurns):
             effects_so_far=self.state.effects.total,
         )
         asked: CallVerdict | None = None
-        for name in self._agent.rules:
+        for name in self.ctx.agent.rules:
             rule = code.get(name)
             if rule is None:
                 raise AgentUnavailable(
-                    f"this worker's agent {self._agent.name!r} has no approval rule {name!r}, "
+                    f"this worker's agent {self.ctx.agent.name!r} has no approval rule {name!r}, "
                     "which the run recorded; the run waits for a worker that has it"
                 )
             verdict = await self._apply_rule(name, rule, review)
@@ -90,7 +92,7 @@ class Gate(ModelTurns):
             try:
                 verdict: CallVerdict = await workflow.execute_activity(
                     EVALUATE_CALL,
-                    EvaluationInput(agent=self._agent.name, rule=name, call=review.model_dump()),
+                    EvaluationInput(agent=self.ctx.agent.name, rule=name, call=review.model_dump()),
                     result_type=CallVerdict,
                     summary=f"rule: {name} on {review.tool}",
                     **evaluation(rule.timeout).kwargs(),
@@ -112,7 +114,7 @@ class Gate(ModelTurns):
         reason = preview(verdict_found.reason, 2000)
         return CallVerdict(rule=name, decision=verdict_found.decision, reason=reason)
 
-    async def _await_approval(
+    async def await_approval(
         self, step: PlanStep, call: ToolCall, spec: Tool, args: BaseModel, reason: str, rule: str
     ) -> ApprovalRequest:
         request = ApprovalRequest(
@@ -123,29 +125,29 @@ class Gate(ModelTurns):
             rule=rule,
             step=step.index,
             requested_at=workflow.now(),
-            deadline=workflow.now() + self._decision_timeout,
+            deadline=workflow.now() + self.ctx.decision_timeout,
         )
         self.state.request_approval(request)
-        self._moment("approval requested", f"{spec.name} ({rule})")
+        self.ctx.moment("approval requested", f"{spec.name} ({rule})")
         if self.state.shadow is not None:
             self._decide_as_recorded(request)
-            self._publish()
+            self.ctx.publish()
             return request
 
         def decided() -> bool:
             return request.status is not ApprovalStatus.PENDING
 
-        if not await self._wait(decided) and self.state.policy.on_timeout == "escalate":
-            self.state.escalate(request, workflow.now() + self._decision_timeout, workflow.now())
-            self._moment("approval escalated", spec.name)
-            await self._wait(decided)
+        if not await self.ctx.wait(decided) and self.state.policy.on_timeout == "escalate":
+            self.state.escalate(request, workflow.now() + self.ctx.decision_timeout, workflow.now())
+            self.ctx.moment("approval escalated", spec.name)
+            await self.ctx.wait(decided)
         if not decided():
             late = Decision(
                 request_id=request.request_id, by=DEADLINE_ACTOR, comment="no decision in time"
             )
             self.state.decide(late, False, workflow.now())
-            self._moment("deadline passed", f"{spec.name} rejected")
-        self._publish()
+            self.ctx.moment("deadline passed", f"{spec.name} rejected")
+        self.ctx.publish()
         return request
 
     def _decide_as_recorded(self, request: ApprovalRequest) -> None:
@@ -166,7 +168,7 @@ class Gate(ModelTurns):
             approved = shadow.unmatched == "approve"
         decision = Decision(request_id=request.request_id, by=by, comment=comment)
         self.state.decide(decision, approved, workflow.now())
-        self._moment("approved" if approved else "rejected", f"{request.tool} by {by}")
+        self.ctx.moment("approved" if approved else "rejected", f"{request.tool} by {by}")
 
     def _answer_as_recorded(self, question: Question) -> None:
         """A shadow's question: the recorded run's answer to the same question, else none
@@ -185,23 +187,23 @@ class Gate(ModelTurns):
         else:
             self.state.expire(question, workflow.now())
 
-    async def _ask_human(self, step: PlanStep, call: ToolCall, args: AskHumanArgs) -> None:
+    async def ask_human(self, step: PlanStep, call: ToolCall, args: AskHumanArgs) -> None:
         question = Question(
             question_id=call.id,
             question=args.question,
             options=args.options,
             step=step.index,
             asked_at=workflow.now(),
-            deadline=workflow.now() + self._decision_timeout,
+            deadline=workflow.now() + self.ctx.decision_timeout,
         )
         self.state.ask(question)
-        self._moment("question asked", preview(args.question, 80))
+        self.ctx.moment("question asked", preview(args.question, 80))
         if self.state.shadow is not None:
             self._answer_as_recorded(question)
-        elif not await self._wait(lambda: question.status is not QuestionStatus.PENDING):
+        elif not await self.ctx.wait(lambda: question.status is not QuestionStatus.PENDING):
             self.state.expire(question, workflow.now())
-            self._moment("deadline passed", "question expired")
-        self._publish()
+            self.ctx.moment("deadline passed", "question expired")
+        self.ctx.publish()
         if question.status is QuestionStatus.ANSWERED:
             text = f"answer from {question.answered_by}: {question.answer}"
         else:

@@ -18,11 +18,18 @@ with workflow.unsafe.imports_passed_through():
     from durable_agents.workflows.contract_base import CUT_SHORT_REASONS, PREVIEW_CHARS
 
 
-from durable_agents.workflows.phases.budget import Budgeting
+from durable_agents.workflows.phases.budget import Budget
+from durable_agents.workflows.phases.context import Phase, RunContext
 
 
-class ModelTurns(Budgeting):
-    async def _model_turn(
+class ModelTurns(Phase):
+    """One model turn at a time, each within the budget."""
+
+    def __init__(self, ctx: RunContext, budget: Budget) -> None:
+        super().__init__(ctx)
+        self.budget = budget
+
+    async def take(
         self,
         label: str,
         tools: tuple[str, ...],
@@ -33,8 +40,8 @@ class ModelTurns(Budgeting):
         stream: bool | None = None,
         context_from: int | None = None,
     ) -> ModelTurn:
-        await self._pause_point()
-        await self._within_budget("model")
+        await self.ctx.pause_point()
+        await self.budget.within("model")
         call = ModelCallInput(
             run_id=self.state.store_key,
             append=self.state.drain_outbox(),
@@ -42,7 +49,7 @@ class ModelTurns(Budgeting):
             tools=list(tools),
             force_tool=force_tool,
             # Named unless it is the default: a few bytes less in every step's history.
-            agent=None if self._agent.name == BEFORE_AGENTS else self._agent.name,
+            agent=None if self.ctx.agent.name == BEFORE_AGENTS else self.ctx.agent.name,
             run_label=self.state.label,
             label=label,
             preview_chars=preview_chars,
@@ -55,19 +62,19 @@ class ModelTurns(Budgeting):
             ),
             **self.state.call_budget(),
         )
-        self._moment("model", f"{label} (seq {call.reply_seq})", call.reply_seq)
+        self.ctx.moment("model", f"{label} (seq {call.reply_seq})", call.reply_seq)
         while True:
-            turn = await self._call_model(call)
+            turn = await self._call(call)
             if turn.over_budget is None:
                 break
             # Not made: it would have passed the budget. Made once someone raises it.
-            await self._ask_for_budget("model", turn.over_budget)
+            await self.budget.ask_for_more("model", turn.over_budget)
             call = call.model_copy(update=self.state.call_budget())
         self.state.record_usage(turn.usage, memoized=turn.memoized)
-        self._report_spend()
+        self.ctx.report_spend()
         return turn
 
-    async def _call_model(self, call: ModelCallInput) -> ModelTurn:
+    async def _call(self, call: ModelCallInput) -> ModelTurn:
         turn: ModelTurn = await workflow.execute_activity(
             CALL_MODEL,
             call,
@@ -78,6 +85,6 @@ class ModelTurns(Budgeting):
         return turn
 
     @staticmethod
-    def _cut_short(turn: ModelTurn) -> bool:
+    def cut_short(turn: ModelTurn) -> bool:
         """A reply the endpoint cut before the model was done: not an answer."""
         return turn.finish_reason in CUT_SHORT_REASONS and workflow.patched(patches.CUT_SHORT)

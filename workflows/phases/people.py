@@ -19,7 +19,7 @@ with workflow.unsafe.imports_passed_through():
     from durable_agents.workflows.records import ApprovalRequest, Question
     from durable_agents.workflows.signing import Action
 
-from durable_agents.workflows.phases.beginnings import Beginnings
+from durable_agents.workflows.phases.context import Phase
 from durable_agents.workflows.phases.inputs import refuse_if
 
 Done = TypeVar("Done")
@@ -34,69 +34,69 @@ class Refused(Exception):
         self.error, self.recorded = error, recorded
 
 
-class PeopleActions(Beginnings):
-    def _decide(self, decision: Decision, approved: bool) -> ApprovalRequest:
+class PeopleActions(Phase):
+    """A person's decision, answer or change, checked (and its signature) before it counts."""
+
+    def decide(self, decision: Decision, approved: bool) -> ApprovalRequest:
         if (error := self.state.decision_error(decision, approved)) is not None:
             raise Refused(error, recorded=False)
-        self._settle_signatures()
+        self.ctx.settle_signatures()
         now = workflow.now()
         if error := signed_changes.decision_error(self.state, decision, approved, now):
-            self._refuse(decision.by, error)
+            self.ctx.refuse(decision.by, error)
             raise Refused(error, recorded=True)
         decided = self.state.decide(decision, approved, now)
-        self._moment(decided.status.value, f"{decided.tool} by {decision.by}")
+        self.ctx.moment(decided.status.value, f"{decided.tool} by {decision.by}")
         return decided
 
-    def _answer(self, answer: Answer) -> Question:
+    def answer(self, answer: Answer) -> Question:
         if (error := self.state.answer_error(answer)) is not None:
             raise Refused(error, recorded=False)
-        self._settle_signatures()
+        self.ctx.settle_signatures()
         if (error := signed_changes.answer_error(self.state, answer, workflow.now())) is not None:
-            self._refuse(answer.by, error)
+            self.ctx.refuse(answer.by, error)
             raise Refused(error, recorded=True)
         question = self.state.answer(answer, workflow.now())
-        self._moment("answered", answer.by)
+        self.ctx.moment("answered", answer.by)
         return question
 
-    @staticmethod
-    def _as_signal(what: str, act: Callable[[], object]) -> None:
-        """A signal's way with a refusal: a warning, nothing else."""
-        try:
-            act()
-        except Refused as refused:
-            verdict = "refused" if refused.recorded else "ignored"
-            workflow.logger.warning("%s %s: %s", what, verdict, refused.error)
-
-    @staticmethod
-    def _as_update(act: Callable[[], Done]) -> Done:
-        """An update's way with a refusal: the caller's error (InputRefused)."""
-        try:
-            return act()
-        except Refused as refused:
-            error = refused.error
-        # Raised outside the handler: the caller's failure carries no Refused as its cause.
-        raise ApplicationError(error, type="InputRefused", non_retryable=True)
-
-    def _counts(self, action: Action, by: str, signed: SignedDecision | None, says: Any) -> bool:
+    def counts(self, action: Action, by: str, signed: SignedDecision | None, says: Any) -> bool:
         """Whether a person's change counts (always, unless the policy requires signed
         changes); one that does not is refused in the audit, and nothing else changes."""
         return self._change_refused(action, by, signed, says) is None
 
-    def _must_count(
-        self, action: Action, by: str, signed: SignedDecision | None, says: Any
-    ) -> None:
+    def must_count(self, action: Action, by: str, signed: SignedDecision | None, says: Any) -> None:
         """`_counts` for an update: a refusal is recorded, then raised to the caller."""
         refuse_if(self._change_refused(action, by, signed, says))
 
     def _change_refused(
         self, action: Action, by: str, signed: SignedDecision | None, says: Any
     ) -> str | None:
-        self._settle_signatures()
+        self.ctx.settle_signatures()
         now = workflow.now()
         error = signed_changes.change_error(self.state, action, by, signed, says, now)
         if error is not None:
-            self._refuse(by, error)
+            self.ctx.refuse(by, error)
             workflow.logger.warning("%s refused: %s", action, error)
             return error
         signed_changes.note_used(self.state, signed, now)
         return None
+
+
+def as_signal(what: str, act: Callable[[], object]) -> None:
+    """A signal's way with a refusal: a warning, nothing else."""
+    try:
+        act()
+    except Refused as refused:
+        verdict = "refused" if refused.recorded else "ignored"
+        workflow.logger.warning("%s %s: %s", what, verdict, refused.error)
+
+
+def as_update(act: Callable[[], Done]) -> Done:
+    """An update's way with a refusal: the caller's error (InputRefused)."""
+    try:
+        return act()
+    except Refused as refused:
+        error = refused.error
+    # Raised outside the handler: the caller's failure carries no Refused as its cause.
+    raise ApplicationError(error, type="InputRefused", non_retryable=True)

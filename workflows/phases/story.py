@@ -21,15 +21,22 @@ with workflow.unsafe.imports_passed_through():
     )
 
 
-from durable_agents.workflows.phases.base import RunFailed
+from durable_agents.workflows.phases.context import Phase, RunContext, RunFailed
+from durable_agents.workflows.phases.model_turn import ModelTurns
 from durable_agents.workflows.phases.tool_calls import ToolCalls
 
 PLAN_TOOLS: tuple[str, ...] = (SUBMIT_PLAN,)
 
 
-class Story(ToolCalls):
-    async def _tell(self) -> str:
-        if not self._agent.planning:
+class Story(Phase):
+    """A run that is not a conversation: its plan and steps, or its plain loop."""
+
+    def __init__(self, ctx: RunContext, turns: ModelTurns, tools: ToolCalls) -> None:
+        super().__init__(ctx)
+        self.turns, self.tools = turns, tools
+
+    async def tell(self) -> str:
+        if not self.ctx.agent.planning:
             return await self._answer_in_shape(await self._loop())
         if not self.state.plan:  # a fork made after planning keeps its plan
             await self._plan()
@@ -40,22 +47,22 @@ class Story(ToolCalls):
 
     def _shape_message(self) -> str:
         """What the model is told of the answer's declared type ("" when it is free text)."""
-        declared = self._agent.output
+        declared = self.ctx.agent.output
         if declared is None:
             return ""
         return prompts.answer_shape(declared.name, schema_text(self._output_type()))
 
     def _output_type(self) -> type[BaseModel]:
         """The worker's answer type, checked against the one the run recorded."""
-        declared = self._agent.output
-        code = self._agent_code().output_type
+        declared = self.ctx.agent.output
+        code = self.ctx.agent_code().output_type
         # The type itself, not how many answers this build would ask for (the run asks
         # for what it recorded).
         made = output_record(code) if code is not None else None
         kept = (declared.name, declared.schema_digest) if declared is not None else None
         if code is None or made is None or (made.name, made.schema_digest) != kept:
             raise AgentUnavailable(
-                f"this worker's agent {self._agent.name!r} declares another answer type than "
+                f"this worker's agent {self.ctx.agent.name!r} declares another answer type than "
                 "when the run started; the run waits for a worker with the type as it was"
             )
         return code
@@ -64,7 +71,7 @@ class Story(ToolCalls):
         """The answer, validated against the agent's declared type (workflows/output.py):
         a reply out of shape goes back to the model with the error, a bounded number of
         times; the parsed answer is kept in the state."""
-        declared = self._agent.output
+        declared = self.ctx.agent.output
         if declared is None:
             return answer
         output_type = self._output_type()
@@ -76,7 +83,7 @@ class Story(ToolCalls):
             if attempt == declared.attempts:
                 break
             self.state.queue_message("user", prompts.answer_again(declared.name, error))
-            turn = await self._model_turn(
+            turn = await self.turns.take(
                 f"answer again {attempt}", (), preview_chars=FINAL_ANSWER_CHARS
             )
             answer = turn.content_preview
@@ -92,17 +99,17 @@ class Story(ToolCalls):
         length = info.get_current_history_length()
         if not (info.is_continue_as_new_suggested() or (limit and length >= limit)):
             return
-        await self._continue_as_new(length)
+        await self.continue_as_new(length)
 
-    async def _continue_as_new(self, length: int) -> None:
+    async def continue_as_new(self, length: int) -> None:
         await workflow.wait_condition(workflow.all_handlers_finished)
-        await self._signals_sent()
+        await self.ctx.signals_sent()
         self.state.log(workflow.now(), "system", "continued_as_new", f"after {length} events")
-        self._moment("continued as new", f"run {self.state.chain} ended after {length} events")
+        self.ctx.moment("continued as new", f"run {self.state.chain} ended after {length} events")
         workflow.continue_as_new(
             RunRequest(
                 goal=self.state.goal,
-                agent=self._agent.name,
+                agent=self.ctx.agent.name,
                 label=self.state.label,
                 policy=self.state.policy,
                 limits=self.state.limits,
@@ -116,10 +123,10 @@ class Story(ToolCalls):
         self.state.phase_start_seq = self.state.next_seq
         self.state.queue_message("user", prompts.goal_message(self.state.goal))
         for _ in range(self.state.limits.max_plan_attempts):
-            turn = await self._model_turn("plan", PLAN_TOOLS, force_tool=SUBMIT_PLAN)
+            turn = await self.turns.take("plan", PLAN_TOOLS, force_tool=SUBMIT_PLAN)
             plan: SubmitPlanArgs | None = None
             for call in turn.tool_calls:
-                valid = self._validated_call(call, allowed=PLAN_TOOLS)
+                valid = self.tools.validated_call(call, allowed=PLAN_TOOLS)
                 args = valid[2] if valid is not None else None
                 if isinstance(args, SubmitPlanArgs) and plan is None:
                     plan = args
@@ -135,22 +142,22 @@ class Story(ToolCalls):
             f"the model gave no valid plan in {self.state.limits.max_plan_attempts} attempts"
         )
 
-    def _open_step(self, step: PlanStep, instruction: str, speaker: str | None = None) -> None:
+    def open_step(self, step: PlanStep, instruction: str, speaker: str | None = None) -> None:
         """A step begins: its phase of the transcript starts with the instruction (a
         conversation's: the person's message, with who wrote it)."""
         self.state.start_step(step, workflow.now())
-        self._publish()
+        self.ctx.publish()
         self.state.phase_start_seq = self.state.next_seq
         self.state.flush_notes()
         self.state.queue_message("user", instruction, speaker=speaker)
 
     async def _run_step(self, step: PlanStep) -> None:
-        self._open_step(step, prompts.step_message(step.index, len(self.state.plan), step.title))
+        self.open_step(step, prompts.step_message(step.index, len(self.state.plan), step.title))
         for _ in range(self.state.limits.max_turns_per_step):
             step.turns += 1
-            turn = await self._model_turn(f"step {step.index}", self._step_tools())
+            turn = await self.turns.take(f"step {step.index}", self.ctx.step_tools())
             if not turn.tool_calls:
-                if self._cut_short(turn):
+                if self.turns.cut_short(turn):
                     reason = turn.finish_reason or "?"
                     self.state.queue_message("user", prompts.CUT_SHORT.format(reason=reason))
                     continue
@@ -161,7 +168,7 @@ class Story(ToolCalls):
                 return
             done_summary: str | None = None
             for call in turn.tool_calls:
-                summary = await self._handle_tool_call(step, call, turn.content_preview)
+                summary = await self.tools.handle(step, call, turn.content_preview)
                 done_summary = summary if summary is not None else done_summary
             if done_summary is not None:
                 self.state.complete_step(step, done_summary, workflow.now())
@@ -179,20 +186,20 @@ class Story(ToolCalls):
         step = self.state.next_step()
         if step is None:  # a fork of a finished loop
             return self.state.final_answer or ""
-        self._open_step(step, prompts.task_message(self.state.goal) + self._shape_message())
+        self.open_step(step, prompts.task_message(self.state.goal) + self._shape_message())
         parts: list[str] = []
         for _ in range(self.state.limits.max_turns_per_step):
             step.turns += 1
-            turn = await self._model_turn(
-                f"turn {step.turns}", self._step_tools(), answer_chars=FINAL_ANSWER_CHARS
+            turn = await self.turns.take(
+                f"turn {step.turns}", self.ctx.step_tools(), answer_chars=FINAL_ANSWER_CHARS
             )
             if turn.tool_calls:
                 parts = []
                 for call in turn.tool_calls:
-                    await self._handle_tool_call(step, call, turn.content_preview)
+                    await self.tools.handle(step, call, turn.content_preview)
                 continue
             parts.append(turn.content_preview)
-            if self._cut_short(turn):
+            if self.turns.cut_short(turn):
                 reason = turn.finish_reason or "?"
                 self.state.queue_message("user", prompts.FINAL_CUT_SHORT.format(reason=reason))
                 continue
@@ -210,9 +217,9 @@ class Story(ToolCalls):
         self.state.queue_message("user", prompts.final_message(recap) + self._shape_message())
         parts: list[str] = []
         for _ in range(self.state.limits.max_turns_per_step):
-            turn = await self._model_turn("final answer", (), preview_chars=FINAL_ANSWER_CHARS)
+            turn = await self.turns.take("final answer", (), preview_chars=FINAL_ANSWER_CHARS)
             parts.append(turn.content_preview)
-            if not self._cut_short(turn):
+            if not self.turns.cut_short(turn):
                 break
             reason = turn.finish_reason or "?"
             self.state.queue_message("user", prompts.FINAL_CUT_SHORT.format(reason=reason))

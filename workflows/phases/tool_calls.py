@@ -39,8 +39,15 @@ with workflow.unsafe.imports_passed_through():
     )
 
 
-from durable_agents.workflows.phases.base import failure_reason, is_cancellation
+from durable_agents.workflows.phases.budget import Budget
+from durable_agents.workflows.phases.context import (
+    Phase,
+    RunContext,
+    failure_reason,
+    is_cancellation,
+)
 from durable_agents.workflows.phases.delegating import Delegating
+from durable_agents.workflows.phases.gate import Gate
 from durable_agents.workflows.phases.inputs import describe
 
 # A tool call the workflow may run: the worker's tool, the run's record of it (None for a
@@ -48,11 +55,17 @@ from durable_agents.workflows.phases.inputs import describe
 ValidCall = tuple[Tool, ToolRecord | None, BaseModel]
 
 
-class ToolCalls(Delegating):
-    def _validated_call(self, call: ToolCall, *, allowed: tuple[str, ...]) -> ValidCall | None:
+class ToolCalls(Phase):
+    """The model's tool calls: validated, gated, within the budget, then run."""
+
+    def __init__(self, ctx: RunContext, budget: Budget, gate: Gate, delegation: Delegating) -> None:
+        super().__init__(ctx)
+        self.budget, self.gate, self.delegation = budget, gate, delegation
+
+    def validated_call(self, call: ToolCall, *, allowed: tuple[str, ...]) -> ValidCall | None:
         """The tool called, its record and the model's arguments, validated; on error, tell
         the model and return None."""
-        found = self._tool(call.name) if call.name in allowed else None
+        found = self.ctx.tool(call.name) if call.name in allowed else None
         if found is None:
             text = prompts.unknown_tool(call.name, list(allowed))
             self.state.queue_message("tool", text, call.id)
@@ -77,9 +90,9 @@ class ToolCalls(Delegating):
             self.state.queue_message("tool", text, call.id)
             return None
 
-    async def _handle_tool_call(self, step: PlanStep, call: ToolCall, reason: str) -> str | None:
+    async def handle(self, step: PlanStep, call: ToolCall, reason: str) -> str | None:
         """Gate and run one tool call. Returns the summary when the call ends the step."""
-        valid = self._validated_call(call, allowed=self._step_tools())
+        valid = self.validated_call(call, allowed=self.ctx.step_tools())
         if valid is None:
             return None
         spec, record, args = valid
@@ -87,29 +100,29 @@ class ToolCalls(Delegating):
             self.state.queue_message("tool", prompts.STEP_MARKED_DONE, call.id)
             return args.summary
         if isinstance(args, AskHumanArgs):
-            await self._ask_human(step, call, args)
+            await self.gate.ask_human(step, call, args)
             return None
         if record is None:  # a built-in tool the workflow handles, none left here
             return None
         rule = approval_rule(record, args, self.state.policy, self.state.usage.cost_usd)
-        verdict = await self._rules_verdict(step, record, args)
+        verdict = await self.gate.rules_verdict(step, record, args)
         if verdict is not None and verdict.decision == "deny":
             text = prompts.denied(spec.name, verdict.rule, verdict.reason)
             self.state.queue_message("tool", text, call.id)
-            self._moment("denied by rule", f"{spec.name} ({verdict.rule})")
+            self.ctx.moment("denied by rule", f"{spec.name} ({verdict.rule})")
             return None
         if rule is None and verdict is not None and verdict.decision == "ask":
             rule = f"rule {verdict.rule}: {verdict.reason}"
         if rule is not None:
-            request = await self._await_approval(step, call, spec, args, reason, rule)
+            request = await self.gate.await_approval(step, call, spec, args, reason, rule)
             if request.status is not ApprovalStatus.APPROVED:
                 text = prompts.rejected(spec.name, request.decided_by or "?", request.comment)
                 self.state.queue_message("tool", text, call.id)
                 return None
-        await self._pause_point()
-        await self._within_budget("delegate" if spec.delegate_to else "tool")
+        await self.ctx.pause_point()
+        await self.budget.within("delegate" if spec.delegate_to else "tool")
         if spec.delegate_to is not None and isinstance(args, DelegateArgs):
-            await self._delegate(step, call, spec, args)
+            await self.delegation.delegate(step, call, spec, args)
         else:
             await self._run_tool(step, call, spec, args, record)
         return None
@@ -135,14 +148,14 @@ class ToolCalls(Delegating):
             side_effect=derived or None,
             idempotency_key=None if derived else key,
             namespace=self.state.memory_namespace if memory else None,
-            agent=self._agent.name if record.mcp or memory else None,
+            agent=self.ctx.agent.name if record.mcp or memory else None,
             mcp=record.mcp,
             mcp_name=record.mcp_name,
             shadow=True if self.state.shadow is not None else None,
             shadow_of=self.state.shadow.store_of if self.state.shadow is not None else None,
         )
         self.state.tool_calls += 1
-        self._moment("tool", f"{spec.name} (seq {tool_input.result_seq})", tool_input.result_seq)
+        self.ctx.moment("tool", f"{spec.name} (seq {tool_input.result_seq})", tool_input.result_seq)
         try:
             outcome: ToolOutcome = await workflow.execute_activity(
                 CALL_MCP_TOOL if record.mcp else RUN_TOOL,
@@ -154,7 +167,7 @@ class ToolCalls(Delegating):
         except ActivityError as err:
             if is_cancellation(err) or not workflow.patched(patches.TOOL_ERRORS):
                 raise
-            self._report_spend()
+            self.ctx.report_spend()
             # The tool failed for good: the model hears why; the run goes on.
             text = prompts.tool_failed(spec.name, failure_reason(err))
             self.state.queue_message("tool", text, call.id)
@@ -167,7 +180,7 @@ class ToolCalls(Delegating):
                 seq=tool_input.result_seq,
             )
             self.state.record_tool_result(failed, workflow.now())
-            self._moment("tool failed", spec.name)
+            self.ctx.moment("tool failed", spec.name)
             return
         if key is not None:  # the ledger's recorded result for this key: what really happened
             effect = EffectSummary(tool=spec.name, idempotency_key=key, ok=outcome.ok)
@@ -181,7 +194,7 @@ class ToolCalls(Delegating):
             seq=outcome.result_seq,
         )
         self.state.record_tool_result(result, workflow.now())
-        self._report_spend()
+        self.ctx.report_spend()
 
 
 def _no_constant(name: str) -> Any:

@@ -1,14 +1,16 @@
-"""What every phase of a run stands on: the run's state and recorded agent, the Web UI's
-view of it (publishing), its timeline (moments), waiting for a person, and how it fails.
+"""The run context every phase is handed: the run's state and recorded agent, the Web UI's
+view of it (publishing), its timeline (moments), waiting for a person, signals sent for
+later, spend reports, and how a run fails.
 
-The agent workflow is a stack of phases, each a class in a module of its own that builds
-on the one below and may use all of it:
+The phases are objects built from this context and from one another, wired by the
+workflow class (workflows/agent.py):
 
-    RunBase  <  Budgeting  <  ModelTurns  <  Gate  <  Delegating  <  ToolCalls  <  Story
-             <  Conversing  <  Beginnings  <  PeopleActions  <  AgentWorkflow (workflows/agent.py)
+    Budget(ctx)    ModelTurns(ctx, budget)    Gate(ctx, people)    Delegation(ctx)
+    ToolCalls(ctx, budget, gate, delegation)   Story(ctx, turns, tools)
+    Conversation(ctx, turns, tools, story)     Beginnings(ctx)     PeopleActions(ctx)
 
-so a phase reads top to bottom with what it needs already defined, and no phase reaches
-up. Deterministic code only, like all of workflows/.
+so each can be built and tested alone, and reaches only what it was handed.
+Deterministic code only, like all of workflows/.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ with workflow.unsafe.imports_passed_through():
     from durable_agents.workflows.agent_records import AgentRecord, ToolRecord
     from durable_agents.workflows.agents import BEFORE_AGENTS, Agent
     from durable_agents.workflows.contract_base import preview
-    from durable_agents.workflows.contracts import ChildSpend, SubjectKey
+    from durable_agents.workflows.contracts import ChildSpend
     from durable_agents.workflows.memory import MEMORY_TOOLS
     from durable_agents.workflows.registry import AgentRegistry, served
     from durable_agents.workflows.state import RunState
@@ -70,76 +72,72 @@ class RunFailed(Exception):
     """A rule of the run was broken (no plan, a step that never ends): the run fails."""
 
 
-class RunBase:
-    """The run's state and the workflow's own bookkeeping (set in AgentWorkflow.__init__)."""
+class RunContext:
+    """The run's state and the bookkeeping every phase shares; each attribute here is the
+    context's own, and a phase reaches the run only through it."""
 
-    state: RunState
-    # What was last upserted as search attributes (before `step-published-with-status`).
-    _published: tuple[str, int, str] | None
-    _signatures_settled: bool  # patches.EVERY_CHANGE_SIGNED, asked once
-    _step_with_status: bool | None  # patches.STEP_WITH_STATUS, asked once
-    _story: asyncio.Task[str] | None
-    # The sub-agent's run this run waits on now (pause, resume, cancel, budget reach it).
-    _active_child: str | None
-    _sending: set[asyncio.Task[None]]
-    # A fork's start: why its starting state was refused, and its parent's store key.
-    _fork_error: str | None
-    _parent_store_key: str | None
-    # A fork's state as its request carried it (checked against the parent's record).
-    _carried: RunState | None
-    # Keys that grant subjects, as the agent record brought them (AGENT_SUBJECT_KEYS).
-    _subject_keys: dict[str, SubjectKey]
+    def __init__(self, state: RunState) -> None:
+        # Replaced whole by a fork's start (Beginnings.start_as_fork): phases read it here.
+        self.state = state
+        # What was last upserted as search attributes (before `step-published-with-status`).
+        self.published: tuple[str, int, str] | None = None
+        self.signatures_settled = False  # patches.EVERY_CHANGE_SIGNED, asked once
+        self.step_with_status: bool | None = None  # patches.STEP_WITH_STATUS, asked once
+        # The sub-agent's run this run waits on now (pause, resume, cancel, budget reach it).
+        self.active_child: str | None = None
+        # Signals sent and not yet delivered (spend reports, forwarded pauses).
+        self.sending: set[asyncio.Task[None]] = set()
 
-    def _registry(self) -> AgentRegistry:
+    def registry(self) -> AgentRegistry:
         return served(workflow.info().task_queue)
 
     @property
-    def _agent(self) -> AgentRecord:
+    def agent(self) -> AgentRecord:
         """The run's recorded agent; runs from before agents existed record theirs now."""
         if self.state.agent is None:
-            self.state.agent = self._registry().agent(BEFORE_AGENTS).record()
+            self.state.agent = self.registry().agent(BEFORE_AGENTS).record()
         return self.state.agent
 
-    def _agent_code(self) -> Agent:
-        return self._registry().agent(self._agent.name)
+    def agent_code(self) -> Agent:
+        return self.registry().agent(self.agent.name)
 
-    def _tool(self, name: str) -> tuple[Tool, ToolRecord | None] | None:
+    def tool(self, name: str) -> tuple[Tool, ToolRecord | None] | None:
         """The worker's tool for a name the run may call, checked against the record."""
         if name in INTERNAL_TOOLS:
             return INTERNAL_TOOLS[name], None
-        record = self._agent.tool(name)
+        record = self.agent.tool(name)
         if record is None:
             return None
-        return self._registry().tool_for(record, self._agent.name), record
+        return self.registry().tool_for(record, self.agent.name), record
 
-    def _step_tools(self) -> tuple[str, ...]:
-        own = tuple(t.name for t in self._agent.tools)
-        if self.state.memory_namespace is None and self._agent.memory is not None:
+    def step_tools(self) -> tuple[str, ...]:
+        own = tuple(t.name for t in self.agent.tools)
+        if self.state.memory_namespace is None and self.agent.memory is not None:
             # Memory is optional for this agent, and this run's subject names too little.
             own = tuple(name for name in own if name not in MEMORY_TOOLS)
-        if self._agent.planning:
+        if self.agent.planning:
             return (COMPLETE_STEP, ASK_HUMAN, *own)
         return (ASK_HUMAN, *own)
 
-    def _fail(self, err: BaseException) -> NoReturn:
+    def fail(self, err: BaseException) -> NoReturn:
         reason = failure_reason(err)
         self.state.fail(reason, workflow.now())
-        self._moment("failed", reason)
+        self.moment("failed", reason)
         raise ApplicationError(reason, type="AgentRunFailed", non_retryable=True) from err
 
-    def _publish(self) -> None:
+    def publish(self) -> None:
         """Keep the Web UI's current details and our search attributes in step with the state."""
         workflow.set_current_details(self.state.progress_line())
         wanted = (self.state.status.value, self.state.current_step or 0, self.state.waiting_for)
-        if self._step_with_status is None:
-            self._step_with_status = workflow.patched(patches.STEP_WITH_STATUS)
-        if self._step_with_status:
+        if self.step_with_status is None:
+            self.step_with_status = workflow.patched(patches.STEP_WITH_STATUS)
+        if self.step_with_status:
             self._publish_with_status(*wanted)
             return
-        before = self._published
+        before = self.published
         if wanted == before:
             return
-        self._published = wanted
+        self.published = wanted
         # Only what changed: most steps move the step number alone, one payload, not three.
         status, step, waiting_for = before or (None, None, None)
         updates: list[SearchAttributeUpdate[Any]] = []
@@ -168,63 +166,63 @@ class RunBase:
             updates.append(sa.STEP.value_set(step))
         workflow.upsert_search_attributes(updates)
 
-    def _moment(self, kind: str, detail: str = "", seq: int | None = None) -> None:
+    def moment(self, kind: str, detail: str = "", seq: int | None = None) -> None:
         """A point of the run's timeline: numbered in the state, kept for the event protocol,
         offered for time travel; published first when the rule says so (PUBLISHED_AT)."""
         if kind in PUBLISHED_AT:
-            self._publish()
+            self.publish()
         self.state.moment += 1
         self.state.note_moment(kind, detail, workflow.now(), seq)
         timeline.offer(self.state, kind, detail)
 
-    def _refuse(self, by: str, error: str) -> None:
+    def refuse(self, by: str, error: str) -> None:
         """A change that did not count: in the audit log and on the timeline."""
         self.state.refuse(by, error, workflow.now())
-        self._moment("decision refused", preview(f"{by}: {error}", 120))
+        self.moment("decision refused", preview(f"{by}: {error}", 120))
 
-    def _settle_signatures(self) -> None:
+    def settle_signatures(self) -> None:
         """Which signatures this run takes (workflows/signing.py), asked once its policy
         requires them: v2 from the `every-change-signed` patch on, v1 before it."""
-        if self._signatures_settled or not self.state.policy.require_signed_decisions:
+        if self.signatures_settled or not self.state.policy.require_signed_decisions:
             return
-        self._signatures_settled = True
+        self.signatures_settled = True
         self.state.signature_version = 2 if workflow.patched(patches.EVERY_CHANGE_SIGNED) else 1
 
-    def _cancel_holds(self) -> bool:
+    def cancel_holds(self) -> bool:
         """Whether a cancel was asked for and must take hold now (asked where it matters)."""
         return self.state.cancel_requested_by is not None and workflow.patched(patches.CANCEL_HOLDS)
 
-    async def _pause_point(self) -> None:
+    async def pause_point(self) -> None:
         """Between activities: where a requested pause takes hold, and a cancel whose
         activity finished before it heard of it."""
-        if self._cancel_holds():
+        if self.cancel_holds():
             raise asyncio.CancelledError()
         if not self.state.pause_requested:
             return
         self.state.enter_pause()
-        self._moment("paused")
+        self.moment("paused")
         await workflow.wait_condition(lambda: not self.state.pause_requested)
-        self._publish()
+        self.publish()
 
     @property
-    def _decision_timeout(self) -> timedelta:
+    def decision_timeout(self) -> timedelta:
         return timedelta(seconds=self.state.policy.decision_timeout_seconds)
 
-    async def _wait(self, done: Callable[[], bool]) -> bool:
+    async def wait(self, done: Callable[[], bool]) -> bool:
         """Wait for a person, durably, up to the run's decision timeout."""
-        if self._cancel_holds():
+        if self.cancel_holds():
             raise asyncio.CancelledError()
         try:
-            await workflow.wait_condition(done, timeout=self._decision_timeout)
+            await workflow.wait_condition(done, timeout=self.decision_timeout)
         except TimeoutError:
             return False
         return True
 
-    def _signal_later(self, run_id: str, name: str, payload: BaseModel) -> None:
+    def signal_later(self, run_id: str, name: str, payload: BaseModel) -> None:
         """Signal another run without waiting for it (from a handler, or mid-story)."""
         task = asyncio.create_task(self._signal_quietly(run_id, name, payload))
-        self._sending.add(task)
-        task.add_done_callback(self._sending.discard)
+        self.sending.add(task)
+        task.add_done_callback(self.sending.discard)
 
     async def _signal_quietly(self, run_id: str, name: str, payload: BaseModel) -> None:
         try:
@@ -232,16 +230,16 @@ class RunBase:
         except Exception as err:  # the other run closed: nothing left to tell it
             workflow.logger.info("signal %s to %s not delivered: %s", name, run_id, err)
 
-    async def _signals_sent(self) -> None:
-        if self._sending:
-            await workflow.wait(list(self._sending))
+    async def signals_sent(self) -> None:
+        if self.sending:
+            await workflow.wait(list(self.sending))
 
-    def _forward(self, name: str, payload: BaseModel) -> None:
+    def forward(self, name: str, payload: BaseModel) -> None:
         """Pass a person's pause, resume or budget on to the sub-agent this run waits on."""
-        if self._active_child is not None:
-            self._signal_later(self._active_child, name, payload)
+        if self.active_child is not None:
+            self.signal_later(self.active_child, name, payload)
 
-    def _report_spend(self) -> None:
+    def report_spend(self) -> None:
         """A sub-agent's run tells its parent what it has spent, after each call: the
         parent's budget and views roll it up while the child still runs."""
         parent = self.state.delegated_by
@@ -250,7 +248,7 @@ class RunBase:
         report = ChildSpend(
             child_id=self.state.run_id, spent=self.state.spent, token=parent.report_token
         )
-        self._signal_later(parent.run_id, CHILD_SPENT, report)
+        self.signal_later(parent.run_id, CHILD_SPENT, report)
 
 
 def is_cancellation(err: BaseException) -> bool:
@@ -265,3 +263,16 @@ def failure_reason(err: BaseException) -> str:
         cause = err.cause
         return preview(getattr(cause, "message", None) or str(cause), 500)
     return preview(str(err), 500)
+
+
+class Phase:
+    """A part of the run: handed the run context (and, in its own `__init__`, the phases
+    it uses), it reaches nothing else of the run."""
+
+    def __init__(self, ctx: RunContext) -> None:
+        self.ctx = ctx
+
+    @property
+    def state(self) -> RunState:
+        """The run's state as the context holds it now (a fork's start replaces it)."""
+        return self.ctx.state
