@@ -13,6 +13,7 @@ from durable_agents.runtime import versioning
 from durable_agents.workflows.contracts import RunRequest
 from durable_agents.workflows.people_inputs import Actor
 from tests.conftest import wait_for_approval
+from tests.histories.rule_agent import FIXTURE_AGENT_MODULES
 from tests.release.builds import UnpatchedStart
 from tests.starters.test_verb_walk import agentctl, assert_one_error_line
 
@@ -21,7 +22,8 @@ FIXTURES = sorted(p.stem for p in HISTORIES.glob("*.json") if p.stem != "manifes
 
 
 async def test_the_replay_fixtures_pass_on_the_code_here():
-    result = await agentctl({}, "release", "check", str(HISTORIES))
+    fixture_agents = {"AGENT_MODULES": ",".join(FIXTURE_AGENT_MODULES)}
+    result = await agentctl(fixture_agents, "release", "check", str(HISTORIES))
     assert result.exit_code == 0, result.stdout + result.stderr
     lines = result.stdout.splitlines()
     assert len(lines) == len(FIXTURES) and all(line.startswith("ok") for line in lines)

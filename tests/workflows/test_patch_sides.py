@@ -5,16 +5,21 @@ on both paths, not only on the one today's runs take."""
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
 from pathlib import Path
 
 import pytest
 from temporalio import workflow
-from temporalio.client import WorkflowHistory
 
-from durable_agents.control.timeline import replayer
+from durable_agents.control.agents import local_agents
+from durable_agents.control.timeline import (
+    agent_history,
+    replayer,
+    replaying_with,
+    under_its_own_id,
+)
 from durable_agents.workflows import patches
+from tests.histories.rule_agent import FIXTURE_AGENT_MODULES
 
 HISTORIES = Path(__file__).parent.parent / "histories"
 
@@ -30,13 +35,15 @@ async def answers() -> dict[str, set[bool]]:
         seen[patch_id].add(answer)
         return answer
 
+    agents = local_agents(FIXTURE_AGENT_MODULES)
     workflow.patched = spy  # type: ignore[assignment]  # replayed unsandboxed: seen here
     try:
         for path in sorted(HISTORIES.glob("*.json")):
             if path.stem == "manifest":
                 continue
-            history = WorkflowHistory.from_json(path.stem, json.loads(path.read_text()))
-            await replayer(sandboxed=False).replay_workflow(history)
+            history = await under_its_own_id(agent_history(path))
+            with replaying_with(agents):
+                await replayer(sandboxed=False).replay_workflow(history)
     finally:
         workflow.patched = asked
     return seen

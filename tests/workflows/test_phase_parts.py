@@ -1,0 +1,174 @@
+"""The run's parts (workflows/phases): each is built from the run context and the parts it
+is handed, reaches nothing else, and can be run alone in a workflow of a test's own."""
+
+from __future__ import annotations
+
+import ast
+import asyncio
+import inspect
+import uuid
+from datetime import UTC, datetime
+
+from temporalio import workflow
+from temporalio.worker import UnsandboxedWorkflowRunner, Worker
+
+from durable_agents.workflows.agent import AgentWorkflow
+from durable_agents.workflows.contracts import RunBudget, RunRequest
+from durable_agents.workflows.people_inputs import Decision
+from durable_agents.workflows.phases import (
+    beginnings,
+    budget,
+    context,
+    conversation,
+    delegating,
+    gate,
+    model_turn,
+    people,
+    story,
+    tool_calls,
+)
+from durable_agents.workflows.phases.beginnings import Beginnings
+from durable_agents.workflows.phases.budget import Budget
+from durable_agents.workflows.phases.context import Phase, RunContext
+from durable_agents.workflows.phases.conversation import Conversation
+from durable_agents.workflows.phases.delegating import Delegating
+from durable_agents.workflows.phases.gate import Gate
+from durable_agents.workflows.phases.model_turn import ModelTurns
+from durable_agents.workflows.phases.people import PeopleActions
+from durable_agents.workflows.phases.story import Story
+from durable_agents.workflows.phases.tool_calls import ToolCalls
+from durable_agents.workflows.records import BUDGET_REQUEST
+from durable_agents.workflows.state import RunState
+
+PHASES = {
+    Budget: budget, ModelTurns: model_turn, Gate: gate, Delegating: delegating,
+    ToolCalls: tool_calls, Story: story, Conversation: conversation,
+    Beginnings: beginnings, PeopleActions: people,
+}  # fmt: skip
+
+
+def fresh_context(**request: object) -> RunContext:
+    state = RunState.start("run-1", RunRequest(goal="g", **request), datetime.now(UTC))
+    return RunContext(state)
+
+
+def test_each_phase_is_built_alone_from_the_context_and_the_parts_it_uses():
+    ctx = fresh_context()
+    spend = Budget(ctx)
+    turns = ModelTurns(ctx, spend)
+    tools = ToolCalls(ctx, spend, Gate(ctx), Delegating(ctx))
+    told = Story(ctx, turns, tools)
+    built = [
+        spend, turns, Gate(ctx), Delegating(ctx), tools, told,
+        Conversation(ctx, turns, tools, told), Beginnings(ctx), PeopleActions(ctx),
+    ]  # fmt: skip
+    assert {type(phase) for phase in built} == set(PHASES)
+    assert all(phase.ctx is ctx and phase.state is ctx.state for phase in built)
+    # A fork's start replaces the state in the context: every part reads the new one.
+    ctx.state = RunState.start("run-2", RunRequest(goal="other"), datetime.now(UTC))
+    assert {phase.state.run_id for phase in built} == {"run-2"}
+
+
+def _reaches(cls: type) -> set[str]:
+    """The attributes of `self` a class's own code reads that it neither defines nor was
+    handed: what it would reach past its context and its parts."""
+    tree = ast.parse(inspect.getsource(cls))
+    own = {name for name, _ in inspect.getmembers(cls)} | {"ctx", "state"}
+    handed = set(inspect.signature(cls).parameters)
+    assigned = {
+        node.attr
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Attribute)
+        and isinstance(node.value, ast.Name)
+        and node.value.id == "self"
+        and isinstance(node.ctx, ast.Store)
+    }
+    read = {
+        node.attr
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Attribute)
+        and isinstance(node.value, ast.Name)
+        and node.value.id == "self"
+    }
+    return read - own - handed - assigned
+
+
+def test_no_phase_reaches_state_it_was_not_handed():
+    for cls in PHASES:
+        assert issubclass(cls, Phase) and cls.__bases__ == (Phase,), cls
+        assert _reaches(cls) == set(), cls.__name__
+    # The context owns its attributes explicitly: all set in its constructor.
+    made = vars(fresh_context())
+    assert set(made) == {
+        "state", "published", "signatures_settled", "step_with_status", "active_child", "sending",
+    }  # fmt: skip
+
+
+def test_the_workflow_class_has_no_base_class_of_ours():
+    assert AgentWorkflow.__bases__ == (object,)
+    assert not any(cls.__module__.startswith("durable_agents") for cls in AgentWorkflow.__mro__[1:])
+
+
+def test_the_phases_modules_import_no_other_phase_class_as_a_base():
+    for module in {*PHASES.values(), context}:
+        tree = ast.parse(inspect.getsource(module))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ClassDef):
+                bases = {ast.unparse(base) for base in node.bases}
+                assert bases <= {"Phase", "Exception"}, (module.__name__, node.name, bases)
+
+
+@workflow.defn(sandboxed=False)
+class BudgetAlone:
+    """The budget part alone: a run with one tool call made, under a budget of `limit`."""
+
+    @workflow.init
+    def __init__(self, limit: int) -> None:
+        request = RunRequest(goal="probe", budget=RunBudget(tool_calls=limit))
+        self.ctx = RunContext(RunState.start(workflow.info().workflow_id, request, workflow.now()))
+        self.ctx.state.tool_calls = 1  # one call made
+        self.budget = Budget(self.ctx)
+
+    @workflow.run
+    async def run(self, limit: int) -> str:
+        try:
+            await self.budget.within("tool")
+        except asyncio.CancelledError:
+            return f"stopped by {self.ctx.state.cancel_requested_by}"
+        return "within"
+
+    @workflow.query
+    def asked(self) -> list[str]:
+        return [request.tool for request in self.ctx.state.pending_approvals]
+
+    @workflow.signal
+    def decide(self, approve: bool) -> None:
+        [request] = self.ctx.state.pending_approvals
+        decision = Decision(request_id=request.request_id, by="alice")
+        self.ctx.state.decide(decision, approve, workflow.now())
+
+
+async def test_the_budget_part_runs_alone_in_a_workflow_of_its_own(time_env):
+    queue = f"budget-alone-{uuid.uuid4().hex[:6]}"
+    async with Worker(
+        time_env.client,
+        task_queue=queue,
+        workflows=[BudgetAlone],
+        workflow_runner=UnsandboxedWorkflowRunner(),
+    ):
+        within = await time_env.client.execute_workflow(
+            BudgetAlone.run, 5, id=f"{queue}-0", task_queue=queue
+        )
+        handle = await time_env.client.start_workflow(
+            BudgetAlone.run, 1, id=f"{queue}-1", task_queue=queue
+        )
+        for _ in range(200):
+            if await handle.query(BudgetAlone.asked):
+                break
+            await asyncio.sleep(0.05)
+        asked = await handle.query(BudgetAlone.asked)
+        await handle.signal(BudgetAlone.decide, False)
+        stopped = await handle.result()
+    assert within == "within"
+    assert asked == [BUDGET_REQUEST]
+    assert stopped == "stopped by alice"
