@@ -27,7 +27,7 @@ from durable_agents.workflows.activity_io import ModelCallInput, ToolCallInput, 
 from durable_agents.workflows.agent import AgentWorkflow
 from durable_agents.workflows.contracts import RunRequest, RunResult
 from durable_agents.workflows.conversation_records import UserMessage
-from durable_agents.workflows.records import BUDGET_REQUEST, ApprovalStatus, workflow_id_of
+from durable_agents.workflows.records import ApprovalStatus, workflow_id_of
 from durable_agents.workflows.state import RunState
 from durable_agents.workflows.whatif import (
     RecordedAnswer,
@@ -82,7 +82,7 @@ class RecordedRun:
                 comment=a.comment[:2000],
             )
             for a in self.state.approvals
-            if a.tool != BUDGET_REQUEST and a.status is not ApprovalStatus.PENDING
+            if not a.is_budget and a.status is not ApprovalStatus.PENDING
         ]
         answers = [
             RecordedAnswer(question=q.question[:4000], answer=q.answer, by=q.answered_by)

@@ -15,7 +15,6 @@ from pydantic import BaseModel, Field
 
 from durable_agents.activities.shadow import RecordedCall, ShadowCall
 from durable_agents.workflows.contract_base import preview
-from durable_agents.workflows.records import BUDGET_REQUEST
 from durable_agents.workflows.state import RunState
 from durable_agents.workflows.whatif import same_call_key
 
@@ -167,7 +166,7 @@ def _side(state: RunState, effects: list[Effect], error: str | None) -> Side:
         approvals=[
             Approval(tool=a.tool, arguments=a.arguments, status=a.status.value, by=a.decided_by)
             for a in state.approvals
-            if a.tool != BUDGET_REQUEST
+            if not a.is_budget
         ],
         questions=[q.question for q in state.questions],
         replies=replies,

@@ -52,9 +52,11 @@ from durable_agents.workflows.phases.context import (
     CHILD_SPENT,
     RunContext,
     RunFailed,
+    RunStopped,
     is_cancellation,
 )
 from durable_agents.workflows.phases.conversation import Conversation
+from durable_agents.workflows.phases.deciding import People, RecordedDecisions, WaitingForPeople
 from durable_agents.workflows.phases.delegating import Delegating
 from durable_agents.workflows.phases.gate import Gate
 from durable_agents.workflows.phases.inputs import (
@@ -90,22 +92,27 @@ class AgentWorkflow:
             state.chain += 1
         else:
             state = RunState.start(workflow.info().workflow_id, request, workflow.now())
-        self._wire(state)
+        self._ctx = RunContext(state)
+        self._beginnings = Beginnings(self._ctx)
         if not request.resumes and request.fork is not None:
             self._beginnings.start_as_fork(request.fork)
+        self._wire(self._ctx)
         if workflow.patched(patches.PEOPLE_CHECKED):
             self.state.people_checks = 2
         self._telling: asyncio.Task[str] | None = None
 
-    def _wire(self, state: RunState) -> None:
-        """The run's parts, each built from the context and the parts it uses."""
-        ctx = self._ctx = RunContext(state)
-        self._budget = Budget(ctx)
+    def _wire(self, ctx: RunContext) -> None:
+        """The run's parts, each built from the context and the parts it uses. Who decides
+        what the run asks of people is chosen here, once: a what-if takes its recorded
+        run's decisions, any other run waits for real people."""
+        people: People = (
+            RecordedDecisions(ctx) if ctx.state.shadow is not None else WaitingForPeople(ctx)
+        )
+        self._budget = Budget(ctx, people)
         turns = ModelTurns(ctx, self._budget)
-        tools = ToolCalls(ctx, self._budget, Gate(ctx), Delegating(ctx))
+        tools = ToolCalls(ctx, self._budget, Gate(ctx, people), Delegating(ctx))
         self._story = self.story_type(ctx, turns, tools)
         self._conversation = Conversation(ctx, turns, tools, self._story)
-        self._beginnings = Beginnings(ctx)
         self._people = PeopleActions(ctx)
 
     @property
@@ -166,8 +173,10 @@ class AgentWorkflow:
         assert self._telling is not None
         try:
             answer = await self._telling
-        except (asyncio.CancelledError, ActivityError) as err:
-            if not is_cancellation(err):
+        except (asyncio.CancelledError, ActivityError, RunStopped) as err:
+            # Cancelled: by a person (`cancel`), by Temporal, or stopped where it asked
+            # people to let it go on (RunStopped: the cancel is in their name already).
+            if not is_cancellation(err) and not isinstance(err, RunStopped):
                 self._ctx.fail(err)
             self.state.cancel(workflow.now())
             self._ctx.moment("cancelled", self.state.cancel_requested_by or "temporal")

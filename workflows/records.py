@@ -7,7 +7,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any, TypeVar
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
 from durable_agents.workflows.activity_io import TokenUsage
 from durable_agents.workflows.contracts import Spend
@@ -64,8 +64,18 @@ class ApprovalStatus(StrEnum):
     REJECTED = "rejected"
 
 
+class RequestKind(StrEnum):
+    """What an approval request asks a person: to let a tool call run, or to let the run
+    go on past its budget (decided by raising the budget, or rejected to stop the run)."""
+
+    TOOL = "tool"
+    BUDGET = "budget"
+
+
 class ApprovalRequest(BaseModel):
     request_id: str
+    # A budget request's is BUDGET_REQUEST: the name its approvers are listed under in a
+    # policy, and the one clients and states from before `kind` know it by.
     tool: str
     arguments: dict[str, Any]
     reason: str  # what the model said when it made the call
@@ -78,6 +88,45 @@ class ApprovalRequest(BaseModel):
     decided_by: str | None = None
     decided_at: datetime | None = None
     comment: str = ""
+    kind: RequestKind = RequestKind.TOOL
+
+    @model_validator(mode="before")
+    @classmethod
+    def _kind_of_older_states(cls, data: Any) -> Any:
+        """A state from before `kind` (carried over a continue-as-new, a fork's, a what-if
+        report's) names its budget request by the tool name alone."""
+        if isinstance(data, dict) and "kind" not in data and data.get("tool") == BUDGET_REQUEST:
+            return {**data, "kind": RequestKind.BUDGET}
+        return data
+
+    @classmethod
+    def for_budget(
+        cls,
+        request_id: str,
+        call: str,
+        reason: str,
+        figures: dict[str, Any],
+        step: int,
+        now: datetime,
+        deadline: datetime,
+    ) -> ApprovalRequest:
+        """The request a run makes when its next `call` would pass its budget (`reason`),
+        with what it has spent and may spend (`figures`)."""
+        return cls(
+            request_id=request_id,
+            kind=RequestKind.BUDGET,
+            tool=BUDGET_REQUEST,
+            arguments=figures,
+            reason=f"the next {call} call would pass the budget: {reason}",
+            rule=f"budget: {reason}; raise it or stop the run",
+            step=step,
+            requested_at=now,
+            deadline=deadline,
+        )
+
+    @property
+    def is_budget(self) -> bool:
+        return self.kind is RequestKind.BUDGET
 
 
 class QuestionStatus(StrEnum):
@@ -131,8 +180,8 @@ class Usage(BaseModel):
         self.cost_usd = round(self.cost_usd + usage.cost_usd, 6)
 
 
-# The approval a run asks for when its budget is spent: not a tool (no tool has parentheses
-# in its name), decided by raising the budget or stopping the run.
+# The name a budget request goes by (RequestKind.BUDGET): no tool has parentheses in its
+# name, so a policy's approvers for it never meet a tool's.
 BUDGET_REQUEST = "(budget)"
 DELEGATE_ANSWER_CHARS = 2000
 

@@ -131,7 +131,7 @@ class BudgetRules(DecisionRules):
         self.budget = RunBudget.model_validate(base | raise_.limits())
         detail = json.dumps(raise_.limits(), sort_keys=True)
         for request in self.pending_approvals:
-            if request.tool == BUDGET_REQUEST:
+            if request.is_budget:
                 request.status = ApprovalStatus.APPROVED
                 request.decided_by, request.decided_at = raise_.by, now
                 request.comment = raise_.comment or f"budget raised: {detail}"

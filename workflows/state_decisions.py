@@ -10,7 +10,6 @@ from typing import TypeVar
 from durable_agents.workflows.contract_base import preview
 from durable_agents.workflows.people_inputs import Answer, Decision
 from durable_agents.workflows.records import (
-    BUDGET_REQUEST,
     ApprovalRequest,
     ApprovalStatus,
     Question,
@@ -65,7 +64,7 @@ class DecisionRules(RunFields):
             return f"more than one request had the id {request.request_id}: name it"
         if not self.policy.may_decide(request.tool, decision.by, request.escalated):
             return f"{decision.by} may not decide {request.tool} requests in this run"
-        if request.tool == BUDGET_REQUEST and approved:
+        if request.is_budget and approved:
             return "a spent budget is not approved but raised (raise_budget), or rejected to stop"
         return None
 

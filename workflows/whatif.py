@@ -128,3 +128,29 @@ def recorded_actor(by: str) -> str:
 
 
 POLICY_ACTOR = "what-if policy"
+# Who stops a what-if at its budget (a what-if raises none).
+WHATIF_ACTOR = "what-if"
+
+
+# How a what-if makes the calls a run makes: asked by the phases for every run (None: a
+# run that is no what-if), so they carry no what-if branches of their own.
+
+
+def model_call_inputs(shadow: ShadowSpec | None, stream: bool | None) -> dict[str, Any]:
+    """A what-if's model replies come from its recorded run's memo (or are simulated),
+    read from its report, never streamed."""
+    if shadow is None:
+        return {"stream": stream}
+    return {"stream": None, "shadow_of": shadow.store_of}
+
+
+def tool_call_inputs(shadow: ShadowSpec | None) -> dict[str, Any]:
+    """A what-if's tool call is never made: answered from the record, or simulated."""
+    if shadow is None:
+        return {}
+    return {"shadow": True, "shadow_of": shadow.store_of}
+
+
+def child_shadow(shadow: ShadowSpec | None, tool: str, task: str) -> ShadowSpec | None:
+    """A what-if's sub-agent is a what-if of the recorded run's child for the same task."""
+    return shadow.take_delegation(tool, task) if shadow is not None else None

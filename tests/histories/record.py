@@ -327,6 +327,29 @@ async def evaluator_rule(bench: Bench, rid: str) -> None:
     await runs.approve(bench.client, rid, Decision(by="alice"))
 
 
+def at_budget(summary: object) -> bool:
+    return any(a.tool == "(budget)" for a in getattr(summary, "pending_approvals", []))
+
+
+async def budget_raised(bench: Bench, rid: str) -> None:
+    """A run at its tool-call budget: the budget request, raised by a person; the run goes
+    on to its approval. Recorded by the code that asked with an approval named `(budget)`."""
+    request = RunRequest(goal="pay", label="pay-invoice", budget=RunBudget(tool_calls=1))
+    await runs.start_run(bench.client, bench.settings, request, rid)
+    await until(bench, rid, at_budget)
+    await runs.raise_budget(bench.client, rid, runs.budget_raise("cfo", tool_calls=10))
+    await until(bench, rid, lambda s: waiting(s) and not at_budget(s))
+    await runs.approve(bench.client, rid, Decision(by="alice"))
+
+
+async def budget_stopped(bench: Bench, rid: str) -> None:
+    """A run at its budget, stopped there by a person who rejects the budget request."""
+    request = RunRequest(goal="pay", label="pay-invoice", budget=RunBudget(tool_calls=1))
+    await runs.start_run(bench.client, bench.settings, request, rid)
+    await until(bench, rid, at_budget)
+    await runs.reject(bench.client, rid, Decision(by="cfo", comment="enough"))
+
+
 @contextlib.contextmanager
 def built_before(patches: tuple[str, ...]) -> Iterator[None]:
     """Run the worker as a build from before these patches: asked, each answers no and
@@ -383,6 +406,10 @@ BEHAVIOURS: dict[str, Callable[[Bench, str], Awaitable[Extra | None]]] = {
     "conversation": conversation,
     "sub-agent": sub_agent,
     "evaluator-rule": evaluator_rule,
+    # A budget reached, raised and stopped, as runs asked before budget requests had a
+    # kind of their own (an approval named `(budget)`): they replay, and read as budget.
+    "budget-raised": budget_raised,
+    "budget-stopped": budget_stopped,
 }
 # The behaviours recorded as a build from before these patches.
 BUILT_BEFORE: dict[str, tuple[str, ...]] = {

@@ -20,6 +20,7 @@ from durable_agents.workflows.phases import (
     budget,
     context,
     conversation,
+    deciding,
     delegating,
     gate,
     model_turn,
@@ -29,8 +30,9 @@ from durable_agents.workflows.phases import (
 )
 from durable_agents.workflows.phases.beginnings import Beginnings
 from durable_agents.workflows.phases.budget import Budget
-from durable_agents.workflows.phases.context import Phase, RunContext
+from durable_agents.workflows.phases.context import Phase, RunContext, RunStopped
 from durable_agents.workflows.phases.conversation import Conversation
+from durable_agents.workflows.phases.deciding import RecordedDecisions, WaitingForPeople
 from durable_agents.workflows.phases.delegating import Delegating
 from durable_agents.workflows.phases.gate import Gate
 from durable_agents.workflows.phases.model_turn import ModelTurns
@@ -44,6 +46,7 @@ PHASES = {
     Budget: budget, ModelTurns: model_turn, Gate: gate, Delegating: delegating,
     ToolCalls: tool_calls, Story: story, Conversation: conversation,
     Beginnings: beginnings, PeopleActions: people,
+    WaitingForPeople: deciding, RecordedDecisions: deciding,
 }  # fmt: skip
 
 
@@ -54,13 +57,15 @@ def fresh_context(**request: object) -> RunContext:
 
 def test_each_phase_is_built_alone_from_the_context_and_the_parts_it_uses():
     ctx = fresh_context()
-    spend = Budget(ctx)
+    people = WaitingForPeople(ctx)
+    spend = Budget(ctx, people)
     turns = ModelTurns(ctx, spend)
-    tools = ToolCalls(ctx, spend, Gate(ctx), Delegating(ctx))
+    tools = ToolCalls(ctx, spend, Gate(ctx, people), Delegating(ctx))
     told = Story(ctx, turns, tools)
     built = [
-        spend, turns, Gate(ctx), Delegating(ctx), tools, told,
-        Conversation(ctx, turns, tools, told), Beginnings(ctx), PeopleActions(ctx),
+        spend, turns, Gate(ctx, RecordedDecisions(ctx)), Delegating(ctx), tools, told,
+        Conversation(ctx, turns, tools, told), Beginnings(ctx), PeopleActions(ctx), people,
+        RecordedDecisions(ctx),
     ]  # fmt: skip
     assert {type(phase) for phase in built} == set(PHASES)
     assert all(phase.ctx is ctx and phase.state is ctx.state for phase in built)
@@ -115,7 +120,7 @@ def test_the_phases_modules_import_no_other_phase_class_as_a_base():
         for node in ast.walk(tree):
             if isinstance(node, ast.ClassDef):
                 bases = {ast.unparse(base) for base in node.bases}
-                assert bases <= {"Phase", "Exception"}, (module.__name__, node.name, bases)
+                assert bases <= {"Phase", "Exception", "Protocol"}, (module.__name__, node.name)
 
 
 @workflow.defn(sandboxed=False)
@@ -127,14 +132,14 @@ class BudgetAlone:
         request = RunRequest(goal="probe", budget=RunBudget(tool_calls=limit))
         self.ctx = RunContext(RunState.start(workflow.info().workflow_id, request, workflow.now()))
         self.ctx.state.tool_calls = 1  # one call made
-        self.budget = Budget(self.ctx)
+        self.budget = Budget(self.ctx, WaitingForPeople(self.ctx))
 
     @workflow.run
     async def run(self, limit: int) -> str:
         try:
             await self.budget.within("tool")
-        except asyncio.CancelledError:
-            return f"stopped by {self.ctx.state.cancel_requested_by}"
+        except RunStopped as stopped:
+            return f"stopped by {stopped.actor.by}, cancel by {self.ctx.state.cancel_requested_by}"
         return "within"
 
     @workflow.query
@@ -171,4 +176,4 @@ async def test_the_budget_part_runs_alone_in_a_workflow_of_its_own(time_env):
         stopped = await handle.result()
     assert within == "within"
     assert asked == [BUDGET_REQUEST]
-    assert stopped == "stopped by alice"
+    assert stopped == "stopped by alice, cancel by alice"

@@ -34,7 +34,7 @@ def test_every_behaviour_has_a_fixture():
     behaviours |= {"cancel-lost-before-patch", "signed-decisions-v1", "policy-tightened"}
     behaviours |= {"forked-record-checked", "people-checked"}
     behaviours |= {"conversation", "conversation-continued", "sub-agent", "mcp-call"}
-    behaviours |= {"evaluator-rule"}
+    behaviours |= {"evaluator-rule", "budget-raised", "budget-stopped"}
     assert set(MANIFEST) == behaviours
     assert {p.stem for p in HISTORIES.glob("*.json")} - {"manifest"} == behaviours
 
@@ -138,3 +138,28 @@ async def test_the_phase_guards_record_what_they_guard(name, fixture_agents):
         e.activity_task_scheduled_event_attributes.activity_type.name for e in history.events
     }
     assert activity in scheduled
+
+
+async def test_a_budget_asked_as_an_approval_named_budget_reads_and_shows_as_a_budget():
+    """Recorded by the code before budget requests had a kind: replayed, the run asks with
+    a budget request; a state from an older worker (no kind) reads as one too, and the
+    console's panel shows it as the budget, not as a tool to approve."""
+    from durable_agents.console.web import templates
+    from durable_agents.workflows.state import RunState
+
+    history = await under_its_own_id(agent_history(HISTORIES / "budget-raised.json"))
+    with timeline.recording(history.workflow_id) as moments:
+        await replayer().replay_workflow(history)
+    at = next(m for m in moments.values() if m.kind == "budget reached")
+    [asked] = at.state.pending_approvals
+    assert asked.is_budget and asked.tool == "(budget)"
+    older = at.state.model_dump(mode="json")
+    for request in older["approvals"]:
+        del request["kind"]
+    read = RunState.model_validate(older)
+    assert [a.is_budget for a in read.pending_approvals] == [True]
+    panel = templates.env.get_template("panel.html").render(
+        state=read, me="cfo", csrf="t", now=at.state.updated_at, roles={"operator": False}
+    )
+    assert "The budget is spent" in panel and "Raise and go on" in panel
+    assert "Approve" not in panel

@@ -1,62 +1,53 @@
 """The budget of a run and its sub-agents' tree: a spent budget does not fail the run, it
-waits for a person (an approval named `(budget)`) to raise it or stop the run; a raise is
-shared with the sub-agent at work, as the person signed it."""
+asks people (a budget request) to raise it or stop the run; a raise is shared with the
+sub-agent at work, as the person signed it."""
 
 from __future__ import annotations
-
-import asyncio
 
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
     from durable_agents.workflows.contracts import RunBudget
-    from durable_agents.workflows.people_inputs import Actor, BudgetRaise, Decision
-    from durable_agents.workflows.records import BUDGET_REQUEST, ApprovalRequest, ApprovalStatus
+    from durable_agents.workflows.people_inputs import Actor, BudgetRaise
+    from durable_agents.workflows.records import ApprovalRequest, ApprovalStatus
 
 
-from durable_agents.workflows.phases.context import DEADLINE_ACTOR, Phase
+from durable_agents.workflows.phases.context import Phase, RunContext, RunStopped
+from durable_agents.workflows.phases.deciding import People
 
 
 class Budget(Phase):
-    """The run's budget: checked before each call; a spent one waits for a person."""
+    """The run's budget: checked before each call; a spent one waits for people."""
+
+    def __init__(self, ctx: RunContext, people: People) -> None:
+        super().__init__(ctx)
+        self.people = people
 
     async def within(self, call: str) -> None:
         while (reason := self.state.budget_error(call, workflow.now())) is not None:
             await self.ask_for_more(call, reason)
 
     async def ask_for_more(self, call: str, reason: str) -> None:
-        """Wait for a person to raise the budget (the run checks again) or to reject the
-        request, which stops the run; no answer by the deadline stops it too."""
-        request = ApprovalRequest(
+        """Ask people to raise the budget (the run checks again); a rejection, or no
+        raise by the deadline, stops the run there."""
+        now = workflow.now()
+        request = ApprovalRequest.for_budget(
             request_id=f"budget-{self.state.moment + 1}",
-            tool=BUDGET_REQUEST,
-            arguments=self.state.budget_figures(workflow.now()),
-            reason=f"the next {call} call would pass the budget: {reason}",
-            rule=f"budget: {reason}; raise it or stop the run",
+            call=call,
+            reason=reason,
+            figures=self.state.budget_figures(now),
             step=self.state.current_step or 0,
-            requested_at=workflow.now(),
-            deadline=workflow.now() + self.ctx.decision_timeout,
+            now=now,
+            deadline=now + self.ctx.decision_timeout,
         )
         self.state.request_approval(request)
         self.ctx.moment("budget reached", reason)
-        if self.state.shadow is not None:  # a what-if shadow raises no budget: it stops
-            refused = Decision(request_id=request.request_id, by="what-if", comment="no raise")
-            self.state.decide(refused, False, workflow.now())
-            self.state.request_cancel(
-                Actor(by="what-if", reason=f"stopped at its budget: {reason}"), workflow.now()
-            )
-            raise asyncio.CancelledError()
-        decided = await self.ctx.wait(lambda: request.status is not ApprovalStatus.PENDING)
-        self.ctx.publish()
-        if decided and request.status is ApprovalStatus.APPROVED:
+        await self.people.decide_budget(request)
+        if request.status is ApprovalStatus.APPROVED:
             return
-        by = request.decided_by or DEADLINE_ACTOR
-        if not decided:
-            late = Decision(request_id=request.request_id, by=by, comment="no raise in time")
-            self.state.decide(late, False, workflow.now())
-        stop = Actor(by=by, reason=f"stopped at its budget: {reason}")
+        stop = Actor(by=request.decided_by or "?", reason=f"stopped at its budget: {reason}")
         self.state.request_cancel(stop, workflow.now())
-        raise asyncio.CancelledError()
+        raise RunStopped(stop)
 
     def raise_error(self, raise_: BudgetRaise) -> str | None:
         if raise_.forwarded is not None:

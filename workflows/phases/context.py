@@ -38,6 +38,7 @@ with workflow.unsafe.imports_passed_through():
     from durable_agents.workflows.contract_base import preview
     from durable_agents.workflows.contracts import ChildSpend
     from durable_agents.workflows.memory import MEMORY_TOOLS
+    from durable_agents.workflows.people_inputs import Actor
     from durable_agents.workflows.registry import AgentRegistry, served
     from durable_agents.workflows.state import RunState
     from durable_agents.workflows.tools import (
@@ -70,6 +71,16 @@ CHILD_SPENT = "child_spent"
 
 class RunFailed(Exception):
     """A rule of the run was broken (no plan, a step that never ends): the run fails."""
+
+
+class RunStopped(Exception):
+    """People stopped the run where it asked them to let it go on (at its budget): the
+    cancel is requested in their name, and the run ends cancelled (AgentWorkflow.
+    _end_of_story), as when they cancel it."""
+
+    def __init__(self, actor: Actor) -> None:
+        super().__init__(actor.reason)
+        self.actor = actor
 
 
 class RunContext:

@@ -13,7 +13,7 @@ from temporalio.exceptions import (
 )
 
 with workflow.unsafe.imports_passed_through():
-    from durable_agents.workflows import faults, prompts, signed_changes
+    from durable_agents.workflows import faults, prompts, signed_changes, whatif
     from durable_agents.workflows.activity_io import ToolCall
     from durable_agents.workflows.activity_options import (
         AWAIT_RUN,
@@ -82,10 +82,7 @@ class Delegating(Phase):
                 identities=[*signed_changes.runs_above(self.state), self.state.store_key][-20:],
                 report_token=delegation.report_token,
             ),
-            # A shadow's child is a shadow of the recorded run's child for the same task.
-            shadow=self.state.shadow.take_delegation(spec.name, delegation.task)
-            if self.state.shadow is not None
-            else None,
+            shadow=whatif.child_shadow(self.state.shadow, spec.name, delegation.task),
         )
         self.ctx.active_child = child_id
         try:

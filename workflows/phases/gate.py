@@ -1,6 +1,7 @@
 """The approval gate: the agent's own rules (pure functions, or evaluators run as
-activities) and the person a risky call waits for, up to the policy's deadline; a
-question to a person waits the same way."""
+activities), then the people a risky call asks (workflows/phases/deciding.py: real people
+up to the policy's deadline, or a what-if's recorded decisions); a question to a person
+is asked the same way."""
 
 from __future__ import annotations
 
@@ -21,10 +22,8 @@ with workflow.unsafe.imports_passed_through():
     )
     from durable_agents.workflows.agent_records import ToolRecord
     from durable_agents.workflows.contract_base import preview
-    from durable_agents.workflows.people_inputs import Answer, Decision
     from durable_agents.workflows.records import (
         ApprovalRequest,
-        ApprovalStatus,
         PlanStep,
         Question,
         QuestionStatus,
@@ -35,20 +34,23 @@ with workflow.unsafe.imports_passed_through():
         AskHumanArgs,
         Tool,
     )
-    from durable_agents.workflows.whatif import POLICY_ACTOR, recorded_actor
 
 
 from durable_agents.workflows.phases.context import (
-    DEADLINE_ACTOR,
     Phase,
-    RunFailed,
+    RunContext,
     failure_reason,
     is_cancellation,
 )
+from durable_agents.workflows.phases.deciding import People
 
 
 class Gate(Phase):
-    """Who may let a tool call run: the agent's rules, then a person where one must."""
+    """Who may let a tool call run: the agent's rules, then people where they must."""
+
+    def __init__(self, ctx: RunContext, people: People) -> None:
+        super().__init__(ctx)
+        self.people = people
 
     async def rules_verdict(
         self, step: PlanStep, record: ToolRecord, args: BaseModel
@@ -129,63 +131,9 @@ class Gate(Phase):
         )
         self.state.request_approval(request)
         self.ctx.moment("approval requested", f"{spec.name} ({rule})")
-        if self.state.shadow is not None:
-            self._decide_as_recorded(request)
-            self.ctx.publish()
-            return request
-
-        def decided() -> bool:
-            return request.status is not ApprovalStatus.PENDING
-
-        if not await self.ctx.wait(decided) and self.state.policy.on_timeout == "escalate":
-            self.state.escalate(request, workflow.now() + self.ctx.decision_timeout, workflow.now())
-            self.ctx.moment("approval escalated", spec.name)
-            await self.ctx.wait(decided)
-        if not decided():
-            late = Decision(
-                request_id=request.request_id, by=DEADLINE_ACTOR, comment="no decision in time"
-            )
-            self.state.decide(late, False, workflow.now())
-            self.ctx.moment("deadline passed", f"{spec.name} rejected")
+        await self.people.decide(request)
         self.ctx.publish()
         return request
-
-    def _decide_as_recorded(self, request: ApprovalRequest) -> None:
-        """A what-if shadow waits for nobody: the recorded run's decision on the same call,
-        else the what-if's policy (workflows/whatif.py)."""
-        shadow = self.state.shadow
-        assert shadow is not None
-        found = shadow.take_decision(request.tool, request.arguments)
-        if found is not None:
-            by, comment, approved = recorded_actor(found.by), found.comment, found.approved
-        elif shadow.unmatched == "stop":
-            raise RunFailed(
-                f"what-if stopped: {request.tool} asked for an approval the recorded run "
-                "never asked for"
-            )
-        else:
-            by, comment = POLICY_ACTOR, "not asked in the recorded run"
-            approved = shadow.unmatched == "approve"
-        decision = Decision(request_id=request.request_id, by=by, comment=comment)
-        self.state.decide(decision, approved, workflow.now())
-        self.ctx.moment("approved" if approved else "rejected", f"{request.tool} by {by}")
-
-    def _answer_as_recorded(self, question: Question) -> None:
-        """A shadow's question: the recorded run's answer to the same question, else none
-        (the model hears that no answer came), or the shadow stops."""
-        shadow = self.state.shadow
-        assert shadow is not None
-        found = shadow.take_answer(question.question)
-        if found is None and shadow.unmatched == "stop":
-            raise RunFailed(
-                "what-if stopped: the model asked a question the recorded run never did"
-            )
-        if found is not None and found.answer is not None:
-            by = recorded_actor(found.by or "?")
-            answer = Answer(question_id=question.question_id, answer=found.answer, by=by)
-            self.state.answer(answer, workflow.now())
-        else:
-            self.state.expire(question, workflow.now())
 
     async def ask_human(self, step: PlanStep, call: ToolCall, args: AskHumanArgs) -> None:
         question = Question(
@@ -198,11 +146,7 @@ class Gate(Phase):
         )
         self.state.ask(question)
         self.ctx.moment("question asked", preview(args.question, 80))
-        if self.state.shadow is not None:
-            self._answer_as_recorded(question)
-        elif not await self.ctx.wait(lambda: question.status is not QuestionStatus.PENDING):
-            self.state.expire(question, workflow.now())
-            self.ctx.moment("deadline passed", "question expired")
+        await self.people.answer(question)
         self.ctx.publish()
         if question.status is QuestionStatus.ANSWERED:
             text = f"answer from {question.answered_by}: {question.answer}"

@@ -6,7 +6,7 @@ from __future__ import annotations
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from durable_agents.workflows import patches
+    from durable_agents.workflows import patches, whatif
     from durable_agents.workflows.activity_io import ModelCallInput, ModelTurn
     from durable_agents.workflows.activity_options import (
         CALL_MODEL,
@@ -54,9 +54,7 @@ class ModelTurns(Phase):
             label=label,
             preview_chars=preview_chars,
             answer_chars=answer_chars,
-            # A shadow's replies are read from its report, not watched as they come.
-            stream=None if self.state.shadow is not None else stream,
-            shadow_of=self.state.shadow.store_of if self.state.shadow is not None else None,
+            **whatif.model_call_inputs(self.state.shadow, stream),
             context_from_seq=(
                 self.state.phase_start_seq if self.state.limits.context == "step" else context_from
             ),

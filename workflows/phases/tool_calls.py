@@ -17,7 +17,7 @@ from temporalio.exceptions import (
 with workflow.unsafe.imports_passed_through():
     from pydantic import BaseModel, ValidationError
 
-    from durable_agents.workflows import patches, prompts
+    from durable_agents.workflows import patches, prompts, whatif
     from durable_agents.workflows.activity_io import ToolCall, ToolCallInput, ToolOutcome
     from durable_agents.workflows.activity_options import (
         CALL_MCP_TOOL,
@@ -151,8 +151,7 @@ class ToolCalls(Phase):
             agent=self.ctx.agent.name if record.mcp or memory else None,
             mcp=record.mcp,
             mcp_name=record.mcp_name,
-            shadow=True if self.state.shadow is not None else None,
-            shadow_of=self.state.shadow.store_of if self.state.shadow is not None else None,
+            **whatif.tool_call_inputs(self.state.shadow),
         )
         self.state.tool_calls += 1
         self.ctx.moment("tool", f"{spec.name} (seq {tool_input.result_seq})", tool_input.result_seq)

@@ -1,0 +1,125 @@
+"""Who decides what a run asks of a person: an approval of a tool call, an answer to a
+question, more budget. One interface, two ways:
+
+- `WaitingForPeople`: real people, each request waiting up to the policy's deadline
+  (escalated once where the policy says so); no decision in time is a rejection by the
+  deadline, and a question with no answer expires.
+- `RecordedDecisions`: a what-if run (workflows/whatif.py) waits for nobody; it takes the
+  recorded run's decision on the same call, else what the what-if's policy says.
+
+The gate and the budget ask, and read the request once it returns decided; the workflow
+chooses the way when it wires the run (workflows/agent.py).
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from temporalio import workflow
+
+with workflow.unsafe.imports_passed_through():
+    from durable_agents.workflows.people_inputs import Answer, Decision
+    from durable_agents.workflows.records import (
+        ApprovalRequest,
+        ApprovalStatus,
+        Question,
+        QuestionStatus,
+    )
+    from durable_agents.workflows.whatif import (
+        POLICY_ACTOR,
+        WHATIF_ACTOR,
+        ShadowSpec,
+        recorded_actor,
+    )
+
+from durable_agents.workflows.phases.context import DEADLINE_ACTOR, Phase, RunFailed
+
+
+class People(Protocol):
+    """Each method returns once the request or question is no longer pending."""
+
+    async def decide(self, request: ApprovalRequest) -> None: ...
+
+    async def answer(self, question: Question) -> None: ...
+
+    async def decide_budget(self, request: ApprovalRequest) -> None: ...
+
+
+class WaitingForPeople(Phase):
+    """Real people: a durable wait, up to the policy's deadline."""
+
+    async def decide(self, request: ApprovalRequest) -> None:
+        def decided() -> bool:
+            return request.status is not ApprovalStatus.PENDING
+
+        if not await self.ctx.wait(decided) and self.state.policy.on_timeout == "escalate":
+            later = workflow.now() + self.ctx.decision_timeout
+            self.state.escalate(request, later, workflow.now())
+            self.ctx.moment("approval escalated", request.tool)
+            await self.ctx.wait(decided)
+        if not decided():
+            late = Decision(
+                request_id=request.request_id, by=DEADLINE_ACTOR, comment="no decision in time"
+            )
+            self.state.decide(late, False, workflow.now())
+            self.ctx.moment("deadline passed", f"{request.tool} rejected")
+
+    async def answer(self, question: Question) -> None:
+        if not await self.ctx.wait(lambda: question.status is not QuestionStatus.PENDING):
+            self.state.expire(question, workflow.now())
+            self.ctx.moment("deadline passed", "question expired")
+
+    async def decide_budget(self, request: ApprovalRequest) -> None:
+        if not await self.ctx.wait(lambda: request.status is not ApprovalStatus.PENDING):
+            late = Decision(
+                request_id=request.request_id, by=DEADLINE_ACTOR, comment="no raise in time"
+            )
+            self.state.decide(late, False, workflow.now())
+        self.ctx.publish()
+
+
+class RecordedDecisions(Phase):
+    """A what-if run: the recorded run's decisions and answers, taken in order."""
+
+    async def decide(self, request: ApprovalRequest) -> None:
+        shadow = self._shadow()
+        found = shadow.take_decision(request.tool, request.arguments)
+        if found is not None:
+            by, comment, approved = recorded_actor(found.by), found.comment, found.approved
+        elif shadow.unmatched == "stop":
+            raise RunFailed(
+                f"what-if stopped: {request.tool} asked for an approval the recorded run "
+                "never asked for"
+            )
+        else:
+            by, comment = POLICY_ACTOR, "not asked in the recorded run"
+            approved = shadow.unmatched == "approve"
+        decision = Decision(request_id=request.request_id, by=by, comment=comment)
+        self.state.decide(decision, approved, workflow.now())
+        self.ctx.moment("approved" if approved else "rejected", f"{request.tool} by {by}")
+
+    async def answer(self, question: Question) -> None:
+        """The recorded answer to the same question, else none (the model hears that no
+        answer came), or the what-if stops."""
+        shadow = self._shadow()
+        found = shadow.take_answer(question.question)
+        if found is None and shadow.unmatched == "stop":
+            raise RunFailed(
+                "what-if stopped: the model asked a question the recorded run never did"
+            )
+        if found is not None and found.answer is not None:
+            by = recorded_actor(found.by or "?")
+            answer = Answer(question_id=question.question_id, answer=found.answer, by=by)
+            self.state.answer(answer, workflow.now())
+        else:
+            self.state.expire(question, workflow.now())
+
+    async def decide_budget(self, request: ApprovalRequest) -> None:
+        """A what-if raises no budget: it stops there (publishing nothing until it ends)."""
+        refused = Decision(request_id=request.request_id, by=WHATIF_ACTOR, comment="no raise")
+        self.state.decide(refused, False, workflow.now())
+
+    def _shadow(self) -> ShadowSpec:
+        shadow = self.state.shadow
+        assert shadow is not None, "recorded decisions are a what-if run's"
+        return shadow
