@@ -38,7 +38,7 @@ from durable_agents.workflows.contract_base import preview
 from durable_agents.workflows.contracts import SubjectKey
 from durable_agents.workflows.registry import AgentRegistry
 from durable_agents.workflows.rules import CallToReview, verdict_of
-from durable_agents.workflows.tools import Tool, ToolContext, ToolRisk
+from durable_agents.workflows.tools import Tool, ToolContext
 
 
 class ToolActivities:
@@ -87,7 +87,7 @@ class ToolActivities:
     async def _run(self, spec: Tool, call: ToolCallInput) -> ToolOutcome:
         args = _validated(spec, call)
         replayed = False
-        if spec.risk is ToolRisk.READ_ONLY:
+        if not spec.risk.has_effects:
             result = await self._invoke(spec, args, call)
         else:
             result, replayed = await self._effect_once(spec, args, call)
@@ -193,7 +193,7 @@ class ToolActivities:
         agent = self.registry.agents.get(name)
         if agent is None:
             raise ApplicationError(f"this worker has no agent {name!r}", type="AgentNotHere")
-        adopted = AdoptedAgent.of(agent)
+        adopted = agent.adopted()
         adopted.revoked_keys = list(self.revoked_keys)
         adopted.subject_keys = dict(self.subject_keys)
         return adopted

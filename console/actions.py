@@ -29,6 +29,7 @@ from durable_agents.console.web import (
 from durable_agents.control import runs, timeline
 from durable_agents.control.errors import one_line
 from durable_agents.control.runs import RunError
+from durable_agents.workflows.contract_base import BudgetLimits
 from durable_agents.workflows.people_inputs import (
     Actor,
     Answer,
@@ -68,13 +69,10 @@ class EditForm(Form):
     pending_steps: str = Field(default="", max_length=100_000)
 
 
-class BudgetForm(Form):
-    """Empty fields: that limit stays as it is."""
+class BudgetForm(BudgetLimits):
+    """Empty fields: that limit stays as it is. The bounds are the budget's own."""
 
-    usd: float | None = Field(default=None, ge=0, le=1_000_000, allow_inf_nan=False)
-    tokens: int | None = Field(default=None, ge=0, le=10**12)
-    tool_calls: int | None = Field(default=None, ge=0, le=10**9)
-    seconds: float | None = Field(default=None, gt=0, le=365 * 24 * 3600.0, allow_inf_nan=False)
+    model_config = Form.model_config
     comment: str = COMMENT
 
     @field_validator("usd", "tokens", "tool_calls", "seconds", mode="before")
@@ -87,7 +85,7 @@ class MomentForm(Form):
     moment: int = Field(ge=1, le=10**9)
 
 
-F = TypeVar("F", bound=Form)
+F = TypeVar("F", bound=BaseModel)
 
 
 def parse_form(model: type[F], fields: dict[str, str]) -> F:
@@ -192,7 +190,7 @@ def register(app: FastAPI) -> None:
         form = parse_form(BudgetForm, fields)
         if not state.policy.may_decide(BUDGET_REQUEST, user):
             raise PageError(403, f"{user} may not change this run's budget")
-        limits = form.model_dump(exclude={"comment"}, exclude_none=True)
+        limits = form.limits()
         try:
             new = await runs.raise_budget(
                 console.client,

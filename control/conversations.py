@@ -164,8 +164,8 @@ async def thread(client: Client, run_id: str) -> ConversationView:
 async def close(client: Client, run_id: str, actor: Actor, signer: Signer | None = None) -> None:
     """No more messages: those queued are answered, then the conversation completes."""
     if signer is not None:
-        says = {"reason": actor.reason}
         identity, moment = await runs.signing_point(client, run_id)
+        says = actor.what_it_says()
         actor = actor.model_copy(
             update={"signed": signer.change(identity, actor.by, "end_conversation", says, moment)}
         )

@@ -515,9 +515,8 @@ async def _act(
     signer: Signer | None,
 ) -> None:
     if signer is not None:
-        says = {"reason": actor.reason}
         identity, moment = await signing_point(client, run_id)
-        signed = signer.change(identity, actor.by, verb, says, moment)
+        signed = signer.change(identity, actor.by, verb, actor.what_it_says(), moment)
         actor = actor.model_copy(update={"signed": signed})
     await _signal(client, run_id, verb, actor)
 

@@ -384,7 +384,7 @@ async def _authorized_rewind(
     request = RewindRequest(by=by, moment=moment_index)
     if signer is not None:
         identity, latest = await signing_point(client, found.run_id)
-        request.signed = signer.change(identity, by, "rewind", {"moment": moment_index}, latest)
+        request.signed = signer.change(identity, by, "rewind", request.what_it_says(), latest)
     await authorize_rewind(client, found.run_id, request)
 
 

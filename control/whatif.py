@@ -54,7 +54,7 @@ from durable_agents.workflows.people_inputs import Actor
 from durable_agents.workflows.registry import AgentRegistry
 from durable_agents.workflows.rules import Evaluator, Rule
 from durable_agents.workflows.state import RunState
-from durable_agents.workflows.tools import Tool, ToolRisk
+from durable_agents.workflows.tools import Tool
 from durable_agents.workflows.whatif import WHATIF_QUEUE_PREFIX, Unmatched
 
 # Makes the what-if worker: (client, settings, the variant's agents, the recordings, its
@@ -217,9 +217,7 @@ async def what_if(
 def effect_tools(production: AgentRegistry) -> frozenset[str]:
     """The tools production declares with effects: never run for real by a what-if, even
     where a variant declares one read-only and no recorded run called it."""
-    return frozenset(
-        name for name, tool in production.tools.items() if tool.risk is not ToolRisk.READ_ONLY
-    )
+    return frozenset(name for name, tool in production.tools.items() if tool.risk.has_effects)
 
 
 def shadow_request(

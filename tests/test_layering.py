@@ -95,3 +95,38 @@ def test_the_layers_have_no_cycle():
 def test_every_package_of_ours_has_its_layer():
     packages = {p.name for p in ROOT.iterdir() if (p / "__init__.py").exists()}
     assert packages - {"bench", "tests"} == set(MAY_IMPORT)
+
+
+def _workflow_imports() -> dict[str, set[str]]:
+    """Each module of workflows/ and the modules of workflows/ it imports (under
+    TYPE_CHECKING too: a cycle hidden there is still one to read)."""
+    root = Path(__file__).parent.parent / "workflows"
+    found: dict[str, set[str]] = {}
+    for path in root.rglob("*.py"):
+        name = ".".join(("durable_agents.workflows", *path.relative_to(root).with_suffix("").parts))
+        names: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                names |= {node.module, *(f"{node.module}.{a.name}" for a in node.names)}
+            elif isinstance(node, ast.Import):
+                names |= {a.name for a in node.names}
+        found[name.removesuffix(".__init__")] = names
+    return {module: (names & set(found)) - {module} for module, names in found.items()}
+
+
+def test_workflows_modules_import_one_another_without_a_cycle():
+    imports = _workflow_imports()
+    records = imports["durable_agents.workflows.agent_records"]
+    assert "durable_agents.workflows.agents" not in records
+    done: set[str] = set()
+
+    def visit(module: str, path: tuple[str, ...]) -> None:
+        assert module not in path, " -> ".join((*path, module))
+        if module in done:
+            return
+        for imported in sorted(imports[module]):
+            visit(imported, (*path, module))
+        done.add(module)
+
+    for module in sorted(imports):
+        visit(module, ())

@@ -32,6 +32,7 @@ with workflow.unsafe.imports_passed_through():
         TurnReply,
         UserMessage,
     )
+    from durable_agents.workflows.event_kinds import EventKind
     from durable_agents.workflows.people_inputs import (
         Actor,
         Answer,
@@ -53,7 +54,6 @@ from durable_agents.workflows.phases.context import (
     RunContext,
     RunFailed,
     RunStopped,
-    is_cancellation,
 )
 from durable_agents.workflows.phases.conversation import Conversation
 from durable_agents.workflows.phases.deciding import People, RecordedDecisions, WaitingForPeople
@@ -69,6 +69,7 @@ from durable_agents.workflows.phases.model_turn import ModelTurns
 from durable_agents.workflows.phases.people import PeopleActions, as_signal, as_update
 from durable_agents.workflows.phases.story import Story
 from durable_agents.workflows.phases.tool_calls import ToolCalls
+from durable_agents.workflows.phases.turn_loop import TurnLoop
 
 
 # Pinned on a versioned worker (its default behaviour, runtime/versioning.py): a run lives
@@ -111,8 +112,9 @@ class AgentWorkflow:
         self._budget = Budget(ctx, people)
         turns = ModelTurns(ctx, self._budget)
         tools = ToolCalls(ctx, self._budget, Gate(ctx, people), Delegating(ctx))
-        self._story = self.story_type(ctx, turns, tools)
-        self._conversation = Conversation(ctx, turns, tools, self._story)
+        loop = TurnLoop(ctx, turns, tools)
+        self._story = self.story_type(ctx, loop)
+        self._conversation = Conversation(ctx, loop, self._story)
         self._people = PeopleActions(ctx)
 
     @property
@@ -140,7 +142,7 @@ class AgentWorkflow:
         self._ctx.settle_signatures()
         fresh = not request.resumes and request.fork is None
         if fresh and self.state.agent is None and workflow.patched(patches.AGENT_RECORD):
-            self._ctx.moment("started", f"agent {request.agent or BEFORE_AGENTS}")
+            self._ctx.moment(EventKind.STARTED, f"agent {request.agent or BEFORE_AGENTS}")
             await self._beginnings.adopt_agent(request)
             await self._beginnings.settle_memory(request)
         if self._beginnings.fork_error is not None:
@@ -150,7 +152,7 @@ class AgentWorkflow:
                 checked = workflow.patched(patches.FORK_RECORD_CHECKED)  # asked before any activity
                 await self._beginnings.take_parent_facts(request.fork, checked)
             self._ctx.moment(
-                "forked", f"from {self.state.parent.run_id} at {self.state.parent.moment}"
+                EventKind.FORKED, f"from {self.state.parent.run_id} at {self.state.parent.moment}"
             )
             await self._beginnings.copy_parent_transcript(
                 self._beginnings.parent_store_key or self.state.parent.run_id, request.fork
@@ -173,13 +175,12 @@ class AgentWorkflow:
         assert self._telling is not None
         try:
             answer = await self._telling
-        except (asyncio.CancelledError, ActivityError, RunStopped) as err:
-            # Cancelled: by a person (`cancel`), by Temporal, or stopped where it asked
+        except (asyncio.CancelledError, RunStopped) as err:
+            # Cancelled: by a person (`cancel`), by Temporal (an activity it was running
+            # stopped for it: workflows/phases/activity_call.py), or stopped where it asked
             # people to let it go on (RunStopped: the cancel is in their name already).
-            if not is_cancellation(err) and not isinstance(err, RunStopped):
-                self._ctx.fail(err)
             self.state.cancel(workflow.now())
-            self._ctx.moment("cancelled", self.state.cancel_requested_by or "temporal")
+            self._ctx.moment(EventKind.CANCELLED, self.state.cancel_requested_by or "temporal")
             if self.state.cancel_requested_by is None:
                 # Cancelled through Temporal itself (Web UI, `temporal workflow cancel`):
                 # end as Canceled there too.
@@ -187,10 +188,11 @@ class AgentWorkflow:
             return RunResult(
                 run_id=self.state.run_id, status=self.state.status, spent=self.state.spent
             )
-        except RunFailed as err:
+        except (RunFailed, ActivityError) as err:
+            # A rule of the run broken, or an activity that failed for good.
             self._ctx.fail(err)
         self.state.complete(answer, workflow.now())
-        self._ctx.moment("completed", preview(answer, 80))
+        self._ctx.moment(EventKind.COMPLETED, preview(answer, 80))
         return RunResult(
             run_id=self.state.run_id,
             status=self.state.status,
@@ -226,20 +228,20 @@ class AgentWorkflow:
             return
         if self.state.status.is_closed or self.state.pause_requested:
             return
-        if self._people.counts("pause", actor.by, actor.signed, {"reason": actor.reason}):
+        if self._people.counts("pause", actor.by, actor.signed, actor.what_it_says()):
             self.state.request_pause(actor, workflow.now())
-            self._ctx.moment("pause requested", actor.by)
+            self._ctx.moment(EventKind.PAUSE_REQUESTED, actor.by)
             self._ctx.forward("pause", actor)
 
     @workflow.signal
     def resume(self, *payload: Any) -> None:
         if (actor := signal_input("resume", payload, Actor)) is None:
             return
-        if not self._people.counts("resume", actor.by, actor.signed, {"reason": actor.reason}):
+        if not self._people.counts("resume", actor.by, actor.signed, actor.what_it_says()):
             return
         if self.state.pause_requested:
             self.state.resume(actor, workflow.now())
-            self._ctx.moment("resumed", actor.by)
+            self._ctx.moment(EventKind.RESUMED, actor.by)
         self._ctx.forward("resume", actor)
 
     @workflow.signal
@@ -248,10 +250,10 @@ class AgentWorkflow:
             return
         if self.state.status.is_closed or self.state.cancel_requested_by is not None:
             return
-        if not self._people.counts("cancel", actor.by, actor.signed, {"reason": actor.reason}):
+        if not self._people.counts("cancel", actor.by, actor.signed, actor.what_it_says()):
             return
         self.state.request_cancel(actor, workflow.now())
-        self._ctx.moment("cancel requested", actor.by)
+        self._ctx.moment(EventKind.CANCEL_REQUESTED, actor.by)
         if self._telling is not None:
             self._telling.cancel()
 
@@ -262,7 +264,7 @@ class AgentWorkflow:
         if (revoked := signal_input("revoke_keys", payload, KeyRevocation)) is None:
             return
         if self.state.revoke_keys(revoked, workflow.now()):
-            self._ctx.moment("keys revoked", ", ".join(revoked.key_ids))
+            self._ctx.moment(EventKind.KEYS_REVOKED, ", ".join(revoked.key_ids))
         self._ctx.forward("revoke_keys", revoked)
 
     @workflow.signal(name=CHILD_SPENT)
@@ -331,7 +333,7 @@ class AgentWorkflow:
         refuse_if(self.state.patch_error(patch))
         self._people.must_count("edit", patch.by, patch.signed, patch.changes())
         self.state.apply_patch(patch, workflow.now())
-        self._ctx.moment("edited", patch.by)
+        self._ctx.moment(EventKind.EDITED, patch.by)
         # The answer lands in the history: the kept events stay out (the events query has them).
         return self.state.model_copy(update={"events": []})
 
@@ -345,7 +347,7 @@ class AgentWorkflow:
         rewinds it (and records it) before the reset; the reset itself is Temporal's."""
         request = update_input("authorize_rewind", payload, RewindRequest)
         refuse_if(self.state.rewind_error(request.moment))
-        self._people.must_count("rewind", request.by, request.signed, {"moment": request.moment})
+        self._people.must_count("rewind", request.by, request.signed, request.what_it_says())
         self.state.log(workflow.now(), request.by, "rewind_authorized", f"to {request.moment}")
         return f"rewind to moment {request.moment} authorized for {request.by}"
 
@@ -403,12 +405,10 @@ class AgentWorkflow:
         convo = self.state.conversation
         if convo is None or convo.closed or self.state.status.is_closed:
             return
-        if self._people.counts(
-            "end_conversation", actor.by, actor.signed, {"reason": actor.reason}
-        ):
+        if self._people.counts("end_conversation", actor.by, actor.signed, actor.what_it_says()):
             convo.closed, convo.closed_by = True, actor.by
             self.state.log(workflow.now(), actor.by, "conversation_closed", actor.reason)
-            self._ctx.moment("conversation closed", actor.by)
+            self._ctx.moment(EventKind.CONVERSATION_CLOSED, actor.by)
 
     @workflow.query(name="conversation")
     def get_conversation(self, *_: Any) -> ConversationView:

@@ -4,8 +4,6 @@ defaults. A replay on changed code reads this record back from the history."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from pydantic import Field
 
 from durable_agents.workflows.contract_base import CompactModel
@@ -14,9 +12,6 @@ from durable_agents.workflows.tools import (
     Tool,
     ToolRisk,
 )
-
-if TYPE_CHECKING:  # agents.py imports this module: the record is of an Agent
-    from durable_agents.workflows.agents import Agent
 
 
 class ToolRecord(CompactModel):
@@ -116,14 +111,3 @@ class AdoptedAgent(CompactModel):
     revoked_keys: list[str] = Field(default_factory=list)
     # Keys that grant subjects (AGENT_SUBJECT_KEYS); empty: a subject is taken as given.
     subject_keys: dict[str, SubjectKey] = Field(default_factory=dict)
-
-    @classmethod
-    def of(cls, agent: Agent) -> AdoptedAgent:
-        return cls(
-            record=agent.record(),
-            policy=agent.policy,
-            limits=agent.limits,
-            budget=agent.budget,
-            tool_approvers=agent.tool_approvers,
-            mcp_servers=[server.name for server in agent.mcp_servers],
-        )

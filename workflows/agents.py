@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pydantic import BaseModel, Field
 
 from durable_agents.workflows.agent_records import (
+    AdoptedAgent,
     AgentRecord,
     ToolRecord,
 )
@@ -237,6 +238,17 @@ class Agent:
     @property
     def model_spec(self) -> Model | None:
         return self.model if isinstance(self.model, Model) else None
+
+    def adopted(self) -> AdoptedAgent:
+        """What a run started now takes from this agent (the `resolve_agent` activity)."""
+        return AdoptedAgent(
+            record=self.record(),
+            policy=self.policy,
+            limits=self.limits,
+            budget=self.budget,
+            tool_approvers=self.tool_approvers,
+            mcp_servers=[server.name for server in self.mcp_servers],
+        )
 
     def record(self) -> AgentRecord:
         """What a run started now may call: kept in its state for its whole life."""

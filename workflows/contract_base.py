@@ -64,3 +64,18 @@ def first_problem(err: ValidationError, top: str) -> str:
     first = err.errors(include_url=False)[0]
     where = ".".join(str(part) for part in first["loc"]) or top
     return f"{where}: {first['msg']}"
+
+
+class BudgetLimits(StrictModel):
+    """The budget's figures, each with its one set of bounds: what a run may spend
+    (RunBudget), what a person raises it to (BudgetRaise), what the console's form takes.
+    None: no limit (in a raise: as it was)."""
+
+    usd: float | None = Field(default=None, ge=0, le=1_000_000, allow_inf_nan=False)
+    tokens: int | None = Field(default=None, ge=0, le=10**12)
+    tool_calls: int | None = Field(default=None, ge=0, le=10**9)
+    seconds: float | None = Field(default=None, gt=0, le=365 * 24 * 3600.0, allow_inf_nan=False)
+
+    def limits(self) -> dict[str, Any]:
+        """The figures given, by name."""
+        return self.model_dump(include=set(BudgetLimits.model_fields), exclude_none=True)

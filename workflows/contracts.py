@@ -23,6 +23,7 @@ from pydantic import (
 )
 
 from durable_agents.workflows.contract_base import (
+    BudgetLimits,
     StrictModel,
 )
 from durable_agents.workflows.people_inputs import SignedDecision, StatePatch
@@ -47,15 +48,10 @@ class RunLimits(StrictModel):
     steps_end: Literal["answer", "complete_step"] = "answer"
 
 
-class RunBudget(StrictModel):
+class RunBudget(BudgetLimits):
     """What a run and the sub-agents it delegates to may spend together; None: no limit.
     Before a model or tool call that would pass it, the run waits for a person to raise
     it or stop the run (docs/your-own-agent.md, "Budgets")."""
-
-    usd: float | None = Field(default=None, ge=0, le=1_000_000)
-    tokens: int | None = Field(default=None, ge=0)
-    tool_calls: int | None = Field(default=None, ge=0)
-    seconds: float | None = Field(default=None, gt=0, le=365 * 24 * 3600.0)
 
     def is_empty(self) -> bool:
         return all(v is None for v in (self.usd, self.tokens, self.tool_calls, self.seconds))

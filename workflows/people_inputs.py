@@ -12,30 +12,22 @@ from pydantic import (
 
 from durable_agents.workflows.contract_base import (
     NAME,
+    BudgetLimits,
     StepTitle,
     StrictModel,
 )
 
 
-class BudgetRaise(StrictModel):
+class BudgetRaise(BudgetLimits):
     """Update payload for `raise_budget` (and the signal a parent sends its child): the new
     budget, each limit given at least what is spent; limits left out stay as they were."""
 
     by: str = NAME
-    usd: float | None = Field(default=None, ge=0, le=1_000_000, allow_inf_nan=False)
-    tokens: int | None = Field(default=None, ge=0, le=10**12)
-    tool_calls: int | None = Field(default=None, ge=0, le=10**9)
-    seconds: float | None = Field(default=None, gt=0, le=365 * 24 * 3600.0, allow_inf_nan=False)
     comment: str = Field(default="", max_length=2000)
     signed: SignedDecision | None = None
     # Set by a parent passing a person's raise on to its sub-agent: the raise as signed,
     # which the sub-agent verifies (its own limits may not pass the signed ones).
     forwarded: BudgetRaise | None = None
-
-    def limits(self) -> dict[str, Any]:
-        return self.model_dump(
-            include={"usd", "tokens", "tool_calls", "seconds"}, exclude_none=True
-        )
 
     def what_it_says(self) -> dict[str, Any]:
         """What a signature over this raise covers."""
@@ -53,6 +45,13 @@ class KeyRevocation(StrictModel):
     reason: str = Field(default="", max_length=500)
 
 
+# Every change a person may sign (workflows/signing.py, workflows/signed_changes.py).
+Action = Literal[
+    "approve", "reject", "answer", "raise_budget", "edit", "pause", "resume", "cancel",
+    "fork", "rewind", "message", "await_reply", "end_conversation", "subject",
+]  # fmt: skip
+
+
 class SignedDecision(StrictModel):
     """Who changed what, on which request (or under which nonce), when: signed with a key
     the run's policy trusts (workflows/signing.py). Verified in workflow code."""
@@ -64,10 +63,7 @@ class SignedDecision(StrictModel):
     # an earlier run under a reused id, never counts in another.
     run: str = Field(min_length=1, max_length=300)
     by: str = NAME
-    action: Literal[
-        "approve", "reject", "answer", "raise_budget", "edit", "pause", "resume", "cancel",
-        "fork", "rewind", "message", "await_reply", "end_conversation", "subject",
-    ]  # fmt: skip
+    action: Action
     # The request or question decided; for a change to the run itself, a fresh nonce.
     request_id: str = Field(min_length=1, max_length=200)
     # sha256 of what the change says (workflows/signing.py: the digests).
@@ -117,6 +113,10 @@ class Actor(StrictModel):
     reason: str = Field(default="", max_length=2000)
     signed: SignedDecision | None = None
 
+    def what_it_says(self) -> dict[str, Any]:
+        """What a signature covers (pause, resume, cancel, end_conversation)."""
+        return {"reason": self.reason}
+
 
 class RewindRequest(StrictModel):
     """Update payload for `authorize_rewind`: who rewinds the run to which moment. The run
@@ -125,6 +125,9 @@ class RewindRequest(StrictModel):
     by: str = NAME
     moment: int = Field(ge=1)
     signed: SignedDecision | None = None
+
+    def what_it_says(self) -> dict[str, Any]:
+        return {"moment": self.moment}
 
 
 class StatePatch(StrictModel):

@@ -24,20 +24,17 @@ import hashlib
 import json
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Literal
+from typing import Any
 
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 from temporalio import workflow
 
 from durable_agents.workflows.contracts import RunPolicy
+from durable_agents.workflows.people_inputs import Action as Action
 from durable_agents.workflows.people_inputs import SignedDecision
 from durable_agents.workflows.records import RunEvent
 
-Action = Literal[
-    "approve", "reject", "answer", "raise_budget", "edit", "pause", "resume", "cancel",
-    "fork", "rewind", "message", "await_reply", "end_conversation", "subject",
-]  # fmt: skip
 MESSAGE_V1 = "durable-agents/decision/v1"
 MESSAGE_V2 = "durable-agents/change/v2"
 # A signer's clock may run this far ahead of the worker's (or behind a request's time).

@@ -33,6 +33,12 @@ class ToolRisk(StrEnum):
     SIDE_EFFECT = "side_effect"
     NEEDS_APPROVAL = "needs_approval"
 
+    @property
+    def has_effects(self) -> bool:
+        """Whether a call changes something outside the run: it runs once per idempotency
+        key, never for real in a what-if (every risk but read-only)."""
+        return self is not ToolRisk.READ_ONLY
+
 
 class ToolArgs(BaseModel):
     """Base of argument models: unknown fields are refused, values are frozen."""

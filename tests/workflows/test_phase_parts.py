@@ -27,6 +27,7 @@ from durable_agents.workflows.phases import (
     people,
     story,
     tool_calls,
+    turn_loop,
 )
 from durable_agents.workflows.phases.beginnings import Beginnings
 from durable_agents.workflows.phases.budget import Budget
@@ -39,6 +40,7 @@ from durable_agents.workflows.phases.model_turn import ModelTurns
 from durable_agents.workflows.phases.people import PeopleActions
 from durable_agents.workflows.phases.story import Story
 from durable_agents.workflows.phases.tool_calls import ToolCalls
+from durable_agents.workflows.phases.turn_loop import TurnLoop
 from durable_agents.workflows.records import BUDGET_REQUEST
 from durable_agents.workflows.state import RunState
 
@@ -46,7 +48,7 @@ PHASES = {
     Budget: budget, ModelTurns: model_turn, Gate: gate, Delegating: delegating,
     ToolCalls: tool_calls, Story: story, Conversation: conversation,
     Beginnings: beginnings, PeopleActions: people,
-    WaitingForPeople: deciding, RecordedDecisions: deciding,
+    WaitingForPeople: deciding, RecordedDecisions: deciding, TurnLoop: turn_loop,
 }  # fmt: skip
 
 
@@ -61,10 +63,11 @@ def test_each_phase_is_built_alone_from_the_context_and_the_parts_it_uses():
     spend = Budget(ctx, people)
     turns = ModelTurns(ctx, spend)
     tools = ToolCalls(ctx, spend, Gate(ctx, people), Delegating(ctx))
-    told = Story(ctx, turns, tools)
+    loop = TurnLoop(ctx, turns, tools)
+    told = Story(ctx, loop)
     built = [
-        spend, turns, Gate(ctx, RecordedDecisions(ctx)), Delegating(ctx), tools, told,
-        Conversation(ctx, turns, tools, told), Beginnings(ctx), PeopleActions(ctx), people,
+        spend, turns, Gate(ctx, RecordedDecisions(ctx)), Delegating(ctx), tools, loop, told,
+        Conversation(ctx, loop, told), Beginnings(ctx), PeopleActions(ctx), people,
         RecordedDecisions(ctx),
     ]  # fmt: skip
     assert {type(phase) for phase in built} == set(PHASES)

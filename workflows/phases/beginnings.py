@@ -21,7 +21,6 @@ with workflow.unsafe.imports_passed_through():
     from durable_agents.workflows.activity_options import (
         CLAIM_SIGNATURE,
         COPY_TRANSCRIPT,
-        FIXED,
         FORK_ORIGIN,
         LIST_MCP_TOOLS,
         PARENT_STATE_AT,
@@ -48,7 +47,8 @@ with workflow.unsafe.imports_passed_through():
     )
 
 
-from durable_agents.workflows.phases.context import Phase, RunContext, RunFailed
+from durable_agents.workflows.phases.activity_call import call_activity
+from durable_agents.workflows.phases.context import Phase, RunContext, RunFailed, failure_reason
 from durable_agents.workflows.phases.inputs import describe
 
 
@@ -113,14 +113,9 @@ class Beginnings(Phase):
                 nonce=grant.request_id, run_id=self.state.store_key, what="subject grant"
             )
             try:
-                await workflow.execute_activity(
-                    CLAIM_SIGNATURE,
-                    claim,
-                    summary="subject: take the grant",
-                    **FIXED[CLAIM_SIGNATURE].kwargs(),
-                )
+                await call_activity(CLAIM_SIGNATURE, claim, summary="subject: take the grant")
             except ActivityError as err:
-                self.ctx.fail(RunFailed(getattr(err.cause, "message", None) or str(err.cause)))
+                self.ctx.fail(RunFailed(failure_reason(err)))
 
     async def _started_by_schedule(self, grant: SignedDecision | None) -> str | None:
         """The Schedule a grant names, when that Schedule itself recorded starting this run
@@ -134,12 +129,8 @@ class Beginnings(Phase):
             first_run_id=info.first_execution_run_id,
         )
         try:
-            started: bool = await workflow.execute_activity(
-                SCHEDULED_RUN,
-                asked,
-                result_type=bool,
-                summary=f"subject: ask schedule {schedule_id}",
-                **FIXED[SCHEDULED_RUN].kwargs(),
+            started = await call_activity(
+                SCHEDULED_RUN, asked, result=bool, summary=f"subject: ask schedule {schedule_id}"
             )
         except ActivityError:
             return None
@@ -163,12 +154,8 @@ class Beginnings(Phase):
         # Asked before the local activity, in the start's own task: asked after it, a
         # replay meets the marker in a task it has not reached yet (nondeterminism).
         floor = request.policy is not None and workflow.patched(patches.POLICY_FLOOR)
-        adopted: AdoptedAgent = await workflow.execute_local_activity(
-            RESOLVE_AGENT,
-            name,
-            result_type=AdoptedAgent,
-            summary=f"agent: {name}",
-            **FIXED[RESOLVE_AGENT].kwargs(),
+        adopted = await call_activity(
+            RESOLVE_AGENT, name, result=AdoptedAgent, summary=f"agent: {name}", local=True
         )
         self.state.agent = adopted.record
         if request.limits is None and adopted.limits is not None:
@@ -205,12 +192,11 @@ class Beginnings(Phase):
     async def _list_mcp_tools(self, server: str) -> None:
         """Read an MCP server's tool list once, in an activity: the history keeps it, so a
         replay sees the tools the run started with, whatever the server lists later."""
-        listing: MCPListing = await workflow.execute_activity(
-            LIST_MCP_TOOLS,
-            MCPListRequest(run_id=self.state.store_key, agent=self.ctx.agent.name, server=server),
-            result_type=MCPListing,
-            summary=f"mcp: list {server}",
-            **FIXED[LIST_MCP_TOOLS].kwargs(),
+        asked = MCPListRequest(
+            run_id=self.state.store_key, agent=self.ctx.agent.name, server=server
+        )
+        listing = await call_activity(
+            LIST_MCP_TOOLS, asked, result=MCPListing, summary=f"mcp: list {server}"
         )
         taken = {t.name for t in self.ctx.agent.tools}
         for spec in listing.tools:
@@ -250,12 +236,11 @@ class Beginnings(Phase):
         says: the transcript is copied from the real parent, under the parent's policy; a
         parent requiring signed changes counts only a fork signed for this very fork.
         `checked`: the whole state carried must be the parent's own at the moment."""
-        facts: ParentFacts = await workflow.execute_activity(
+        facts = await call_activity(
             FORK_ORIGIN,
             fork.parent_run_id,
-            result_type=ParentFacts,
+            result=ParentFacts,
             summary=f"fork: ask {fork.parent_run_id}",
-            **FIXED[FORK_ORIGIN].kwargs(),
         )
         self.parent_store_key, self.state.policy = facts.store_key, facts.policy
         # A fork's memory is its parent's, never one its request names.
@@ -281,12 +266,11 @@ class Beginnings(Phase):
         results or decisions. Only the moment and the signed edit are the caller's."""
         assert self.state.parent is not None and self._carried is not None
         moment = ParentMoment(parent_run_id=fork.parent_run_id, moment=self.state.parent.moment)
-        parent: RunState = await workflow.execute_activity(
+        parent = await call_activity(
             PARENT_STATE_AT,
             moment,
-            result_type=RunState,
+            result=RunState,
             summary=f"fork: rebuild {fork.parent_run_id} at moment {moment.moment}",
-            **FIXED[PARENT_STATE_AT].kwargs(),
         )
         differs = first_difference(parent, self._carried)
         if differs is not None:
@@ -304,12 +288,8 @@ class Beginnings(Phase):
             before_seq=self.state.next_seq,
             signed_nonce=fork.signed.request_id if fork.signed is not None else None,
         )
-        await workflow.execute_activity(
-            COPY_TRANSCRIPT,
-            copy,
-            summary=f"fork: copy transcript of {workflow_id_of(parent_store_key)}",
-            **FIXED[COPY_TRANSCRIPT].kwargs(),
-        )
+        summary = f"fork: copy transcript of {workflow_id_of(parent_store_key)}"
+        await call_activity(COPY_TRANSCRIPT, copy, summary=summary)
 
 
 def forged_start(request: RunRequest, state: RunState, info: workflow.Info) -> str | None:

@@ -8,6 +8,7 @@ from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
     from durable_agents.workflows.contracts import RunBudget
+    from durable_agents.workflows.event_kinds import EventKind
     from durable_agents.workflows.people_inputs import Actor, BudgetRaise
     from durable_agents.workflows.records import ApprovalRequest, ApprovalStatus
 
@@ -41,7 +42,7 @@ class Budget(Phase):
             deadline=now + self.ctx.decision_timeout,
         )
         self.state.request_approval(request)
-        self.ctx.moment("budget reached", reason)
+        self.ctx.moment(EventKind.BUDGET_REACHED, reason)
         await self.people.decide_budget(request)
         if request.status is ApprovalStatus.APPROVED:
             return
@@ -56,7 +57,7 @@ class Budget(Phase):
 
     def apply_raise(self, raise_: BudgetRaise) -> RunBudget:
         budget = self.state.raise_budget(raise_, workflow.now())
-        self.ctx.moment("budget raised", raise_.by)
+        self.ctx.moment(EventKind.BUDGET_RAISED, raise_.by)
         running = next((d for d in self.state.delegations if d.status == "running"), None)
         child_budget = (
             self.state.remaining_budget(workflow.now(), running) if running is not None else None

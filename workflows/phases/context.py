@@ -25,7 +25,6 @@ from temporalio.common import SearchAttributeUpdate
 from temporalio.exceptions import (
     ActivityError,
     ApplicationError,
-    CancelledError,
 )
 
 with workflow.unsafe.imports_passed_through():
@@ -37,6 +36,7 @@ with workflow.unsafe.imports_passed_through():
     from durable_agents.workflows.agents import BEFORE_AGENTS, Agent
     from durable_agents.workflows.contract_base import preview
     from durable_agents.workflows.contracts import ChildSpend
+    from durable_agents.workflows.event_kinds import PUBLISHED_AT, EventKind
     from durable_agents.workflows.memory import MEMORY_TOOLS
     from durable_agents.workflows.people_inputs import Actor
     from durable_agents.workflows.registry import AgentRegistry, served
@@ -49,20 +49,6 @@ with workflow.unsafe.imports_passed_through():
     )
 
 
-# The one rule for what a state transition publishes (the Web UI's current details and
-# the search attributes `list`, the inbox and the Web UI filter on): the moments at which
-# the status or what the run waits for may change. Publishing compares with what was
-# published, so a moment that changed nothing costs nothing. Besides these, the run
-# publishes where a change has no moment of its own: when it starts, when a step begins
-# and when a wait for a person ends (`_publish()` there).
-PUBLISHED_AT = frozenset(
-    {
-        "approval requested", "approval escalated", "approved", "rejected",
-        "question asked", "answered", "deadline passed",
-        "paused", "resumed", "edited", "budget reached", "budget raised",
-        "completed", "failed", "cancelled",
-    }
-)  # fmt: skip
 # Who decided when no person did before a deadline.
 DEADLINE_ACTOR = "deadline"
 # The signal a sub-agent's run reports its spend with (AgentWorkflow.child_spent).
@@ -133,7 +119,7 @@ class RunContext:
     def fail(self, err: BaseException) -> NoReturn:
         reason = failure_reason(err)
         self.state.fail(reason, workflow.now())
-        self.moment("failed", reason)
+        self.moment(EventKind.FAILED, reason)
         raise ApplicationError(reason, type="AgentRunFailed", non_retryable=True) from err
 
     def publish(self) -> None:
@@ -177,19 +163,19 @@ class RunContext:
             updates.append(sa.STEP.value_set(step))
         workflow.upsert_search_attributes(updates)
 
-    def moment(self, kind: str, detail: str = "", seq: int | None = None) -> None:
+    def moment(self, kind: EventKind, detail: str = "", seq: int | None = None) -> None:
         """A point of the run's timeline: numbered in the state, kept for the event protocol,
         offered for time travel; published first when the rule says so (PUBLISHED_AT)."""
         if kind in PUBLISHED_AT:
             self.publish()
         self.state.moment += 1
-        self.state.note_moment(kind, detail, workflow.now(), seq)
-        timeline.offer(self.state, kind, detail)
+        self.state.note_moment(kind.value, detail, workflow.now(), seq)
+        timeline.offer(self.state, kind.value, detail)
 
     def refuse(self, by: str, error: str) -> None:
         """A change that did not count: in the audit log and on the timeline."""
         self.state.refuse(by, error, workflow.now())
-        self.moment("decision refused", preview(f"{by}: {error}", 120))
+        self.moment(EventKind.DECISION_REFUSED, preview(f"{by}: {error}", 120))
 
     def settle_signatures(self) -> None:
         """Which signatures this run takes (workflows/signing.py), asked once its policy
@@ -211,7 +197,7 @@ class RunContext:
         if not self.state.pause_requested:
             return
         self.state.enter_pause()
-        self.moment("paused")
+        self.moment(EventKind.PAUSED)
         await workflow.wait_condition(lambda: not self.state.pause_requested)
         self.publish()
 
@@ -260,12 +246,6 @@ class RunContext:
             child_id=self.state.run_id, spent=self.state.spent, token=parent.report_token
         )
         self.signal_later(parent.run_id, CHILD_SPENT, report)
-
-
-def is_cancellation(err: BaseException) -> bool:
-    if isinstance(err, asyncio.CancelledError):
-        return True
-    return isinstance(err, ActivityError) and isinstance(err.cause, CancelledError)
 
 
 def failure_reason(err: BaseException) -> str:

@@ -17,7 +17,7 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
-    from durable_agents.workflows import prompts, signed_changes
+    from durable_agents.workflows import signed_changes
     from durable_agents.workflows.contract_base import preview
     from durable_agents.workflows.conversation_records import (
         IDS_REMEMBERED,
@@ -37,6 +37,7 @@ with workflow.unsafe.imports_passed_through():
         TurnReply,
         UserMessage,
     )
+    from durable_agents.workflows.event_kinds import EventKind
     from durable_agents.workflows.records import FINAL_ANSWER_CHARS, PlanStep, RunStatus, StepStatus
     from durable_agents.workflows.state import RunState
 
@@ -45,19 +46,17 @@ from durable_agents.workflows.phases.context import (
     RunContext,
     RunFailed,
     failure_reason,
-    is_cancellation,
 )
-from durable_agents.workflows.phases.model_turn import ModelTurns
-from durable_agents.workflows.phases.story import Story
-from durable_agents.workflows.phases.tool_calls import ToolCalls
+from durable_agents.workflows.phases.story import Story, history_is_long
+from durable_agents.workflows.phases.turn_loop import TurnLoop, Turns
 
 
 class Conversation(Phase):
     """A run people talk to: a turn of the tool loop for each message, in order."""
 
-    def __init__(self, ctx: RunContext, turns: ModelTurns, tools: ToolCalls, story: Story) -> None:
+    def __init__(self, ctx: RunContext, loop: TurnLoop, story: Story) -> None:
         super().__init__(ctx)
-        self.turns, self.tools, self.story = turns, tools, story
+        self.loop, self.story = loop, story
         # True while the run waits to continue as new: waiting senders answer `carried`.
         self.carrying = False
         # Senders waiting in an update for a reply now, and updates this run has taken
@@ -91,11 +90,8 @@ class Conversation(Phase):
         return f"Conversation closed by {convo.closed_by or '?'} after {convo.turns_total} turns."
 
     def _continue_due(self) -> bool:
-        info = workflow.info()
-        limit = self.state.limits.continue_as_new_after_events
         return (
-            info.is_continue_as_new_suggested()
-            or (limit is not None and info.get_current_history_length() >= limit)
+            history_is_long(self.state)
             or self._conversation.turns_this_run >= TURNS_PER_RUN
             or self.updates_seen >= UPDATES_PER_RUN
         )
@@ -125,14 +121,12 @@ class Conversation(Phase):
         )
         # What the model sees: the first message and the turns the state keeps.
         window = convo.turns[0].message_seq if len(convo.turns) >= TURNS_KEPT else None
-        self.ctx.moment("message", f"turn {step.index} from {message.by}")
+        self.ctx.moment(EventKind.MESSAGE, f"turn {step.index} from {message.by}")
         self.story.open_step(step, message.text, speaker=message.by)
         try:
             reply, reply_seq = await self._answer_turn(step, window)
             record.reply, record.reply_seq = reply, reply_seq
         except (RunFailed, ActivityError) as err:
-            if is_cancellation(err):
-                raise
             # A turn that cannot be answered (the endpoint refused it, a tool that keeps
             # failing the run's way) fails alone: the conversation goes on.
             record.status, record.error = "failed", failure_reason(err)
@@ -144,36 +138,24 @@ class Conversation(Phase):
         convo.turns_total += 1
         convo.turns_this_run += 1
         self.ctx.moment(
-            "replied", f"turn {step.index}: {preview(record.reply or record.error, 80)}"
+            EventKind.REPLIED, f"turn {step.index}: {preview(record.reply or record.error, 80)}"
         )
 
     async def _answer_turn(self, step: PlanStep, window: int | None) -> tuple[str, int]:
         """Model turns until a reply calls no tool: that reply answers the message (a
         reply cut short is sent back, as in a plain loop)."""
-        parts: list[str] = []
-        for _ in range(self.state.limits.max_turns_per_step):
-            step.turns += 1
-            turn = await self.turns.take(
-                f"turn {step.index}.{step.turns}",
-                self.ctx.step_tools(),
-                answer_chars=FINAL_ANSWER_CHARS,
-                stream=True,
-                context_from=window,
-            )
-            if turn.tool_calls:
-                parts = []
-                for call in turn.tool_calls:
-                    await self.tools.handle(step, call, turn.content_preview)
-                continue
-            parts.append(turn.content_preview)
-            if self.turns.cut_short(turn):
-                reason = turn.finish_reason or "?"
-                self.state.queue_message("user", prompts.FINAL_CUT_SHORT.format(reason=reason))
-                continue
-            answer = " ".join(part for part in parts if part)
-            self.state.complete_step(step, answer, workflow.now())
-            return answer, turn.seq
-        raise RunFailed(f"no reply within {self.state.limits.max_turns_per_step} model turns")
+        limit = self.state.limits.max_turns_per_step
+        shape = Turns(
+            label=lambda turn: f"turn {step.index}.{turn}",
+            tools=self.ctx.step_tools(),
+            answer_chars=FINAL_ANSWER_CHARS,
+            stream=True,
+            context_from=window,
+            gives_up=f"no reply within {limit} model turns",
+        )
+        answered = await self.loop.answer(step, shape)
+        self.state.complete_step(step, answered.text, workflow.now())
+        return answered.text, answered.seq
 
     # -- what the handlers ask (workflows/agent.py) --------------------------------------
 

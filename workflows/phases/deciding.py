@@ -18,6 +18,7 @@ from typing import Protocol
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
+    from durable_agents.workflows.event_kinds import EventKind
     from durable_agents.workflows.people_inputs import Answer, Decision
     from durable_agents.workflows.records import (
         ApprovalRequest,
@@ -55,19 +56,19 @@ class WaitingForPeople(Phase):
         if not await self.ctx.wait(decided) and self.state.policy.on_timeout == "escalate":
             later = workflow.now() + self.ctx.decision_timeout
             self.state.escalate(request, later, workflow.now())
-            self.ctx.moment("approval escalated", request.tool)
+            self.ctx.moment(EventKind.APPROVAL_ESCALATED, request.tool)
             await self.ctx.wait(decided)
         if not decided():
             late = Decision(
                 request_id=request.request_id, by=DEADLINE_ACTOR, comment="no decision in time"
             )
             self.state.decide(late, False, workflow.now())
-            self.ctx.moment("deadline passed", f"{request.tool} rejected")
+            self.ctx.moment(EventKind.DEADLINE_PASSED, f"{request.tool} rejected")
 
     async def answer(self, question: Question) -> None:
         if not await self.ctx.wait(lambda: question.status is not QuestionStatus.PENDING):
             self.state.expire(question, workflow.now())
-            self.ctx.moment("deadline passed", "question expired")
+            self.ctx.moment(EventKind.DEADLINE_PASSED, "question expired")
 
     async def decide_budget(self, request: ApprovalRequest) -> None:
         if not await self.ctx.wait(lambda: request.status is not ApprovalStatus.PENDING):
@@ -96,7 +97,9 @@ class RecordedDecisions(Phase):
             approved = shadow.unmatched == "approve"
         decision = Decision(request_id=request.request_id, by=by, comment=comment)
         self.state.decide(decision, approved, workflow.now())
-        self.ctx.moment("approved" if approved else "rejected", f"{request.tool} by {by}")
+        self.ctx.moment(
+            EventKind.APPROVED if approved else EventKind.REJECTED, f"{request.tool} by {by}"
+        )
 
     async def answer(self, question: Question) -> None:
         """The recorded answer to the same question, else none (the model hears that no

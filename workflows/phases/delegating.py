@@ -3,6 +3,8 @@ a retried task, a crash or a reset never starts it twice; its answer goes to the
 
 from __future__ import annotations
 
+import asyncio
+
 from temporalio import workflow
 from temporalio.common import WorkflowIDReusePolicy
 from temporalio.exceptions import (
@@ -17,7 +19,6 @@ with workflow.unsafe.imports_passed_through():
     from durable_agents.workflows.activity_io import ToolCall
     from durable_agents.workflows.activity_options import (
         AWAIT_RUN,
-        FIXED,
     )
     from durable_agents.workflows.agents import (
         DelegateArgs,
@@ -25,13 +26,15 @@ with workflow.unsafe.imports_passed_through():
     from durable_agents.workflows.contract_base import preview
     from durable_agents.workflows.contracts import DelegatedBy, RunRequest, RunResult
     from durable_agents.workflows.delegation import child_run_id
+    from durable_agents.workflows.event_kinds import EventKind
     from durable_agents.workflows.records import Delegation, PlanStep, ToolResultRecord
     from durable_agents.workflows.tools import (
         Tool,
     )
 
 
-from durable_agents.workflows.phases.context import Phase, failure_reason, is_cancellation
+from durable_agents.workflows.phases.activity_call import call_activity
+from durable_agents.workflows.phases.context import Phase, failure_reason
 
 
 class Delegating(Phase):
@@ -45,7 +48,7 @@ class Delegating(Phase):
         agent = spec.delegate_to or ""
         reused = self.state.reusable_delegation(agent, step.index, args.task)
         if reused is not None:
-            self.ctx.moment("delegate answer reused", f"{agent}: {reused.child_id}")
+            self.ctx.moment(EventKind.DELEGATE_ANSWER_REUSED, f"{agent}: {reused.child_id}")
             self._delegate_answered(step, call, spec, reused.child_id, "completed", reused.answer)
             return
         now = workflow.now()
@@ -62,7 +65,7 @@ class Delegating(Phase):
             report_token=str(workflow.uuid4()),
         )
         self.state.start_delegation(delegation, now)
-        self.ctx.moment("delegated", f"{agent}: {child_id}")
+        self.ctx.moment(EventKind.DELEGATED, f"{agent}: {child_id}")
         memory = self.ctx.agent.memory
         shared = memory is not None and memory.shared_with_sub_agents
         request = RunRequest(
@@ -97,7 +100,7 @@ class Delegating(Phase):
         faults.reached("after_child_answer", child_id)
         answer = result.final_answer if result.status == "completed" else result.error
         self.state.finish_delegation(child_id, result.status, answer, result.spent, workflow.now())
-        self.ctx.moment("delegate answered", f"{agent}: {result.status}")
+        self.ctx.moment(EventKind.DELEGATE_ANSWERED, f"{agent}: {result.status}")
         self._delegate_answered(step, call, spec, child_id, result.status, answer)
         self.ctx.report_spend()
 
@@ -126,19 +129,14 @@ class Delegating(Phase):
     async def _await_started_child(self, child_id: str) -> RunResult:
         """The child's run already exists (the parent was reset to before its start): wait
         for its answer in an activity; cancelling the parent cancels it too."""
+        summary = f"wait for sub-agent {child_id}"
         try:
-            result: RunResult = await workflow.execute_activity(
-                AWAIT_RUN,
-                child_id,
-                result_type=RunResult,
-                summary=f"wait for sub-agent {child_id}",
-                **FIXED[AWAIT_RUN].kwargs(),
-            )
-            return result
+            return await call_activity(AWAIT_RUN, child_id, result=RunResult, summary=summary)
+        except asyncio.CancelledError:
+            # This run was cancelled while it waited: the child it waits on goes too.
+            await workflow.get_external_workflow_handle(child_id).cancel()
+            raise
         except ActivityError as err:
-            if is_cancellation(err):
-                await workflow.get_external_workflow_handle(child_id).cancel()
-                raise
             return RunResult(run_id=child_id, status="failed", error=failure_reason(err))
 
     def _delegate_answered(

@@ -22,6 +22,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from durable_agents.workflows.agent_records import ToolRecord
     from durable_agents.workflows.contract_base import preview
+    from durable_agents.workflows.event_kinds import EventKind
     from durable_agents.workflows.records import (
         ApprovalRequest,
         PlanStep,
@@ -36,11 +37,11 @@ with workflow.unsafe.imports_passed_through():
     )
 
 
+from durable_agents.workflows.phases.activity_call import call_activity
 from durable_agents.workflows.phases.context import (
     Phase,
     RunContext,
     failure_reason,
-    is_cancellation,
 )
 from durable_agents.workflows.phases.deciding import People
 
@@ -91,18 +92,16 @@ class Gate(Phase):
 
     async def _apply_rule(self, name: str, rule: Any, review: CallToReview) -> CallVerdict | None:
         if isinstance(rule, Evaluator):
+            asked = EvaluationInput(agent=self.ctx.agent.name, rule=name, call=review.model_dump())
             try:
-                verdict: CallVerdict = await workflow.execute_activity(
+                return await call_activity(
                     EVALUATE_CALL,
-                    EvaluationInput(agent=self.ctx.agent.name, rule=name, call=review.model_dump()),
-                    result_type=CallVerdict,
+                    asked,
+                    result=CallVerdict,
                     summary=f"rule: {name} on {review.tool}",
-                    **evaluation(rule.timeout).kwargs(),
+                    options=evaluation(rule.timeout),
                 )
-                return verdict
             except ActivityError as err:
-                if is_cancellation(err):
-                    raise
                 reason = f"the evaluator failed ({failure_reason(err)}); a person decides"
                 return CallVerdict(rule=name, decision="ask", reason=preview(reason, 2000))
         try:  # a pure function of the call: deterministic, so replay gets the same answer
@@ -130,7 +129,7 @@ class Gate(Phase):
             deadline=workflow.now() + self.ctx.decision_timeout,
         )
         self.state.request_approval(request)
-        self.ctx.moment("approval requested", f"{spec.name} ({rule})")
+        self.ctx.moment(EventKind.APPROVAL_REQUESTED, f"{spec.name} ({rule})")
         await self.people.decide(request)
         self.ctx.publish()
         return request
@@ -145,7 +144,7 @@ class Gate(Phase):
             deadline=workflow.now() + self.ctx.decision_timeout,
         )
         self.state.ask(question)
-        self.ctx.moment("question asked", preview(args.question, 80))
+        self.ctx.moment(EventKind.QUESTION_ASKED, preview(args.question, 80))
         await self.people.answer(question)
         self.ctx.publish()
         if question.status is QuestionStatus.ANSWERED:

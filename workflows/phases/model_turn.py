@@ -16,8 +16,10 @@ with workflow.unsafe.imports_passed_through():
         BEFORE_AGENTS,
     )
     from durable_agents.workflows.contract_base import CUT_SHORT_REASONS, PREVIEW_CHARS
+    from durable_agents.workflows.event_kinds import EventKind
 
 
+from durable_agents.workflows.phases.activity_call import call_activity
 from durable_agents.workflows.phases.budget import Budget
 from durable_agents.workflows.phases.context import Phase, RunContext
 
@@ -60,7 +62,7 @@ class ModelTurns(Phase):
             ),
             **self.state.call_budget(),
         )
-        self.ctx.moment("model", f"{label} (seq {call.reply_seq})", call.reply_seq)
+        self.ctx.moment(EventKind.MODEL, f"{label} (seq {call.reply_seq})", call.reply_seq)
         while True:
             turn = await self._call(call)
             if turn.over_budget is None:
@@ -73,14 +75,13 @@ class ModelTurns(Phase):
         return turn
 
     async def _call(self, call: ModelCallInput) -> ModelTurn:
-        turn: ModelTurn = await workflow.execute_activity(
+        return await call_activity(
             CALL_MODEL,
             call,
-            result_type=ModelTurn,
+            result=ModelTurn,
             summary=f"model: {call.label}",
-            **model_call(self.state.limits).kwargs(),
+            options=model_call(self.state.limits),
         )
-        return turn
 
     @staticmethod
     def cut_short(turn: ModelTurn) -> bool:

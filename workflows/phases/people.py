@@ -15,6 +15,7 @@ from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from durable_agents.workflows import signed_changes
+    from durable_agents.workflows.event_kinds import EventKind
     from durable_agents.workflows.people_inputs import Answer, Decision, SignedDecision
     from durable_agents.workflows.records import ApprovalRequest, Question
     from durable_agents.workflows.signing import Action
@@ -46,7 +47,7 @@ class PeopleActions(Phase):
             self.ctx.refuse(decision.by, error)
             raise Refused(error, recorded=True)
         decided = self.state.decide(decision, approved, now)
-        self.ctx.moment(decided.status.value, f"{decided.tool} by {decision.by}")
+        self.ctx.moment(EventKind(decided.status.value), f"{decided.tool} by {decision.by}")
         return decided
 
     def answer(self, answer: Answer) -> Question:
@@ -57,7 +58,7 @@ class PeopleActions(Phase):
             self.ctx.refuse(answer.by, error)
             raise Refused(error, recorded=True)
         question = self.state.answer(answer, workflow.now())
-        self.ctx.moment("answered", answer.by)
+        self.ctx.moment(EventKind.ANSWERED, answer.by)
         return question
 
     def counts(self, action: Action, by: str, signed: SignedDecision | None, says: Any) -> bool:

@@ -11,10 +11,11 @@ with workflow.unsafe.imports_passed_through():
     from durable_agents.workflows import prompts
     from durable_agents.workflows.contract_base import preview
     from durable_agents.workflows.contracts import RunRequest
+    from durable_agents.workflows.event_kinds import EventKind
     from durable_agents.workflows.output import output_record, parsed, schema_text
     from durable_agents.workflows.records import FINAL_ANSWER_CHARS, PlanStep
     from durable_agents.workflows.registry import AgentUnavailable
-    from durable_agents.workflows.state import pack_state
+    from durable_agents.workflows.state import RunState, pack_state
     from durable_agents.workflows.tools import (
         SUBMIT_PLAN,
         SubmitPlanArgs,
@@ -22,8 +23,7 @@ with workflow.unsafe.imports_passed_through():
 
 
 from durable_agents.workflows.phases.context import Phase, RunContext, RunFailed
-from durable_agents.workflows.phases.model_turn import ModelTurns
-from durable_agents.workflows.phases.tool_calls import ToolCalls
+from durable_agents.workflows.phases.turn_loop import TurnLoop, Turns
 
 PLAN_TOOLS: tuple[str, ...] = (SUBMIT_PLAN,)
 
@@ -31,9 +31,9 @@ PLAN_TOOLS: tuple[str, ...] = (SUBMIT_PLAN,)
 class Story(Phase):
     """A run that is not a conversation: its plan and steps, or its plain loop."""
 
-    def __init__(self, ctx: RunContext, turns: ModelTurns, tools: ToolCalls) -> None:
+    def __init__(self, ctx: RunContext, loop: TurnLoop) -> None:
         super().__init__(ctx)
-        self.turns, self.tools = turns, tools
+        self.loop = loop
 
     async def tell(self) -> str:
         if not self.ctx.agent.planning:
@@ -83,7 +83,7 @@ class Story(Phase):
             if attempt == declared.attempts:
                 break
             self.state.queue_message("user", prompts.answer_again(declared.name, error))
-            turn = await self.turns.take(
+            turn = await self.loop.turns.take(
                 f"answer again {attempt}", (), preview_chars=FINAL_ANSWER_CHARS
             )
             answer = turn.content_preview
@@ -94,18 +94,16 @@ class Story(Phase):
     async def _continue_as_new_if_due(self) -> None:
         """Between steps, when the history has grown long, go on in a fresh run with the same
         id, carrying the state: a run of any length stays under Temporal's history limits."""
-        info = workflow.info()
-        limit = self.state.limits.continue_as_new_after_events
-        length = info.get_current_history_length()
-        if not (info.is_continue_as_new_suggested() or (limit and length >= limit)):
-            return
-        await self.continue_as_new(length)
+        if history_is_long(self.state):
+            await self.continue_as_new(workflow.info().get_current_history_length())
 
     async def continue_as_new(self, length: int) -> None:
         await workflow.wait_condition(workflow.all_handlers_finished)
         await self.ctx.signals_sent()
         self.state.log(workflow.now(), "system", "continued_as_new", f"after {length} events")
-        self.ctx.moment("continued as new", f"run {self.state.chain} ended after {length} events")
+        self.ctx.moment(
+            EventKind.CONTINUED_AS_NEW, f"run {self.state.chain} ended after {length} events"
+        )
         workflow.continue_as_new(
             RunRequest(
                 goal=self.state.goal,
@@ -123,10 +121,10 @@ class Story(Phase):
         self.state.phase_start_seq = self.state.next_seq
         self.state.queue_message("user", prompts.goal_message(self.state.goal))
         for _ in range(self.state.limits.max_plan_attempts):
-            turn = await self.turns.take("plan", PLAN_TOOLS, force_tool=SUBMIT_PLAN)
+            turn = await self.loop.turns.take("plan", PLAN_TOOLS, force_tool=SUBMIT_PLAN)
             plan: SubmitPlanArgs | None = None
             for call in turn.tool_calls:
-                valid = self.tools.validated_call(call, allowed=PLAN_TOOLS)
+                valid = self.loop.tools.validated_call(call, allowed=PLAN_TOOLS)
                 args = valid[2] if valid is not None else None
                 if isinstance(args, SubmitPlanArgs) and plan is None:
                     plan = args
@@ -153,30 +151,17 @@ class Story(Phase):
 
     async def _run_step(self, step: PlanStep) -> None:
         self.open_step(step, prompts.step_message(step.index, len(self.state.plan), step.title))
-        for _ in range(self.state.limits.max_turns_per_step):
-            step.turns += 1
-            turn = await self.turns.take(f"step {step.index}", self.ctx.step_tools())
-            if not turn.tool_calls:
-                if self.turns.cut_short(turn):
-                    reason = turn.finish_reason or "?"
-                    self.state.queue_message("user", prompts.CUT_SHORT.format(reason=reason))
-                    continue
-                if self.state.limits.steps_end == "complete_step":
-                    self.state.queue_message("user", prompts.END_WITH_COMPLETE_STEP)
-                    continue
-                self.state.complete_step(step, turn.content_preview, workflow.now())
-                return
-            done_summary: str | None = None
-            for call in turn.tool_calls:
-                summary = await self.tools.handle(step, call, turn.content_preview)
-                done_summary = summary if summary is not None else done_summary
-            if done_summary is not None:
-                self.state.complete_step(step, done_summary, workflow.now())
-                return
-        raise RunFailed(
-            f"step {step.index} did not finish within {self.state.limits.max_turns_per_step} "
-            "model turns"
+        limit = self.state.limits.max_turns_per_step
+        shape = Turns(
+            label=lambda _: f"step {step.index}",
+            tools=self.ctx.step_tools(),
+            cut_short=prompts.CUT_SHORT,
+            joins_parts=False,
+            ends_by_complete_step=self.state.limits.steps_end == "complete_step",
+            gives_up=f"step {step.index} did not finish within {limit} model turns",
         )
+        done = await self.loop.answer(step, shape)
+        self.state.complete_step(step, done.text, workflow.now())
 
     async def _loop(self) -> str:
         """A plain tool loop: the goal, then model turns until a reply calls no tool. It is
@@ -187,40 +172,32 @@ class Story(Phase):
         if step is None:  # a fork of a finished loop
             return self.state.final_answer or ""
         self.open_step(step, prompts.task_message(self.state.goal) + self._shape_message())
-        parts: list[str] = []
-        for _ in range(self.state.limits.max_turns_per_step):
-            step.turns += 1
-            turn = await self.turns.take(
-                f"turn {step.turns}", self.ctx.step_tools(), answer_chars=FINAL_ANSWER_CHARS
-            )
-            if turn.tool_calls:
-                parts = []
-                for call in turn.tool_calls:
-                    await self.tools.handle(step, call, turn.content_preview)
-                continue
-            parts.append(turn.content_preview)
-            if self.turns.cut_short(turn):
-                reason = turn.finish_reason or "?"
-                self.state.queue_message("user", prompts.FINAL_CUT_SHORT.format(reason=reason))
-                continue
-            answer = " ".join(part for part in parts if part)
-            self.state.complete_step(step, preview(answer), workflow.now())
-            return answer
-        raise RunFailed(
-            f"the agent gave no answer within {self.state.limits.max_turns_per_step} model turns"
+        limit = self.state.limits.max_turns_per_step
+        shape = Turns(
+            label=lambda turn: f"turn {turn}",
+            tools=self.ctx.step_tools(),
+            answer_chars=FINAL_ANSWER_CHARS,
+            gives_up=f"the agent gave no answer within {limit} model turns",
         )
+        answer = (await self.loop.answer(step, shape)).text
+        self.state.complete_step(step, preview(answer), workflow.now())
+        return answer
 
     async def _final_answer(self) -> str:
         self.state.phase_start_seq = self.state.next_seq
         self.state.flush_notes()
         recap = self.state.context if self.state.limits.context == "step" else []
         self.state.queue_message("user", prompts.final_message(recap) + self._shape_message())
-        parts: list[str] = []
-        for _ in range(self.state.limits.max_turns_per_step):
-            turn = await self.turns.take("final answer", (), preview_chars=FINAL_ANSWER_CHARS)
-            parts.append(turn.content_preview)
-            if not self.turns.cut_short(turn):
-                break
-            reason = turn.finish_reason or "?"
-            self.state.queue_message("user", prompts.FINAL_CUT_SHORT.format(reason=reason))
-        return " ".join(part for part in parts if part)
+        shape = Turns(label=lambda _: "final answer", preview_chars=FINAL_ANSWER_CHARS)
+        return (await self.loop.answer(None, shape)).text
+
+
+def history_is_long(state: RunState) -> bool:
+    """The one test of when a run goes on in a fresh run of its chain (between a story's
+    steps, between a conversation's turns): Temporal suggests it, or the history reached
+    the run's own limit (`continue_as_new_after_events`)."""
+    info = workflow.info()
+    limit = state.limits.continue_as_new_after_events
+    return info.is_continue_as_new_suggested() or (
+        limit is not None and info.get_current_history_length() >= limit
+    )

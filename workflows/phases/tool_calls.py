@@ -28,6 +28,7 @@ with workflow.unsafe.imports_passed_through():
     from durable_agents.workflows.agents import DelegateArgs
     from durable_agents.workflows.contract_base import preview
     from durable_agents.workflows.contracts import EffectSummary
+    from durable_agents.workflows.event_kinds import EventKind
     from durable_agents.workflows.memory import MEMORY_TOOLS
     from durable_agents.workflows.policy import approval_rule, idempotency_key
     from durable_agents.workflows.records import ApprovalStatus, PlanStep, ToolResultRecord
@@ -35,16 +36,15 @@ with workflow.unsafe.imports_passed_through():
         AskHumanArgs,
         CompleteStepArgs,
         Tool,
-        ToolRisk,
     )
 
 
+from durable_agents.workflows.phases.activity_call import call_activity
 from durable_agents.workflows.phases.budget import Budget
 from durable_agents.workflows.phases.context import (
     Phase,
     RunContext,
     failure_reason,
-    is_cancellation,
 )
 from durable_agents.workflows.phases.delegating import Delegating
 from durable_agents.workflows.phases.gate import Gate
@@ -109,7 +109,7 @@ class ToolCalls(Phase):
         if verdict is not None and verdict.decision == "deny":
             text = prompts.denied(spec.name, verdict.rule, verdict.reason)
             self.state.queue_message("tool", text, call.id)
-            self.ctx.moment("denied by rule", f"{spec.name} ({verdict.rule})")
+            self.ctx.moment(EventKind.DENIED_BY_RULE, f"{spec.name} ({verdict.rule})")
             return None
         if rule is None and verdict is not None and verdict.decision == "ask":
             rule = f"rule {verdict.rule}: {verdict.reason}"
@@ -132,7 +132,7 @@ class ToolCalls(Phase):
     ) -> None:
         key = None
         call_key = self.state.call_key(call.id)
-        if spec.risk is not ToolRisk.READ_ONLY:
+        if spec.risk.has_effects:
             key = idempotency_key(self.state.store_key, step.index, call_key)
         # The activity derives the usual key itself; a conversation's (its message in it)
         # is sent whole.
@@ -154,17 +154,19 @@ class ToolCalls(Phase):
             **whatif.tool_call_inputs(self.state.shadow),
         )
         self.state.tool_calls += 1
-        self.ctx.moment("tool", f"{spec.name} (seq {tool_input.result_seq})", tool_input.result_seq)
+        self.ctx.moment(
+            EventKind.TOOL, f"{spec.name} (seq {tool_input.result_seq})", tool_input.result_seq
+        )
         try:
-            outcome: ToolOutcome = await workflow.execute_activity(
+            outcome = await call_activity(
                 CALL_MCP_TOOL if record.mcp else RUN_TOOL,
                 tool_input,
-                result_type=ToolOutcome,
+                result=ToolOutcome,
                 summary=f"tool: {spec.name}",
-                **tool_call(self.state.limits, spec.timeout, spec.retry).kwargs(),
+                options=tool_call(self.state.limits, spec.timeout, spec.retry),
             )
         except ActivityError as err:
-            if is_cancellation(err) or not workflow.patched(patches.TOOL_ERRORS):
+            if not workflow.patched(patches.TOOL_ERRORS):
                 raise
             self.ctx.report_spend()
             # The tool failed for good: the model hears why; the run goes on.
@@ -179,7 +181,7 @@ class ToolCalls(Phase):
                 seq=tool_input.result_seq,
             )
             self.state.record_tool_result(failed, workflow.now())
-            self.ctx.moment("tool failed", spec.name)
+            self.ctx.moment(EventKind.TOOL_FAILED, spec.name)
             return
         if key is not None:  # the ledger's recorded result for this key: what really happened
             effect = EffectSummary(tool=spec.name, idempotency_key=key, ok=outcome.ok)

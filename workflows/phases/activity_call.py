@@ -1,0 +1,81 @@
+"""How the run calls an activity: one helper owns its name, its options (the table in
+workflows/activity_options.py), the summary the Web UI shows, the typed result, and the
+rule for what a cancellation means.
+
+The rule: an activity that stopped because the run was cancelled did not fail; the run
+was cancelled. That reaches the caller as `asyncio.CancelledError` (the run's end,
+AgentWorkflow._end_of_story, says what it means), never as an `ActivityError`. So an
+`ActivityError` a caller catches is always a failure for good (retries spent, or not
+retryable): the model hears it (a tool), a person decides (an evaluator), or the run
+fails; no caller has to tell the two apart.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, TypeVar, overload
+
+from temporalio import workflow
+from temporalio.exceptions import ActivityError, CancelledError
+
+with workflow.unsafe.imports_passed_through():
+    from durable_agents.workflows.activity_options import FIXED, Options
+
+Result = TypeVar("Result")
+
+
+@overload
+async def call_activity(
+    name: str,
+    arg: Any,
+    *,
+    summary: str,
+    result: type[Result],
+    options: Options | None = None,
+    local: bool = False,
+) -> Result: ...
+
+
+@overload
+async def call_activity(
+    name: str,
+    arg: Any,
+    *,
+    summary: str,
+    result: None = None,
+    options: Options | None = None,
+    local: bool = False,
+) -> None: ...
+
+
+async def call_activity(
+    name: str,
+    arg: Any,
+    *,
+    summary: str,
+    result: type[Any] | None = None,
+    options: Options | None = None,
+    local: bool = False,
+) -> Any:
+    """Call the activity registered as `name` with its options (those of FIXED unless the
+    run's own are given); `local`: as a local activity (its result in the history too)."""
+    given: dict[str, Any] = (options or FIXED[name]).kwargs()
+    try:
+        if local:
+            return await workflow.execute_local_activity(
+                name, arg, result_type=result, summary=summary, **given
+            )
+        return await workflow.execute_activity(
+            name, arg, result_type=result, summary=summary, **given
+        )
+    except ActivityError as err:
+        if is_cancellation(err):
+            raise asyncio.CancelledError() from err
+        raise
+
+
+def is_cancellation(err: BaseException) -> bool:
+    """Whether an error is the run's cancellation (asked of what a story ends with)."""
+    if isinstance(err, asyncio.CancelledError):
+        return True
+    return isinstance(err, ActivityError) and isinstance(err.cause, CancelledError)
