@@ -22,7 +22,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.converter import DataConverter
 from temporalio.service import RPCError
 from temporalio.worker import Replayer, UnsandboxedWorkflowRunner, WorkflowRunner
-from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
+from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
 from durable_agents.control.agents import local_agents
 from durable_agents.control.runs import (
@@ -36,6 +36,8 @@ from durable_agents.control.runs import (
     started_request,
 )
 from durable_agents.control.signer import Signer
+from durable_agents.runtime import sandbox
+from durable_agents.runtime.chains import chain_starts
 from durable_agents.runtime.client import as_worker_reads
 from durable_agents.runtime.settings import Settings
 from durable_agents.workflows import timeline
@@ -84,10 +86,7 @@ def replayer(
     serve_for_replay(agents or _REPLAY_AGENTS.get() or local_agents())
     runner: WorkflowRunner = UnsandboxedWorkflowRunner()
     if sandboxed:
-        restrictions = SandboxRestrictions.default.with_passthrough_modules(
-            "durable_agents.workflows.timeline"
-        )
-        runner = SandboxedWorkflowRunner(restrictions=restrictions)
+        runner = SandboxedWorkflowRunner(restrictions=sandbox.restrictions(timeline=True))
     return Replayer(
         workflows=list(workflows), data_converter=as_worker_reads(converter), workflow_runner=runner
     )
@@ -138,20 +137,12 @@ async def fetch_history(client: Client, run_id: str) -> WorkflowHistory:
 
 
 async def chain_runs(client: Client, run_id: str) -> list[ChainRun]:
-    """The runs of a continue-as-new chain, oldest first, from one event of each: walked
-    back from the current run, so a chain whose current run came from a reset holds."""
+    """The runs of a continue-as-new chain, oldest first, from one event of each."""
     try:
-        current: str | None = (await client.get_workflow_handle(run_id).describe()).run_id
+        starts = await chain_starts(client, run_id)
     except RPCError as err:
         raise RunError(f"cannot read the history of {run_id}: {err.message}") from None
-    chain: list[ChainRun] = []
-    while current:
-        handle = client.get_workflow_handle(run_id, run_id=current)
-        first = await anext(aiter(handle.fetch_history_events(page_size=1)))
-        chain.insert(0, ChainRun(current, await _resumed_after(client, first)))
-        started = first.workflow_execution_started_event_attributes
-        current = started.continued_execution_run_id or None
-    return chain
+    return [ChainRun(run, await _resumed_after(client, first)) for run, first in starts]
 
 
 async def _resumed_after(client: Client, first: HistoryEvent) -> int:

@@ -14,6 +14,7 @@ from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 from temporalio.worker import Replayer, UnsandboxedWorkflowRunner
 
+from durable_agents.runtime.chains import chain_starts
 from durable_agents.workflows import timeline
 from durable_agents.workflows.activity_io import ParentMoment
 from durable_agents.workflows.agent import AgentWorkflow
@@ -55,9 +56,10 @@ class ForkStates:
 
 
 async def _chain(client: Client, run_id: str) -> list[tuple[str, WorkflowHistory]]:
-    """Every run of the parent's continue-as-new chain, oldest first, with its history."""
+    """Every run of the parent's continue-as-new chain, oldest first, with its history;
+    each must be an agent run of this deployment's task queue."""
     try:
-        current: str | None = (await client.get_workflow_handle(run_id).describe()).run_id
+        starts = await chain_starts(client, run_id)
     except RPCError as err:
         if err.status == RPCStatusCode.NOT_FOUND:
             raise ApplicationError(
@@ -65,9 +67,8 @@ async def _chain(client: Client, run_id: str) -> list[tuple[str, WorkflowHistory
             ) from err
         raise
     chain: list[tuple[str, WorkflowHistory]] = []
-    while current:
-        history = await client.get_workflow_handle(run_id, run_id=current).fetch_history()
-        started = history.events[0].workflow_execution_started_event_attributes
+    for run, first in starts:
+        started = first.workflow_execution_started_event_attributes
         where = (started.workflow_type.name, started.task_queue.name)
         if where != ("AgentWorkflow", activity.info().task_queue):
             raise ApplicationError(
@@ -75,6 +76,5 @@ async def _chain(client: Client, run_id: str) -> list[tuple[str, WorkflowHistory
                 "not a run of this deployment",
                 non_retryable=True,
             )
-        chain.insert(0, (current, history))
-        current = started.continued_execution_run_id or None
+        chain.append((run, await client.get_workflow_handle(run_id, run_id=run).fetch_history()))
     return chain

@@ -72,8 +72,9 @@ class BudgetLimits(StrictModel):
     None: no limit (in a raise: as it was)."""
 
     usd: float | None = Field(default=None, ge=0, le=1_000_000, allow_inf_nan=False)
-    tokens: int | None = Field(default=None, ge=0, le=10**12)
-    tool_calls: int | None = Field(default=None, ge=0, le=10**9)
+    # No upper bound: runs started with a budget this large replay as they were taken.
+    tokens: int | None = Field(default=None, ge=0)
+    tool_calls: int | None = Field(default=None, ge=0)
     seconds: float | None = Field(default=None, gt=0, le=365 * 24 * 3600.0, allow_inf_nan=False)
 
     def limits(self) -> dict[str, Any]:

@@ -126,7 +126,9 @@ class ApprovalRequest(BaseModel):
 
     @property
     def is_budget(self) -> bool:
-        return self.kind is RequestKind.BUDGET
+        """By kind, or by the name no tool can have (a state that says otherwise is no
+        reason to let a budget request be approved like a tool call)."""
+        return self.kind is RequestKind.BUDGET or self.tool == BUDGET_REQUEST
 
 
 class QuestionStatus(StrEnum):

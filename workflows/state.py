@@ -146,11 +146,34 @@ class RunState(BudgetRules):
         self.context = self.context[-RECENT_RESULTS_KEPT:]
         self.updated_at = now
 
-    def record_tool_result(self, record: ToolResultRecord, now: datetime) -> None:
+    def record_tool_result(
+        self, step: int, call_id: str, tool: str, *, ok: bool, summary: str, seq: int, now: datetime
+    ) -> None:
+        """What a tool call came to, as the state keeps it: the one place its record is made."""
+        record = ToolResultRecord(
+            step=step, tool_call_id=call_id, tool=tool, ok=ok, summary=summary, seq=seq
+        )
         self.results.append(record)
         self.results = self.results[-RECENT_RESULTS_KEPT:]
         self.results_total += 1
         self.updated_at = now
+
+    def tell_tool_result(
+        self,
+        step: int,
+        call_id: str,
+        tool: str,
+        *,
+        ok: bool,
+        text: str,
+        now: datetime,
+        seq: int | None = None,
+    ) -> None:
+        """A tool call's result the workflow words itself (a failure, a sub-agent's answer):
+        the model hears `text`; the record points at `seq` (else at what it hears)."""
+        self.queue_message("tool", text, call_id)
+        at = seq if seq is not None else self.outbox[-1].seq
+        self.record_tool_result(step, call_id, tool, ok=ok, summary=preview(text), seq=at, now=now)
 
     def record_effect(self, effect: EffectSummary) -> None:
         self.effects.total += 1

@@ -112,3 +112,23 @@ async def test_a_mistyped_scripted_call_fails_the_test_unless_expected(time_env)
     async with AgentTestbed(support_desk, model=meant, env=time_env) as bed:
         result = await (await bed.start(support_desk, "Look up A-1001")).result()
     assert result.status == "completed"
+
+
+async def test_a_planning_agents_complete_step_does_not_end_a_conversations_turn(time_env):
+    """complete_step ends a plan's step; in a conversation's turn (a planning agent may
+    hold one) it is a tool call like any, and the reply is the next answer without one."""
+    from durable_agents import Agent
+
+    planner = Agent(
+        name="planning-desk",
+        instructions=support_desk.instructions,
+        tools=support_desk.tools,
+        planning=True,
+    )
+    model = ScriptedModel([call("complete_step", summary="noted"), say("Here is your answer.")])
+    async with AgentTestbed(planner, model=model, env=time_env) as bed:
+        chat = await bed.open_conversation(planner, "chat-planner")
+        reply = await chat.send("Hi", by="jane")
+        await chat.close(by="jane")
+    assert (reply.status, reply.reply) == ("answered", "Here is your answer.")
+    assert len(model.requests) == 2

@@ -350,6 +350,17 @@ async def budget_stopped(bench: Bench, rid: str) -> None:
     await runs.reject(bench.client, rid, Decision(by="cfo", comment="enough"))
 
 
+async def budget_deadline(bench: Bench, rid: str) -> None:
+    """A run at its budget that nobody answers: the deadline stops it."""
+    request = RunRequest(
+        goal="pay",
+        label="pay-invoice",
+        budget=RunBudget(tool_calls=1),
+        policy=RunPolicy(decision_timeout_seconds=1),
+    )
+    await runs.start_run(bench.client, bench.settings, request, rid)
+
+
 @contextlib.contextmanager
 def built_before(patches: tuple[str, ...]) -> Iterator[None]:
     """Run the worker as a build from before these patches: asked, each answers no and
@@ -410,6 +421,7 @@ BEHAVIOURS: dict[str, Callable[[Bench, str], Awaitable[Extra | None]]] = {
     # kind of their own (an approval named `(budget)`): they replay, and read as budget.
     "budget-raised": budget_raised,
     "budget-stopped": budget_stopped,
+    "budget-deadline": budget_deadline,
 }
 # The behaviours recorded as a build from before these patches.
 BUILT_BEFORE: dict[str, tuple[str, ...]] = {

@@ -34,7 +34,7 @@ def test_every_behaviour_has_a_fixture():
     behaviours |= {"cancel-lost-before-patch", "signed-decisions-v1", "policy-tightened"}
     behaviours |= {"forked-record-checked", "people-checked"}
     behaviours |= {"conversation", "conversation-continued", "sub-agent", "mcp-call"}
-    behaviours |= {"evaluator-rule", "budget-raised", "budget-stopped"}
+    behaviours |= {"evaluator-rule", "budget-raised", "budget-stopped", "budget-deadline"}
     assert set(MANIFEST) == behaviours
     assert {p.stem for p in HISTORIES.glob("*.json")} - {"manifest"} == behaviours
 

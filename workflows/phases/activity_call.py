@@ -33,6 +33,7 @@ async def call_activity(
     result: type[Result],
     options: Options | None = None,
     local: bool = False,
+    cancellation_fails: bool = False,
 ) -> Result: ...
 
 
@@ -45,6 +46,7 @@ async def call_activity(
     result: None = None,
     options: Options | None = None,
     local: bool = False,
+    cancellation_fails: bool = False,
 ) -> None: ...
 
 
@@ -56,9 +58,12 @@ async def call_activity(
     result: type[Any] | None = None,
     options: Options | None = None,
     local: bool = False,
+    cancellation_fails: bool = False,
 ) -> Any:
     """Call the activity registered as `name` with its options (those of FIXED unless the
-    run's own are given); `local`: as a local activity (its result in the history too)."""
+    run's own are given); `local`: as a local activity (its result in the history too).
+    `cancellation_fails`: the one exception to the rule, for a check made as the run
+    starts whose runs recorded a cancellation as its failure (Beginnings)."""
     given: dict[str, Any] = (options or FIXED[name]).kwargs()
     try:
         if local:
@@ -69,7 +74,7 @@ async def call_activity(
             name, arg, result_type=result, summary=summary, **given
         )
     except ActivityError as err:
-        if is_cancellation(err):
+        if is_cancellation(err) and not cancellation_fails:
             raise asyncio.CancelledError() from err
         raise
 

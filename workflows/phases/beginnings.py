@@ -48,7 +48,7 @@ with workflow.unsafe.imports_passed_through():
 
 
 from durable_agents.workflows.phases.activity_call import call_activity
-from durable_agents.workflows.phases.context import Phase, RunContext, RunFailed, failure_reason
+from durable_agents.workflows.phases.context import Phase, RunContext, RunFailed
 from durable_agents.workflows.phases.inputs import describe
 
 
@@ -113,9 +113,14 @@ class Beginnings(Phase):
                 nonce=grant.request_id, run_id=self.state.store_key, what="subject grant"
             )
             try:
-                await call_activity(CLAIM_SIGNATURE, claim, summary="subject: take the grant")
+                await call_activity(
+                    CLAIM_SIGNATURE,
+                    claim,
+                    summary="subject: take the grant",
+                    cancellation_fails=True,  # a grant not taken: the run fails, as it did
+                )
             except ActivityError as err:
-                self.ctx.fail(RunFailed(failure_reason(err)))
+                self.ctx.fail(RunFailed(getattr(err.cause, "message", None) or str(err.cause)))
 
     async def _started_by_schedule(self, grant: SignedDecision | None) -> str | None:
         """The Schedule a grant names, when that Schedule itself recorded starting this run
@@ -130,7 +135,11 @@ class Beginnings(Phase):
         )
         try:
             started = await call_activity(
-                SCHEDULED_RUN, asked, result=bool, summary=f"subject: ask schedule {schedule_id}"
+                SCHEDULED_RUN,
+                asked,
+                result=bool,
+                summary=f"subject: ask schedule {schedule_id}",
+                cancellation_fails=True,  # no answer: not started by it, as it was
             )
         except ActivityError:
             return None

@@ -71,12 +71,14 @@ class WaitingForPeople(Phase):
             self.ctx.moment(EventKind.DEADLINE_PASSED, "question expired")
 
     async def decide_budget(self, request: ApprovalRequest) -> None:
-        if not await self.ctx.wait(lambda: request.status is not ApprovalStatus.PENDING):
+        decided = await self.ctx.wait(lambda: request.status is not ApprovalStatus.PENDING)
+        # Published as the wait ended, before a late rejection (what runs recorded).
+        self.ctx.publish()
+        if not decided:
             late = Decision(
                 request_id=request.request_id, by=DEADLINE_ACTOR, comment="no raise in time"
             )
             self.state.decide(late, False, workflow.now())
-        self.ctx.publish()
 
 
 class RecordedDecisions(Phase):

@@ -27,7 +27,7 @@ with workflow.unsafe.imports_passed_through():
     from durable_agents.workflows.contracts import DelegatedBy, RunRequest, RunResult
     from durable_agents.workflows.delegation import child_run_id
     from durable_agents.workflows.event_kinds import EventKind
-    from durable_agents.workflows.records import Delegation, PlanStep, ToolResultRecord
+    from durable_agents.workflows.records import Delegation, PlanStep
     from durable_agents.workflows.tools import (
         Tool,
     )
@@ -149,13 +149,7 @@ class Delegating(Phase):
         answer: str | None,
     ) -> None:
         text = prompts.delegate_result(spec.delegate_to or "", status, answer)
-        self.state.queue_message("tool", text, call.id)
-        result = ToolResultRecord(
-            step=step.index,
-            tool_call_id=call.id,
-            tool=spec.name,
-            ok=status == "completed",
-            summary=preview(text),
-            seq=self.state.outbox[-1].seq,
+        ok = status == "completed"
+        self.state.tell_tool_result(
+            step.index, call.id, spec.name, ok=ok, text=text, now=workflow.now()
         )
-        self.state.record_tool_result(result, workflow.now())

@@ -158,6 +158,7 @@ class Story(Phase):
             cut_short=prompts.CUT_SHORT,
             joins_parts=False,
             ends_by_complete_step=self.state.limits.steps_end == "complete_step",
+            complete_step_ends=True,
             gives_up=f"step {step.index} did not finish within {limit} model turns",
         )
         done = await self.loop.answer(step, shape)

@@ -26,12 +26,11 @@ with workflow.unsafe.imports_passed_through():
     )
     from durable_agents.workflows.agent_records import ToolRecord
     from durable_agents.workflows.agents import DelegateArgs
-    from durable_agents.workflows.contract_base import preview
     from durable_agents.workflows.contracts import EffectSummary
     from durable_agents.workflows.event_kinds import EventKind
     from durable_agents.workflows.memory import MEMORY_TOOLS
     from durable_agents.workflows.policy import approval_rule, idempotency_key
-    from durable_agents.workflows.records import ApprovalStatus, PlanStep, ToolResultRecord
+    from durable_agents.workflows.records import ApprovalStatus, PlanStep
     from durable_agents.workflows.tools import (
         AskHumanArgs,
         CompleteStepArgs,
@@ -171,30 +170,19 @@ class ToolCalls(Phase):
             self.ctx.report_spend()
             # The tool failed for good: the model hears why; the run goes on.
             text = prompts.tool_failed(spec.name, failure_reason(err))
-            self.state.queue_message("tool", text, call.id)
-            failed = ToolResultRecord(
-                step=step.index,
-                tool_call_id=call.id,
-                tool=spec.name,
-                ok=False,
-                summary=preview(text),
+            self.state.tell_tool_result(
+                step.index, call.id, spec.name, ok=False, text=text, now=workflow.now(),
                 seq=tool_input.result_seq,
-            )
-            self.state.record_tool_result(failed, workflow.now())
+            )  # fmt: skip
             self.ctx.moment(EventKind.TOOL_FAILED, spec.name)
             return
         if key is not None:  # the ledger's recorded result for this key: what really happened
             effect = EffectSummary(tool=spec.name, idempotency_key=key, ok=outcome.ok)
             self.state.record_effect(effect)
-        result = ToolResultRecord(
-            step=step.index,
-            tool_call_id=call.id,
-            tool=spec.name,
-            ok=outcome.ok,
-            summary=outcome.summary,
-            seq=outcome.result_seq,
-        )
-        self.state.record_tool_result(result, workflow.now())
+        self.state.record_tool_result(
+            step.index, call.id, spec.name, ok=outcome.ok, summary=outcome.summary,
+            seq=outcome.result_seq, now=workflow.now(),
+        )  # fmt: skip
         self.ctx.report_spend()
 
 

@@ -38,6 +38,9 @@ class Turns:
     cut_short: str = prompts.FINAL_CUT_SHORT  # what the model is told of a cut reply
     joins_parts: bool = True  # the answer is every part since the last tool call
     ends_by_complete_step: bool = False  # a reply with no tool call does not end it
+    # A `complete_step` call ends it (a plan's step); elsewhere its summary is not looked
+    # at and the turns go on.
+    complete_step_ends: bool = False
     # Why the run fails when the turns run out; None: the parts so far are the answer.
     gives_up: str | None = None
 
@@ -79,7 +82,7 @@ class TurnLoop(Phase):
                 for call in turn.tool_calls:
                     summary = await self.tools.handle(step, call, turn.content_preview)
                     done = summary if summary is not None else done
-                if done is not None:
+                if done is not None and shape.complete_step_ends:
                     return Answered(done, seq, by_complete_step=True)
                 continue
             parts = [*parts, turn.content_preview] if shape.joins_parts else [turn.content_preview]
