@@ -109,3 +109,28 @@ async def test_an_approve_verdict_does_not_lift_a_declared_risk(time_env):
         assert request.rule == "wire is declared as needing approval"
         await run.approve(request.request_id, by="bob")
         assert (await run.result()).status == "completed"
+
+
+async def test_an_evaluator_that_fails_for_good_hands_the_call_to_a_person(time_env):
+    """The policy service is down: no verdict, and the call is not let through either."""
+    from temporalio.exceptions import ApplicationError
+
+    @evaluator
+    async def policy_service(review: CallToReview) -> Verdict:
+        """Stands for a service that answers with an error."""
+        raise ApplicationError("policy service down", non_retryable=True)
+
+    agent = Agent(
+        name="unreviewed", instructions="Move money.", tools=[transfer], planning=False,
+        rules=[policy_service],
+    )  # fmt: skip
+    model = ScriptedModel([call("transfer", account="DE-1", amount="5"), say("Not sent.")])
+    async with AgentTestbed(agent, model=model, env=time_env) as bed:
+        run = await bed.start("unreviewed", "Pay DE-1")
+        request = await run.next_approval()
+        await run.reject(request.request_id, by="alice", comment="wait for the service")
+        result = await run.result()
+    assert request.rule == (
+        "rule policy_service: the evaluator failed (policy service down); a person decides"
+    )
+    assert result.status == "completed" and "DE-1" not in CALLS

@@ -157,7 +157,7 @@ async def test_a_budget_asked_as_an_approval_named_budget_reads_and_shows_as_a_b
     for request in older["approvals"]:
         del request["kind"]
     read = RunState.model_validate(older)
-    assert [a.is_budget for a in read.pending_approvals] == [True]
+    assert [(a.is_budget, a.kind.value) for a in read.pending_approvals] == [(True, "budget")]
     panel = templates.env.get_template("panel.html").render(
         state=read, me="cfo", csrf="t", now=at.state.updated_at, roles={"operator": False}
     )
