@@ -66,15 +66,19 @@ def first_problem(err: ValidationError, top: str) -> str:
     return f"{where}: {first['msg']}"
 
 
+# The largest token and tool-call limits a budget takes: far past anything a run spends.
+MAX_TOKENS = 10**12
+MAX_TOOL_CALLS = 10**9
+
+
 class BudgetLimits(StrictModel):
     """The budget's figures, each with its one set of bounds: what a run may spend
     (RunBudget), what a person raises it to (BudgetRaise), what the console's form takes.
     None: no limit (in a raise: as it was)."""
 
     usd: float | None = Field(default=None, ge=0, le=1_000_000, allow_inf_nan=False)
-    # No upper bound: runs started with a budget this large replay as they were taken.
-    tokens: int | None = Field(default=None, ge=0)
-    tool_calls: int | None = Field(default=None, ge=0)
+    tokens: int | None = Field(default=None, ge=0, le=MAX_TOKENS)
+    tool_calls: int | None = Field(default=None, ge=0, le=MAX_TOOL_CALLS)
     seconds: float | None = Field(default=None, gt=0, le=365 * 24 * 3600.0, allow_inf_nan=False)
 
     def limits(self) -> dict[str, Any]:

@@ -23,6 +23,8 @@ from pydantic import (
 )
 
 from durable_agents.workflows.contract_base import (
+    MAX_TOKENS,
+    MAX_TOOL_CALLS,
     BudgetLimits,
     StrictModel,
 )
@@ -52,6 +54,21 @@ class RunBudget(BudgetLimits):
     """What a run and the sub-agents it delegates to may spend together; None: no limit.
     Before a model or tool call that would pass it, the run waits for a person to raise
     it or stop the run (docs/your-own-agent.md, "Budgets")."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _taken_before_the_bounds(cls, data: Any) -> Any:
+        """A budget a run took before these figures had upper bounds reads at the bound
+        (a limit that large is never reached): such runs replay, and go on as they were."""
+        if not isinstance(data, dict):
+            return data
+        caps = {"tokens": MAX_TOKENS, "tool_calls": MAX_TOOL_CALLS}
+        over = {
+            name: cap
+            for name, cap in caps.items()
+            if isinstance(data.get(name), int) and data[name] > cap
+        }
+        return {**data, **over} if over else data
 
     def is_empty(self) -> bool:
         return all(v is None for v in (self.usd, self.tokens, self.tool_calls, self.seconds))

@@ -4,7 +4,6 @@ is handed, reaches nothing else, and can be run alone in a workflow of a test's 
 from __future__ import annotations
 
 import ast
-import asyncio
 import inspect
 import uuid
 from datetime import UTC, datetime
@@ -43,6 +42,7 @@ from durable_agents.workflows.phases.tool_calls import ToolCalls
 from durable_agents.workflows.phases.turn_loop import TurnLoop
 from durable_agents.workflows.records import BUDGET_REQUEST
 from durable_agents.workflows.state import RunState
+from tests.conftest import eventually
 
 PHASES = {
     Budget: budget, ModelTurns: model_turn, Gate: gate, Delegating: delegating,
@@ -83,21 +83,13 @@ def _reaches(cls: type) -> set[str]:
     tree = ast.parse(inspect.getsource(cls))
     own = {name for name, _ in inspect.getmembers(cls)} | {"ctx", "state"}
     handed = set(inspect.signature(cls).parameters)
-    assigned = {
-        node.attr
-        for node in ast.walk(tree)
-        if isinstance(node, ast.Attribute)
-        and isinstance(node.value, ast.Name)
-        and node.value.id == "self"
-        and isinstance(node.ctx, ast.Store)
-    }
-    read = {
-        node.attr
-        for node in ast.walk(tree)
-        if isinstance(node, ast.Attribute)
-        and isinstance(node.value, ast.Name)
-        and node.value.id == "self"
-    }
+    assigned: set[str] = set()
+    read: set[str] = set()
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Attribute) or not isinstance(node.value, ast.Name):
+            continue
+        if node.value.id == "self":
+            (assigned if isinstance(node.ctx, ast.Store) else read).add(node.attr)
     return read - own - handed - assigned
 
 
@@ -170,11 +162,7 @@ async def test_the_budget_part_runs_alone_in_a_workflow_of_its_own(time_env):
         handle = await time_env.client.start_workflow(
             BudgetAlone.run, 1, id=f"{queue}-1", task_queue=queue
         )
-        for _ in range(200):
-            if await handle.query(BudgetAlone.asked):
-                break
-            await asyncio.sleep(0.05)
-        asked = await handle.query(BudgetAlone.asked)
+        asked = await eventually(lambda: handle.query(BudgetAlone.asked))
         await handle.signal(BudgetAlone.decide, False)
         stopped = await handle.result()
     assert within == "within"
