@@ -124,7 +124,7 @@ async def _agent_runs(
 
 
 async def _agent_of(client: Client, first_event: HistoryEvent) -> str:
-    request = await started_request(client, first_event)
+    request = await started_request(client.data_converter, first_event)
     if request is None:
         return "?"
     return request.agent or "(before agents)"

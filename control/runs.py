@@ -26,6 +26,7 @@ from temporalio.common import (
     WorkflowIDConflictPolicy,
     WorkflowIDReusePolicy,
 )
+from temporalio.converter import DataConverter
 from temporalio.exceptions import CancelledError, WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
@@ -151,16 +152,17 @@ def _what_it_asks(request: RunRequest) -> tuple[Any, ...]:
 async def _started_with(client: Client, run_id: str) -> tuple[Any, ...] | None:
     """What the running execution of a run was started with (its first event's input)."""
     async for event in client.get_workflow_handle(run_id).fetch_history_events(page_size=1):
-        request = await started_request(client, event)
+        request = await started_request(client.data_converter, event)
         return _what_it_asks(request) if request is not None else None
     return None
 
 
-async def started_request(client: Client, first_event: HistoryEvent) -> RunRequest | None:
-    """The request an agent run's first event carries (None if it is not one we can read)."""
+async def started_request(converter: DataConverter, first_event: HistoryEvent) -> RunRequest | None:
+    """The request an agent run's first event carries, read with the client's converter
+    (None if it is not one we can read)."""
     started = first_event.workflow_execution_started_event_attributes
     try:
-        [request] = await client.data_converter.decode(started.input.payloads, [RunRequest])
+        [request] = await converter.decode(started.input.payloads, [RunRequest])
     except Exception:
         return None
     return request if isinstance(request, RunRequest) else None

@@ -45,7 +45,7 @@ from durable_agents.workflows.agent import AgentWorkflow
 from durable_agents.workflows.contracts import ForkSpec, RunRequest
 from durable_agents.workflows.people_inputs import RewindRequest, StatePatch
 from durable_agents.workflows.registry import AgentRegistry, serve_for_replay
-from durable_agents.workflows.state import RunState, unpack_state
+from durable_agents.workflows.state import RunState, carried_state
 from durable_agents.workflows.timeline import Moment
 
 # The workflow code installed here: what a replay checks a history against.
@@ -150,12 +150,9 @@ async def _resumed_after(client: Client, first: HistoryEvent) -> int:
     started = first.workflow_execution_started_event_attributes
     if not started.continued_execution_run_id:
         return 0
-    request = await started_request(client, first)
-    if request is None or not request.resumes:
-        return 0
-    if request.resume_state_packed is not None:
-        return unpack_state(request.resume_state_packed).moment
-    return int((request.resume_state or {}).get("moment", 0))
+    request = await started_request(client.data_converter, first)
+    carried = carried_state(request) if request is not None else None
+    return carried.moment if carried is not None else 0
 
 
 def holding(chain: list[ChainRun], indexes: Collection[int]) -> list[ChainRun]:
@@ -456,16 +453,12 @@ async def under_its_own_id(
     started = history.events[0].workflow_execution_started_event_attributes
     if not started.continued_execution_run_id:
         return history
+    request = await started_request(as_worker_reads(converter), history.events[0])
     try:
-        [request] = await as_worker_reads(converter).decode(
-            list(started.input.payloads), [RunRequest]
-        )
-        state = (
-            unpack_state(request.resume_state_packed)
-            if request.resume_state_packed is not None
-            else RunState.model_validate(request.resume_state)
-        )
-    except Exception:  # any start it cannot read: the replay reports it
+        state = carried_state(request) if request is not None else None
+    except Exception:  # a state it cannot read: the replay reports it
+        return history
+    if state is None:
         return history
     return WorkflowHistory(workflow_id=state.run_id, events=history.events)
 

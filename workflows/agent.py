@@ -44,7 +44,7 @@ with workflow.unsafe.imports_passed_through():
         StatePatch,
     )
     from durable_agents.workflows.records import ApprovalRequest, Question
-    from durable_agents.workflows.state import EventPage, RunState, RunSummary, unpack_state
+    from durable_agents.workflows.state import EventPage, RunState, RunSummary, carried_state
 
 # The phases are imported as workflow code (the strict sandbox checks them too).
 from durable_agents.workflows.phases.beginnings import Beginnings, forged_start, run_identity
@@ -84,12 +84,9 @@ class AgentWorkflow:
 
     @workflow.init
     def __init__(self, request: RunRequest) -> None:
-        if request.resumes:
+        if (carried := carried_state(request)) is not None:
             # Our own state, carried over a continue-as-new: the chain goes on.
-            if request.resume_state_packed is not None:
-                state = unpack_state(request.resume_state_packed)
-            else:
-                state = RunState.model_validate(request.resume_state)
+            state = carried
             state.chain += 1
         else:
             state = RunState.start(workflow.info().workflow_id, request, workflow.now())

@@ -474,6 +474,16 @@ def unpack_state(packed: str) -> RunState:
     return RunState.model_validate_json(zlib.decompress(base64.b64decode(packed)))
 
 
+def carried_state(request: RunRequest) -> RunState | None:
+    """The state a continue-as-new request carries (packed, or whole from older runs);
+    None for a request that starts a run afresh."""
+    if request.resume_state_packed is not None:
+        return unpack_state(request.resume_state_packed)
+    if request.resume_state is not None:
+        return RunState.model_validate(request.resume_state)
+    return None
+
+
 def _latest(records: list[T], kept: int, still_open: Callable[[T], bool]) -> list[T]:
     """The records still open and the latest `kept` of the others, in their order."""
     closed = [i for i, record in enumerate(records) if not still_open(record)]

@@ -85,7 +85,7 @@ async def test_only_a_granted_subject_reaches_its_memory(dev_env, model_server, 
 
         # That run's grant, copied into another start: it names the run it was made for.
         events = client.get_workflow_handle(granted).fetch_history_events(page_size=1)
-        started_with = await runs.started_request(client, await anext(aiter(events)))
+        started_with = await runs.started_request(client.data_converter, await anext(aiter(events)))
         assert started_with is not None and started_with.subject_grant is not None
         copied = run_id("copied")
         refused = await started_plainly(client, settings.task_queue, copied, started_with)

@@ -3,13 +3,8 @@ view of it (publishing), its timeline (moments), waiting for a person, signals s
 later, spend reports, and how a run fails.
 
 The phases are objects built from this context and from one another, wired by the
-workflow class (workflows/agent.py):
-
-    Budget(ctx)    ModelTurns(ctx, budget)    Gate(ctx, people)    Delegation(ctx)
-    ToolCalls(ctx, budget, gate, delegation)   Story(ctx, turns, tools)
-    Conversation(ctx, turns, tools, story)     Beginnings(ctx)     PeopleActions(ctx)
-
-so each can be built and tested alone, and reaches only what it was handed.
+workflow class (AgentWorkflow._wire; docs/architecture.md draws them), so each can be
+built and tested alone, and reaches only what it was handed.
 Deterministic code only, like all of workflows/.
 """
 

@@ -157,7 +157,7 @@ class Story(Phase):
             tools=self.ctx.step_tools(),
             cut_short=prompts.CUT_SHORT,
             joins_parts=False,
-            ends_by_complete_step=self.state.limits.steps_end == "complete_step",
+            only_complete_step_ends=self.state.limits.steps_end == "complete_step",
             complete_step_ends=True,
             gives_up=f"step {step.index} did not finish within {limit} model turns",
         )

@@ -37,7 +37,7 @@ class Turns:
     context_from: int | None = None  # the conversation's window
     cut_short: str = prompts.FINAL_CUT_SHORT  # what the model is told of a cut reply
     joins_parts: bool = True  # the answer is every part since the last tool call
-    ends_by_complete_step: bool = False  # a reply with no tool call does not end it
+    only_complete_step_ends: bool = False  # a reply with no tool call does not end it
     # A `complete_step` call ends it (a plan's step); elsewhere its summary is not looked
     # at and the turns go on.
     complete_step_ends: bool = False
@@ -48,9 +48,7 @@ class Turns:
 @dataclass(frozen=True)
 class Answered:
     text: str
-    seq: int  # the transcript entry of the reply that ended it
-    # A step whose `complete_step` call ended it: `text` is the summary it gave.
-    by_complete_step: bool = False
+    seq: int  # the transcript entry of the reply that ended it (or of the last turn)
 
 
 class TurnLoop(Phase):
@@ -66,9 +64,8 @@ class TurnLoop(Phase):
         for count in range(1, self.state.limits.max_turns_per_step + 1):
             if step is not None:
                 step.turns += 1
-                count = step.turns
             turn = await self.turns.take(
-                shape.label(count),
+                shape.label(step.turns if step is not None else count),
                 shape.tools,
                 preview_chars=shape.preview_chars,
                 answer_chars=shape.answer_chars,
@@ -83,14 +80,14 @@ class TurnLoop(Phase):
                     summary = await self.tools.handle(step, call, turn.content_preview)
                     done = summary if summary is not None else done
                 if done is not None and shape.complete_step_ends:
-                    return Answered(done, seq, by_complete_step=True)
+                    return Answered(done, seq)  # the summary `complete_step` gave
                 continue
             parts = [*parts, turn.content_preview] if shape.joins_parts else [turn.content_preview]
             if self.turns.cut_short(turn):
                 reason = turn.finish_reason or "?"
                 self.state.queue_message("user", shape.cut_short.format(reason=reason))
                 continue
-            if shape.ends_by_complete_step:
+            if shape.only_complete_step_ends:
                 self.state.queue_message("user", prompts.END_WITH_COMPLETE_STEP)
                 continue
             return Answered(" ".join(part for part in parts if part), seq)
