@@ -8,7 +8,15 @@ BENCH_VENV ?= .venv-bench
 BENCH_BIN := $(BENCH_VENV)/bin
 BENCH_STAMP := $(BENCH_VENV)/.installed
 
-.PHONY: demo test bench chaos histories lint fmt typecheck down clean
+# The suite's part that runs again with each core dependency at its declared lower bound
+# (constraints-lowest.txt): the ranges in pyproject.toml are what these two runs prove.
+LOWEST_VENV ?= .venv-lowest
+LOWEST_BIN := $(LOWEST_VENV)/bin
+LOWEST_STAMP := $(LOWEST_VENV)/.installed
+LOWEST_TESTS ?= tests/workflows tests/calling tests/activities tests/conversations \
+	tests/delegation tests/worker tests/runtime tests/memory tests/integration
+
+.PHONY: demo test test-lowest bench chaos histories lint fmt typecheck down clean
 
 $(STAMP): pyproject.toml constraints.txt
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "durable-agents needs Python 3.11+ (set PYTHON=python3.11)")'
@@ -26,6 +34,11 @@ $(BENCH_STAMP): pyproject.toml constraints.txt
 	$(BENCH_BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[dev,bench]'
 	touch $(BENCH_STAMP)
 
+$(LOWEST_STAMP): pyproject.toml constraints-lowest.txt
+	test -x $(LOWEST_BIN)/python || $(PYTHON) -m venv $(LOWEST_VENV)
+	$(LOWEST_BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints-lowest.txt -e '.[test]'
+	touch $(LOWEST_STAMP)
+
 demo: $(STAMP)
 	$(BIN)/agentctl demo
 
@@ -34,6 +47,9 @@ test: $(STAMP)
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 	$(BIN)/python -m pytest
+
+test-lowest: $(LOWEST_STAMP)
+	$(LOWEST_BIN)/python -m pytest -p no:cacheprovider $(LOWEST_TESTS)
 
 bench: $(BENCH_STAMP)
 	$(BENCH_BIN)/python -m bench.side_by_side
@@ -60,4 +76,4 @@ down: $(STAMP)
 	$(BIN)/agentctl down
 
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) $(LOWEST_VENV) build *.egg-info

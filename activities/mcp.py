@@ -23,8 +23,10 @@ from temporalio.exceptions import ApplicationError
 from durable_agents.activities.heartbeat import finish_even_if_cancelled, heartbeating
 from durable_agents.activities.ledger import IdempotencyConflict, fingerprint
 from durable_agents.activities.sql import store_call
+from durable_agents.activities.store_holds import refuse_unless_held
 from durable_agents.activities.stores import Stores
 from durable_agents.activities.tools import refuse_shadow, render
+from durable_agents.runtime.extras import require
 from durable_agents.runtime.settings import Settings
 from durable_agents.workflows.activity_io import ToolCallInput, ToolOutcome
 from durable_agents.workflows.agent_records import MCPListing, MCPListRequest, MCPToolSpec
@@ -62,6 +64,7 @@ class MCPActivities:
     async def _connect(self, server: MCPServer) -> AsyncIterator[Client]:
         # Imported when a run first reaches an MCP server: the SDK takes most of a second
         # to import, which every worker and CLI process would otherwise pay.
+        require("mcp", part="MCP tools", extra="mcp")
         import httpx2
         from mcp import Client
         from mcp.client.stdio import StdioServerParameters
@@ -125,6 +128,9 @@ class MCPActivities:
     async def call_mcp_tool(self, call: ToolCallInput) -> ToolOutcome:
         refuse_shadow(call)
         await self.stores.pruned.refuse_pruned(call.run_id)
+        await refuse_unless_held(
+            self.stores.db, self.stores.transcript, call.run_id, call.result_seq, call.rows_written
+        )
         if call.agent is None or call.mcp is None or call.mcp_name is None:
             raise ApplicationError(
                 "call_mcp_tool needs agent, mcp and mcp_name", non_retryable=True

@@ -17,6 +17,7 @@ from typing import Any, ParamSpec, Protocol, TypeVar
 from urllib.parse import urlsplit
 
 from durable_agents.runtime.encryption import Keyring, KeyringError
+from durable_agents.runtime.extras import require
 
 Row = dict[str, Any]
 T = TypeVar("T")
@@ -136,14 +137,24 @@ class _PostgresTx:
         return list(cursor.fetchall()) if cursor.description else []
 
 
+def database_errors() -> tuple[type[Exception], ...]:
+    """PostgreSQL's errors where its driver is installed (the [postgres] extra): SQLite
+    users have no driver to import."""
+    try:
+        import psycopg
+    except ModuleNotFoundError:
+        return ()
+    return (psycopg.Error,)
+
+
 class PostgresDatabase:
     """One connection per thread: activities run their store calls on worker threads."""
 
     local = False
 
     def __init__(self, url: str, schema: str | None = None) -> None:
-        import psycopg  # imported here so SQLite users need no PostgreSQL driver loaded
-
+        # Imported here: SQLite users need no PostgreSQL driver ([postgres] extra).
+        psycopg: Any = require("psycopg", part="AGENT_DATABASE_URL (PostgreSQL)", extra="postgres")
         self._psycopg = psycopg
         self.url = url
         self.schema = schema

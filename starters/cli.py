@@ -8,6 +8,7 @@ import typer
 from pydantic import ValidationError
 
 from durable_agents.runtime import exiting, telemetry
+from durable_agents.runtime.extras import ExtraMissing
 from durable_agents.runtime.settings import SettingsInvalid, load_settings
 from durable_agents.starters import (
     cli_chat,
@@ -53,7 +54,7 @@ def main() -> None:
         exit_code = 0
     except SystemExit as done:
         exit_code = done.code if isinstance(done.code, int) else (0 if done.code is None else 1)
-    except SettingsInvalid as err:  # read by a command that is not run_async's
+    except (SettingsInvalid, ExtraMissing) as err:  # from a command that is not run_async's
         typer.echo(f"error: {err}", err=True)
         exit_code = 1
     exiting.leave(exit_code)

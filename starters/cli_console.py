@@ -15,6 +15,7 @@ from durable_agents.control import revocation
 from durable_agents.control.errors import one_line
 from durable_agents.control.signer import kept_signer, write_new_key
 from durable_agents.runtime.client import connect
+from durable_agents.runtime.extras import require_all
 from durable_agents.runtime.settings import load_settings
 from durable_agents.starters.errors import fail, run_async
 from durable_agents.starters.terminal import SafeConsole
@@ -31,6 +32,7 @@ signing_app = typer.Typer(
 
 def serve_console() -> None:
     """Serve the console in the foreground (`agentctl up` starts it in the background)."""
+    require_all("the console", "console")
     from durable_agents.console.__main__ import main as console_main
 
     settings = load_settings()

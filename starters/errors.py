@@ -8,7 +8,6 @@ import sys
 from collections.abc import Callable, Coroutine
 from typing import Annotated, Any, ParamSpec, TypeVar
 
-import click
 import typer
 from pydantic import ValidationError
 from temporalio.service import RPCError
@@ -20,6 +19,7 @@ from durable_agents.infra.offline_model.scenarios import ScenarioError
 from durable_agents.infra.processes import StackError
 from durable_agents.runtime.connection import ConnectionSettingsError
 from durable_agents.runtime.encryption import KeyringError
+from durable_agents.runtime.extras import ExtraMissing
 from durable_agents.runtime.settings import SettingsFileMissing, SettingsInvalid
 
 P = ParamSpec("P")
@@ -31,6 +31,18 @@ def fail(message: str) -> typer.Exit:
     return typer.Exit(1)
 
 
+def _exits() -> tuple[type[Exception], ...]:
+    """How a command chooses its exit code: typer's Exit, and click's where typer is built
+    on click (older typer releases; click is no dependency of ours)."""
+    try:
+        import click
+    except ModuleNotFoundError:
+        return (typer.Exit,)
+    return (typer.Exit, click.exceptions.Exit)
+
+
+EXITS = _exits()
+
 KNOWN = (
     RunError,
     ConnectionSettingsError,
@@ -40,6 +52,7 @@ KNOWN = (
     SettingsInvalid,
     ScenarioError,
     BinaryMissing,
+    ExtraMissing,
     ValidationError,
     RPCError,
     RuntimeError,
@@ -53,7 +66,7 @@ def run_async(fn: Callable[P, Coroutine[Any, Any, R]]) -> Callable[P, R]:
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
         try:
             return asyncio.run(fn(*args, **kwargs))
-        except (typer.Exit, click.exceptions.Exit):
+        except EXITS:
             raise  # the command chose its exit code (a RuntimeError to click: not an error)
         except KNOWN as err:
             # StackError messages may carry a log tail after the first line: keep it.

