@@ -5,15 +5,24 @@ failing the activation. This converter turns the marker into a non-retryable
 ApplicationError, which the SDK treats per input: a signal is dropped, an update refused,
 a query answered with the error, a start fails the workflow before any of its code runs,
 an activity input fails that activity. Anything else in the same activation goes on.
+
+The refusals are mixed into whichever payload converter the client has (ours, or a peer
+plugin's: `with_refusals`), so a team's pydantic-ai or OpenAI Agents plugin and ours share
+one client in either order (worker/converter.py).
 """
 
 from __future__ import annotations
 
+from functools import cache
 from typing import Any
 
 from temporalio.api.common.v1 import Payload
-from temporalio.contrib.pydantic import PydanticPayloadConverter
-from temporalio.converter import EncodingPayloadConverter
+from temporalio.contrib.pydantic import PydanticJSONPlainPayloadConverter, PydanticPayloadConverter
+from temporalio.converter import (
+    CompositePayloadConverter,
+    EncodingPayloadConverter,
+    PayloadConverter,
+)
 from temporalio.exceptions import ApplicationError
 
 from durable_agents.runtime.encryption import REFUSED_ENCODINGS
@@ -37,11 +46,51 @@ class _Refusing(EncodingPayloadConverter):
         raise ApplicationError(f"refused: {reason}", type=REFUSED_TYPE, non_retryable=True)
 
 
-class SealedPayloadConverter(PydanticPayloadConverter):
-    """Pydantic payloads, plus a refusal for every marker a worker's codec hands on."""
+class RefusesMarkers(CompositePayloadConverter):
+    """Mixed in before a payload converter: its converters, plus a refusal for every marker
+    a worker's codec hands on. Any converter that can be built with no arguments takes it,
+    ours or the one a peer's plugin set (pydantic-ai's, the OpenAI Agents SDK's), so
+    sealing does not decide which converter a client has (`with_refusals`)."""
 
     def __init__(self) -> None:
-        super().__init__()
+        super().__init__()  # the converter mixed into: it builds its own converters
         self._set_converters(
             *self.converters.values(), *(_Refusing(encoding) for encoding in REFUSED_ENCODINGS)
         )
+
+
+class SealedPayloadConverter(RefusesMarkers, PydanticPayloadConverter):
+    """Pydantic payloads, plus a refusal for every marker a worker's codec hands on."""
+
+
+def with_refusals(base: type[PayloadConverter]) -> type[PayloadConverter]:
+    """`base` with the refusals mixed in: a subclass, so a plugin that checks for its own
+    converter (isinstance, issubclass) still finds it. One class per base: two clients
+    built the same way get the same class."""
+    if issubclass(base, RefusesMarkers):
+        return base
+    if base is PydanticPayloadConverter:
+        return SealedPayloadConverter
+    if not issubclass(base, CompositePayloadConverter):
+        raise TypeError(f"{base.__name__} is not a CompositePayloadConverter: no marker refusals")
+    return _mixed(base)
+
+
+@cache
+def _mixed(base: type[CompositePayloadConverter]) -> type[PayloadConverter]:
+    return type(f"Sealed{base.__name__}", (RefusesMarkers, base), {"__module__": __name__})
+
+
+def speaks_pydantic(converter_class: type[PayloadConverter]) -> bool:
+    """Whether a payload converter writes and reads pydantic models: temporalio's pydantic
+    converter or a subclass (pydantic-ai's), or a composite whose JSON converter is
+    temporalio's pydantic one (the OpenAI Agents SDK's)."""
+    if issubclass(converter_class, PydanticPayloadConverter):
+        return True
+    if not issubclass(converter_class, CompositePayloadConverter):
+        return False
+    try:
+        converter = converter_class()
+    except Exception:  # a converter that needs arguments is none a DataConverter can build
+        return False
+    return isinstance(converter.converters.get(b"json/plain"), PydanticJSONPlainPayloadConverter)

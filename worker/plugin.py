@@ -6,34 +6,44 @@ plugin interface (as the SDK's own integrations do).
     worker = Worker(client, task_queue="billing", workflows=[Billing],
                     activities=[send_invoice])   # the client's plugins reach the worker
 
-On the client it sets our data converter (pydantic payloads, sealed when keys are set)
-and the tracing interceptor; on the worker it adds the agent workflow, the prune
-workflow, every activity they call, and the sandbox settings they need, beside the
-team's own. `agentctl up`'s worker and the what-if worker are built with it too
-(worker/main.py, worker/shadow.py): the wiring exists once.
+On the client it lays our data converter over the client's (pydantic payloads, sealed
+when keys are set; beside pydantic-ai's and the OpenAI Agents SDK's plugins in either
+order, worker/converter.py) and adds the tracing interceptor unless one is there; on
+the worker it adds the agent workflow, the prune workflow, every activity they call, and
+the sandbox settings they need, beside the team's own. `agentctl up`'s worker and the
+what-if worker are built with it too (worker/main.py, worker/shadow.py): the wiring
+exists once.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
+import logging
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import temporalio.client
 import temporalio.worker
+from temporalio.client import ClientConfig
 from temporalio.contrib.opentelemetry import TracingInterceptor
-from temporalio.contrib.pydantic import PydanticPayloadConverter
-from temporalio.converter import DataConverter, DefaultPayloadConverter
+from temporalio.converter import DataConverter
 from temporalio.plugin import SimplePlugin
 from temporalio.worker import WorkerConfig, WorkflowRunner
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
+from durable_agents.activities.model_setup import model_setup_hint
+from durable_agents.infra.temporal_setup import require_search_attributes
 from durable_agents.runtime import telemetry
 from durable_agents.runtime.client import data_converter
-from durable_agents.runtime.refused_payloads import SealedPayloadConverter
 from durable_agents.runtime.settings import Settings, load_settings
 from durable_agents.worker.activities import production_activities
 from durable_agents.worker.callers import Admits, CallerCheck
+from durable_agents.worker.converter import (
+    PluginError,
+    check_carries_agents,
+    lay_over,
+    ours_before,
+)
 from durable_agents.worker.sandbox import sandbox_restrictions, shared_modules
 from durable_agents.workflows.agent import AgentWorkflow
 from durable_agents.workflows.agents import Agent
@@ -45,16 +55,14 @@ from durable_agents.workflows.registry import (
     serve_for_replay,
 )
 
+log = logging.getLogger("durable_agents")
+
 __all__ = ["DurableAgentsPlugin", "PluginError", "without_our_plugin"]
 
 # Builds the activities for one worker: (client, settings, registry) -> them.
 ActivitiesFactory = Callable[
     [temporalio.client.Client, Settings, AgentRegistry], Sequence[Callable[..., Any]]
 ]
-
-
-class PluginError(ValueError):
-    """The worker or client cannot carry agents as configured; the message says why."""
 
 
 class DurableAgentsPlugin(SimplePlugin):
@@ -89,42 +97,43 @@ class DurableAgentsPlugin(SimplePlugin):
         self._admits = admits
         super().__init__(
             "durable_agents.DurableAgentsPlugin",
-            data_converter=self._converter,
-            interceptors=self._interceptors(),
+            # The data converter and the tracing interceptor: configure_client (and the
+            # replayer's converter in configure_replayer).
             workflow_runner=self._runner,
         )
 
+    def configure_client(self, config: ClientConfig) -> ClientConfig:
+        """Our converter over the client's (worker/converter.py: laid over what the plugins
+        after ours will make of it, so the order of plugins does not matter), and the
+        tracing interceptor unless the client has one already (the team's, a peer's):
+        each span recorded once."""
+        config = super().configure_client(config)
+        plugins = list(config.get("plugins", ()))
+        later = plugins[plugins.index(self) + 1 :] if self in plugins else []
+        ours = data_converter(self.settings, for_worker=True)
+        existing = config.get("data_converter")
+        made = lay_over(None, ours) if existing is None else ours_before(existing, later, ours)
+        config["data_converter"] = made
+        present = list(config.get("interceptors", ()))
+        config["interceptors"] = [*present, *self._tracing(present)]
+        return config
+
     def _converter(self, existing: DataConverter | None) -> DataConverter:
         """Ours (pydantic payloads, sealed when keys are set; a worker's codec passes over
-        what it cannot open, runtime/encryption.py), or the team's codec kept under our
-        payload converter; never a team's codec or payload converter silently dropped."""
-        ours = data_converter(self.settings, for_worker=True)
-        if existing is None or existing in (DataConverter.default, ours):
-            return ours
-        if existing.payload_converter_class not in (
-            DefaultPayloadConverter,
-            PydanticPayloadConverter,
-            SealedPayloadConverter,
-        ):
-            raise PluginError(
-                "the client has a payload converter of its own: agents need pydantic "
-                "payloads (temporalio.contrib.pydantic), which read dataclasses and plain "
-                "JSON too"
-            )
-        if existing.payload_codec is not None and ours.payload_codec is not None:
-            raise PluginError(
-                "the client has a payload codec of its own and AGENT_ENCRYPTION_KEYS are set: "
-                "use one of the two"
-            )
-        if existing.payload_codec is None:
-            return ours
-        return dataclasses.replace(existing, payload_converter_class=PydanticPayloadConverter)
+        what it cannot open, runtime/encryption.py) over the client's: its payload
+        converter kept when it carries pydantic models, its codec kept; never a team's
+        codec or payload converter silently dropped (worker/converter.py)."""
+        return lay_over(existing, data_converter(self.settings, for_worker=True))
 
     @staticmethod
-    def _interceptors() -> list[temporalio.client.Interceptor]:
-        if telemetry.tracing_installed():
-            return [TracingInterceptor(telemetry.tracer())]
-        return []
+    def _tracing(present: Sequence[object]) -> list[TracingInterceptor]:
+        """Our tracing interceptor, where this process records spans and nobody traces
+        Temporal's calls already: a second TracingInterceptor records every span twice."""
+        if not telemetry.tracing_installed():
+            return []
+        if any(isinstance(i, TracingInterceptor) for i in present):
+            return []
+        return [TracingInterceptor(telemetry.tracer())]
 
     def _runner(self, existing: WorkflowRunner | None) -> WorkflowRunner:
         """Our sandbox settings on top of the team's: their runner's restrictions gain the
@@ -142,13 +151,14 @@ class DurableAgentsPlugin(SimplePlugin):
         task_queue = config.get("task_queue")
         if client is None or not task_queue:
             raise PluginError("DurableAgentsPlugin needs a worker with a client and a task queue")
-        if not issubclass(client.data_converter.payload_converter_class, PydanticPayloadConverter):
-            raise PluginError(
-                "the worker's client does not speak our payloads: pass DurableAgentsPlugin to "
-                "Client.connect(..., plugins=[plugin]) (its worker inherits it)"
-            )
+        check_carries_agents(client.data_converter, data_converter(self.settings, for_worker=True))
         serve(task_queue, self.registry)
         config = super().configure_worker(config)
+        # A worker given our plugin, but not its client: the client's tracing interceptor
+        # serves the worker too (the SDK's), so ours only where neither has one.
+        tracing = self._tracing(
+            [*client.config(active_config=True)["interceptors"], *config.get("interceptors", ())]
+        )
         config["workflows"] = [*config.get("workflows", ()), *self._agent_workflows(config)]
         make = self._activities or production_activities
         config["activities"] = [
@@ -156,14 +166,29 @@ class DurableAgentsPlugin(SimplePlugin):
             *make(client, self.settings, self.registry),
         ]
         check = CallerCheck(client, self._admits)
-        config["interceptors"] = [*config.get("interceptors", ()), check]
+        config["interceptors"] = [*config.get("interceptors", ()), *tracing, check]
         return config
+
+    async def run_worker(
+        self,
+        worker: temporalio.worker.Worker,
+        next: Callable[[temporalio.worker.Worker], Awaitable[None]],
+    ) -> None:
+        """Before the worker polls: a namespace without our search attributes is refused in
+        one line (else every run, ours or the team's calling an agent, sits stuck on its
+        first upsert); a worker with no model says, once, what to set."""
+        await require_search_attributes(worker.client)
+        hint = model_setup_hint(self.settings)
+        if hint is not None:
+            log.warning(hint)
+        await super().run_worker(worker, next)
 
     def configure_replayer(
         self, config: temporalio.worker.ReplayerConfig
     ) -> temporalio.worker.ReplayerConfig:
         serve_for_replay(self.registry)
         config = super().configure_replayer(config)
+        config["data_converter"] = self._converter(config.get("data_converter"))
         config["workflows"] = [*config.get("workflows", ()), *self._agent_workflows(None)]
         return config
 

@@ -27,11 +27,14 @@ from tests.conftest import approve_when_asked, eventually, run_id, spawn_worker
 
 @pytest.fixture(scope="module")
 def spans():
-    """The process's tracer provider, exporting to memory (it can be set only once)."""
+    """The process's tracer provider, exporting to memory (it can be set only once: another
+    module's, tests/worker/test_beside_peers.py's, where it came first)."""
     exporter = InMemorySpanExporter()
-    provider = TracerProvider()
+    provider = trace.get_tracer_provider()
+    if not isinstance(provider, TracerProvider):
+        provider = TracerProvider()
+        trace.set_tracer_provider(provider)
     provider.add_span_processor(SimpleSpanProcessor(exporter))
-    trace.set_tracer_provider(provider)
     assert telemetry.tracing_installed()
     yield exporter
     exporter.shutdown()  # later tests' spans go nowhere
