@@ -29,9 +29,10 @@ from durable_agents.infra.processes import (
     spawn,
     stop,
 )
-from durable_agents.infra.temporal_setup import set_up_namespace
+from durable_agents.infra.temporal_setup import hours, set_up_namespace
 from durable_agents.runtime import versioning
 from durable_agents.runtime.client import connect
+from durable_agents.runtime.extras import require_all
 from durable_agents.runtime.settings import Settings
 from durable_agents.workflows import search_attributes as sa
 
@@ -171,6 +172,7 @@ def files_for(settings: Settings, name: str) -> ProcessFiles:
 
 
 async def up(settings: Settings, say: Callable[[str], None] = print) -> None:
+    require_all("the local stack (agentctl up)", "local")
     for spec in part_specs(settings):
         files = files_for(settings, spec.name)
         if files.running_pid() is not None:
@@ -184,9 +186,9 @@ async def up(settings: Settings, say: Callable[[str], None] = print) -> None:
                 f"(token in AGENT_CODEC_TOKEN or {settings.data_dir.resolve() / 'codec-token'})"
             )
         if spec.name == "temporal":
-            await set_up_namespace(await connect(settings), settings)
+            done = await set_up_namespace(await connect(settings), settings, ours=True)
             say(
-                f"namespace {settings.namespace}: retention {settings.retention_days:g} days, "
+                f"namespace {done.namespace}: retention {hours(done.retention)}, "
                 f"daily prune schedule {settings.prune_schedule_id!r}"
             )
 

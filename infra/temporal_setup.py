@@ -4,13 +4,23 @@ itself from start-dev flags), the retention of closed runs, and the daily prune 
 
 from __future__ import annotations
 
+import asyncio
+import time
+from dataclasses import dataclass
 from datetime import timedelta
 
 from google.protobuf.duration_pb2 import Duration
 from temporalio.api.enums.v1 import IndexedValueType
 from temporalio.api.namespace.v1 import NamespaceConfig
-from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest
-from temporalio.api.workflowservice.v1 import UpdateNamespaceRequest
+from temporalio.api.operatorservice.v1 import (
+    AddSearchAttributesRequest,
+    ListSearchAttributesRequest,
+)
+from temporalio.api.workflowservice.v1 import (
+    DescribeNamespaceRequest,
+    RegisterNamespaceRequest,
+    UpdateNamespaceRequest,
+)
 from temporalio.client import (
     Client,
     Schedule,
@@ -32,8 +42,30 @@ _TYPES = {
 }
 
 
+class SearchAttributesMissing(RuntimeError):
+    """The namespace lacks search attributes our runs write: a run (ours, or a team's
+    workflow calling an agent) would fail its workflow task on each try, stuck, with the
+    reason only in the worker's WARN lines. Said at once instead, in one line."""
+
+
+def _wanted() -> dict[str, IndexedValueType.ValueType]:
+    return {key.name: _TYPES[key._metadata_type] for key in sa.ALL}
+
+
 async def register_search_attributes(client: Client) -> None:
-    wanted = {key.name: _TYPES[key._metadata_type] for key in sa.ALL}
+    """Register our search attributes in the client's namespace (those there already are
+    left as they are). `agentctl setup` calls it; so may a test, on its own server."""
+    wanted = _wanted()
+    try:
+        listed = await client.operator_service.list_search_attributes(
+            ListSearchAttributesRequest(namespace=client.namespace)
+        )
+        wanted = {k: v for k, v in wanted.items() if k not in listed.custom_attributes}
+    except RPCError as err:  # the time-skipping test server lists none: add them all
+        if err.status != RPCStatusCode.UNIMPLEMENTED:
+            raise
+    if not wanted:
+        return
     try:
         await client.operator_service.add_search_attributes(
             AddSearchAttributesRequest(namespace=client.namespace, search_attributes=wanted)
@@ -41,6 +73,91 @@ async def register_search_attributes(client: Client) -> None:
     except RPCError as err:
         if err.status != RPCStatusCode.ALREADY_EXISTS:
             raise
+
+
+async def missing_search_attributes(client: Client) -> list[str]:
+    """Our search attributes the client's namespace lacks, or has with another type
+    ("AgentStep (Keyword, not Int)"); empty when all are there. Raises RPCError
+    UNIMPLEMENTED on Temporal's time-skipping test server, which cannot list them."""
+    listed = await client.operator_service.list_search_attributes(
+        ListSearchAttributesRequest(namespace=client.namespace)
+    )
+    have = dict(listed.custom_attributes)
+    missing = []
+    for name, kind in _wanted().items():
+        if name not in have:
+            missing.append(name)
+        elif have[name] != kind:
+            missing.append(f"{name} ({_type_name(have[name])}, not {_type_name(kind)})")
+    return missing
+
+
+def _type_name(kind: IndexedValueType.ValueType) -> str:
+    return IndexedValueType.Name(kind).removeprefix("INDEXED_VALUE_TYPE_").title()
+
+
+async def require_search_attributes(client: Client) -> None:
+    """Refuse, in one line naming the command that registers them, a namespace that lacks
+    our search attributes. Temporal's time-skipping test server cannot list them: there
+    they are registered (a test's own server, where registering harms nothing)."""
+    try:
+        missing = await missing_search_attributes(client)
+    except RPCError as err:
+        if err.status != RPCStatusCode.UNIMPLEMENTED:
+            raise
+        await register_search_attributes(client)
+        return
+    if missing:
+        raise SearchAttributesMissing(
+            f"namespace {client.namespace!r} lacks the search attributes {', '.join(missing)}:"
+            " run `agentctl setup` once for it (in a test: await "
+            "durable_agents.testing.register_search_attributes(client))"
+        )
+
+
+@dataclass(frozen=True)
+class NamespaceSetup:
+    """What `setup` (or `up`) did to a namespace, and what it left alone, to say so."""
+
+    namespace: str
+    address: str
+    retention: timedelta  # the namespace's retention after set-up
+    retention_set: bool  # True: ours (a namespace we created); False: theirs, left alone
+
+
+def hours(span: timedelta) -> str:
+    """A retention as `temporal` prints it (720h)."""
+    return f"{span.total_seconds() / 3600:g}h"
+
+
+async def _retention_of(client: Client) -> timedelta | None:
+    """The namespace's retention; None when the namespace does not exist."""
+    try:
+        described = await client.workflow_service.describe_namespace(
+            DescribeNamespaceRequest(namespace=client.namespace)
+        )
+    except RPCError as err:
+        if err.status == RPCStatusCode.NOT_FOUND:
+            return None
+        raise
+    return described.config.workflow_execution_retention_ttl.ToTimedelta()
+
+
+async def _until_served(client: Client, within: float = 60.0) -> None:
+    """A namespace just registered is served once Temporal's namespace cache has it (some
+    seconds): until then its calls say NOT_FOUND."""
+    deadline = time.monotonic() + within
+    while True:
+        try:
+            await client.operator_service.list_search_attributes(
+                ListSearchAttributesRequest(namespace=client.namespace)
+            )
+            await client.count_workflows()
+            return
+        except RPCError as err:
+            if err.status != RPCStatusCode.NOT_FOUND or time.monotonic() > deadline:
+                raise
+        await asyncio.sleep(0.5)
 
 
 async def set_retention(client: Client, days: float) -> None:
@@ -53,6 +170,25 @@ async def set_retention(client: Client, days: float) -> None:
             ),
         )
     )
+
+
+async def settle_retention(client: Client, days: float, *, ours: bool) -> timedelta:
+    """A namespace that is `ours` (the local stack's) gets our retention; a team's keeps its
+    own, whatever it is: a guest never rewrites it. One that does not exist yet is created
+    with ours. The retention in force is returned."""
+    wanted = Duration(seconds=int(days * 86400))
+    current = await _retention_of(client)
+    if current is None:
+        await client.workflow_service.register_namespace(
+            RegisterNamespaceRequest(
+                namespace=client.namespace, workflow_execution_retention_period=wanted
+            )
+        )
+        return wanted.ToTimedelta()
+    if ours:
+        await set_retention(client, days)
+        return wanted.ToTimedelta()
+    return current
 
 
 async def ensure_prune_schedule(client: Client, settings: Settings) -> None:
@@ -75,8 +211,18 @@ async def ensure_prune_schedule(client: Client, settings: Settings) -> None:
         await handle.update(lambda _: ScheduleUpdate(schedule=schedule))
 
 
-async def set_up_namespace(client: Client, settings: Settings) -> None:
-    """Everything a namespace needs before runs: search attributes, retention, pruning."""
+async def set_up_namespace(client: Client, settings: Settings, *, ours: bool) -> NamespaceSetup:
+    """Everything a namespace needs before runs: search attributes, pruning, and (in a
+    namespace that is `ours`, or one this creates) the retention of closed runs."""
+    before = await _retention_of(client)
+    retention = await settle_retention(client, settings.retention_days, ours=ours)
+    if before is None:
+        await _until_served(client)
     await register_search_attributes(client)
-    await set_retention(client, settings.retention_days)
     await ensure_prune_schedule(client, settings)
+    return NamespaceSetup(
+        namespace=client.namespace,
+        address=client.service_client.config.target_host,
+        retention=retention,
+        retention_set=ours or before is None,
+    )

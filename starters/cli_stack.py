@@ -10,7 +10,7 @@ from rich.table import Table
 from durable_agents.control import pruning, release
 from durable_agents.control.runs import RunError
 from durable_agents.infra import stack
-from durable_agents.infra.temporal_setup import set_up_namespace
+from durable_agents.infra.temporal_setup import hours, set_up_namespace
 from durable_agents.runtime import versioning
 from durable_agents.runtime.client import connect
 from durable_agents.runtime.settings import load_settings
@@ -53,10 +53,16 @@ async def setup() -> None:
     """Prepare a namespace of a real cluster: search attributes, retention, prune schedule."""
     settings = load_settings()
     client = await connect(settings)
-    await set_up_namespace(client, settings)
+    done = await set_up_namespace(client, settings, ours=False)
+    retention = (
+        f"retention set to {hours(done.retention)} (a namespace it created)"
+        if done.retention_set
+        else f"retention left at {hours(done.retention)} (the namespace's own; ours would be "
+        f"{settings.retention_days:g} days)"
+    )
     console.print(
-        f"namespace {settings.namespace} at {settings.temporal_address}: search attributes, "
-        f"retention {settings.retention_days:g} days, schedule {settings.prune_schedule_id!r}"
+        f"namespace {done.namespace} at {done.address}: search attributes registered, "
+        f"{retention}, prune schedule {settings.prune_schedule_id!r}"
     )
     if settings.worker_versioning:
         current = await versioning.current_build(client, settings.deployment_name)

@@ -89,8 +89,8 @@ async def test_namespace_set_up_sets_retention_and_the_daily_schedule(dev_env, s
     from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest
 
     client = dev_env.client
-    await set_up_namespace(client, settings)
-    await set_up_namespace(client, settings)  # twice is fine
+    await set_up_namespace(client, settings, ours=True)
+    await set_up_namespace(client, settings, ours=True)  # twice is fine
     namespace = await client.workflow_service.describe_namespace(
         DescribeNamespaceRequest(namespace=client.namespace)
     )
@@ -98,13 +98,13 @@ async def test_namespace_set_up_sets_retention_and_the_daily_schedule(dev_env, s
     # A longer retention later: the daily prune asks for the new age (a younger one would
     # be refused by the workers, every day, deleting nothing).
     longer = settings.model_copy(update={"retention_days": 9.0})
-    await set_up_namespace(client, longer)
+    await set_up_namespace(client, longer, ours=True)
     again = await client.get_schedule_handle(settings.prune_schedule_id).describe()
     asked = again.schedule.action
     assert isinstance(asked, ScheduleActionStartWorkflow)
     [payload] = asked.args
     assert json.loads(payload.data)["older_than_seconds"] == 9 * 86400
-    await set_up_namespace(client, settings)
+    await set_up_namespace(client, settings, ours=True)
     schedule = await client.get_schedule_handle(settings.prune_schedule_id).describe()
     action = schedule.schedule.action
     assert action.workflow == "PruneWorkflow"
