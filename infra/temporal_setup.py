@@ -10,12 +10,8 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from google.protobuf.duration_pb2 import Duration
-from temporalio.api.enums.v1 import IndexedValueType
 from temporalio.api.namespace.v1 import NamespaceConfig
-from temporalio.api.operatorservice.v1 import (
-    AddSearchAttributesRequest,
-    ListSearchAttributesRequest,
-)
+from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
 from temporalio.api.workflowservice.v1 import (
     DescribeNamespaceRequest,
     RegisterNamespaceRequest,
@@ -33,86 +29,27 @@ from temporalio.client import (
 from temporalio.service import RPCError, RPCStatusCode
 
 from durable_agents.runtime.settings import Settings
-from durable_agents.workflows import search_attributes as sa
+from durable_agents.worker.search_attributes import (
+    SearchAttributesMissing,
+    missing_search_attributes,
+    register_search_attributes,
+    require_search_attributes,
+)
 from durable_agents.workflows.activity_io import PruneRequest
 
-_TYPES = {
-    "Keyword": IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD,
-    "Int": IndexedValueType.INDEXED_VALUE_TYPE_INT,
-}
-
-
-class SearchAttributesMissing(RuntimeError):
-    """The namespace lacks search attributes our runs write: a run (ours, or a team's
-    workflow calling an agent) would fail its workflow task on each try, stuck, with the
-    reason only in the worker's WARN lines. Said at once instead, in one line."""
-
-
-def _wanted() -> dict[str, IndexedValueType.ValueType]:
-    return {key.name: _TYPES[key._metadata_type] for key in sa.ALL}
-
-
-async def register_search_attributes(client: Client) -> None:
-    """Register our search attributes in the client's namespace (those there already are
-    left as they are). `agentctl setup` calls it; so may a test, on its own server."""
-    wanted = _wanted()
-    try:
-        listed = await client.operator_service.list_search_attributes(
-            ListSearchAttributesRequest(namespace=client.namespace)
-        )
-        wanted = {k: v for k, v in wanted.items() if k not in listed.custom_attributes}
-    except RPCError as err:  # the time-skipping test server lists none: add them all
-        if err.status != RPCStatusCode.UNIMPLEMENTED:
-            raise
-    if not wanted:
-        return
-    try:
-        await client.operator_service.add_search_attributes(
-            AddSearchAttributesRequest(namespace=client.namespace, search_attributes=wanted)
-        )
-    except RPCError as err:
-        if err.status != RPCStatusCode.ALREADY_EXISTS:
-            raise
-
-
-async def missing_search_attributes(client: Client) -> list[str]:
-    """Our search attributes the client's namespace lacks, or has with another type
-    ("AgentStep (Keyword, not Int)"); empty when all are there. Raises RPCError
-    UNIMPLEMENTED on Temporal's time-skipping test server, which cannot list them."""
-    listed = await client.operator_service.list_search_attributes(
-        ListSearchAttributesRequest(namespace=client.namespace)
-    )
-    have = dict(listed.custom_attributes)
-    missing = []
-    for name, kind in _wanted().items():
-        if name not in have:
-            missing.append(name)
-        elif have[name] != kind:
-            missing.append(f"{name} ({_type_name(have[name])}, not {_type_name(kind)})")
-    return missing
-
-
-def _type_name(kind: IndexedValueType.ValueType) -> str:
-    return IndexedValueType.Name(kind).removeprefix("INDEXED_VALUE_TYPE_").title()
-
-
-async def require_search_attributes(client: Client) -> None:
-    """Refuse, in one line naming the command that registers them, a namespace that lacks
-    our search attributes. Temporal's time-skipping test server cannot list them: there
-    they are registered (a test's own server, where registering harms nothing)."""
-    try:
-        missing = await missing_search_attributes(client)
-    except RPCError as err:
-        if err.status != RPCStatusCode.UNIMPLEMENTED:
-            raise
-        await register_search_attributes(client)
-        return
-    if missing:
-        raise SearchAttributesMissing(
-            f"namespace {client.namespace!r} lacks the search attributes {', '.join(missing)}:"
-            " run `agentctl setup` once for it (in a test: await "
-            "durable_agents.testing.register_search_attributes(client))"
-        )
+# Where they live (a worker checks them before it polls); here too, for `setup` and tests.
+__all__ = [
+    "NamespaceSetup",
+    "SearchAttributesMissing",
+    "ensure_prune_schedule",
+    "hours",
+    "missing_search_attributes",
+    "register_search_attributes",
+    "require_search_attributes",
+    "set_retention",
+    "set_up_namespace",
+    "settle_retention",
+]
 
 
 @dataclass(frozen=True)

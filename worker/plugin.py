@@ -32,7 +32,6 @@ from temporalio.worker import WorkerConfig, WorkflowRunner
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
 from durable_agents.activities.model_setup import model_setup_hint
-from durable_agents.infra.temporal_setup import require_search_attributes
 from durable_agents.runtime import telemetry
 from durable_agents.runtime.client import data_converter
 from durable_agents.runtime.settings import Settings, load_settings
@@ -45,6 +44,7 @@ from durable_agents.worker.converter import (
     ours_before,
 )
 from durable_agents.worker.sandbox import sandbox_restrictions, shared_modules
+from durable_agents.worker.search_attributes import require_search_attributes
 from durable_agents.workflows.agent import AgentWorkflow
 from durable_agents.workflows.agents import Agent
 from durable_agents.workflows.prune import AutoUpgradingPruneWorkflow, PruneWorkflow
