@@ -8,7 +8,8 @@ policy says, and the history replays step for step (docs/your-own-agent.md).
 `durable_agents.client` starts and steers runs from Python; `durable_agents.testing`
 runs an agent against a scripted model on Temporal's time-skipping test server;
 `DurableAgentsPlugin` adds agents to a worker you already run, and `run_agent` calls
-one from your own workflow.
+one from your own workflow (its `RunResult` and errors, `AgentRequestInvalid` and
+`AgentGaveNoAnswer`, are importable here from workflow code too).
 
 The names below load on first use (PEP 562): importing this package imports nothing
 else, so Temporal's sandbox, which re-imports the workflow modules for each run, never
@@ -44,6 +45,12 @@ if TYPE_CHECKING:
         delegate as delegate,
     )
     from durable_agents.workflows.calling import (
+        AgentGaveNoAnswer as AgentGaveNoAnswer,
+    )
+    from durable_agents.workflows.calling import (
+        AgentRequestInvalid as AgentRequestInvalid,
+    )
+    from durable_agents.workflows.calling import (
         run_agent as run_agent,
     )
     from durable_agents.workflows.contracts import (
@@ -54,6 +61,9 @@ if TYPE_CHECKING:
     )
     from durable_agents.workflows.contracts import (
         RunPolicy as RunPolicy,
+    )
+    from durable_agents.workflows.contracts import (
+        RunResult as RunResult,
     )
     from durable_agents.workflows.memory import (
         Memory as Memory,
@@ -92,6 +102,8 @@ if TYPE_CHECKING:
 # Each public name and the module that defines it.
 _HOMES = {
     "Agent": "durable_agents.workflows.agents",
+    "AgentGaveNoAnswer": "durable_agents.workflows.calling",
+    "AgentRequestInvalid": "durable_agents.workflows.calling",
     "AgentRegistry": "durable_agents.workflows.registry",
     "CallToReview": "durable_agents.workflows.rules",
     "DurableAgentsPlugin": "durable_agents.worker.plugin",
@@ -103,6 +115,7 @@ _HOMES = {
     "RunBudget": "durable_agents.workflows.contracts",
     "RunLimits": "durable_agents.workflows.contracts",
     "RunPolicy": "durable_agents.workflows.contracts",
+    "RunResult": "durable_agents.workflows.contracts",
     "Settings": "durable_agents.runtime.settings",
     "StartOptions": "durable_agents.workflows.start_options",
     "Tool": "durable_agents.workflows.tools",
@@ -117,7 +130,9 @@ _HOMES = {
 
 __all__ = [
     "Agent",
+    "AgentGaveNoAnswer",
     "AgentRegistry",
+    "AgentRequestInvalid",
     "CallToReview",
     "DurableAgentsPlugin",
     "Evaluator",
@@ -128,6 +143,7 @@ __all__ = [
     "RunBudget",
     "RunLimits",
     "RunPolicy",
+    "RunResult",
     "Settings",
     "StartOptions",
     "Tool",

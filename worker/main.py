@@ -12,7 +12,7 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import timedelta
 from functools import partial
 from typing import Any
@@ -59,9 +59,11 @@ def build_worker(
     *,
     registry: AgentRegistry | None = None,
     model_clients: ClientFactory = openai_clients,
+    activities: Sequence[Callable[..., Any]] = (),
 ) -> Worker:
     """Our own worker: the agents of `registry` (default: those of AGENT_MODULES) through
-    the same plugin a team adds to its worker, on our task queue and deployment."""
+    the same plugin a team adds to its worker, on our task queue and deployment;
+    `activities`: a team's own beside ours (the testbed's)."""
     registry = (
         registry
         if registry is not None
@@ -78,6 +80,7 @@ def build_worker(
         settings,
         task_queue=settings.task_queue,
         plugins=[plugin],
+        activities=list(activities),
         graceful_shutdown_timeout=timedelta(seconds=settings.graceful_shutdown_seconds),
         deployment_config=versioning.deployment_config(settings),
         max_cached_workflows=settings.workflow_cache_size,

@@ -12,8 +12,10 @@ import fnmatch
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any, Generic
 
 from pydantic import BaseModel, Field
+from typing_extensions import TypeVar
 
 from durable_agents.workflows.agent_records import (
     AdoptedAgent,
@@ -39,6 +41,12 @@ from durable_agents.workflows.tools import (
 )
 
 AGENT_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$"
+
+# An agent's answer type (`Agent(output_type=RefundDecision)` is an
+# `Agent[RefundDecision]`), which `run_agent` returns. Invariant, so mypy refuses a call
+# asking another type; Any for an agent that answers in free text, and for a bare `Agent`
+# annotation, which so takes every agent.
+OutputT = TypeVar("OutputT", bound=BaseModel, default=Any)
 
 
 # The agent of runs started before agents existed (their request names none).
@@ -69,7 +77,7 @@ class DelegateArgs(ToolArgs):
 
 
 def delegate(
-    agent: Agent,
+    agent: Agent[Any],
     *,
     name: str | None = None,
     description: str | None = None,
@@ -151,11 +159,13 @@ class MCPServer:
 
 # -- the agent ------------------------------------------------------------------------
 @dataclass(frozen=True, eq=False)
-class Agent:
+class Agent(Generic[OutputT]):
     """An agent: what it is told, what it may call, which model, and its defaults.
 
     With `planning`, the model first submits a plan and works through it step by step;
     without, it is a plain tool loop that ends with the first reply calling no tool.
+    Generic in its answer type: `Agent(output_type=RefundDecision)` is an
+    `Agent[RefundDecision]`, and `run_agent` on it returns a RefundDecision.
     """
 
     name: str
@@ -167,7 +177,7 @@ class Agent:
     planning: bool = True
     rules: Sequence[Rule | Evaluator] = ()
     # Sub-agents the model may hand tasks to (`delegate(agent)`, or the agent itself).
-    delegates: Sequence[Agent | Tool] = ()
+    delegates: Sequence[Agent[Any] | Tool] = ()
     mcp_servers: Sequence[MCPServer] = ()
     # What a run of this agent may spend, its sub-agents included (None: no limit).
     budget: RunBudget | None = None
@@ -176,7 +186,7 @@ class Agent:
     memory: Memory | None = None
     # The answer's type: a pydantic model the final answer must validate against
     # (workflows/output.py); None: free text.
-    output_type: type[BaseModel] | None = None
+    output_type: type[OutputT] | None = None
 
     def __post_init__(self) -> None:
         where = f"agent {self.name!r}"

@@ -4,13 +4,15 @@
     class Billing:
         @workflow.run
         async def run(self, dispute: str) -> str:
-            decision = await run_agent(triage, dispute, output_type=TriageDecision)
+            decision = await run_agent(triage, dispute)  # triage: Agent[TriageDecision]
             return "refund" if decision.refund else "close"
 
 The agent runs as a child workflow (the same AgentWorkflow as any run): its approvals
 wait in the console, its budget, cancellation, time travel and what-if work as on any
 run, and its id is the parent's with a deterministic suffix, so `agentctl show` finds it.
-Deterministic workflow code: it may only be called from inside a workflow.
+Deterministic workflow code: it may only be called from inside a workflow. Its errors
+(AgentRequestInvalid, AgentGaveNoAnswer) and RunResult are importable from workflow code:
+`from durable_agents import AgentGaveNoAnswer, RunResult`.
 """
 
 from __future__ import annotations
@@ -45,14 +47,44 @@ with workflow.unsafe.imports_passed_through():
 
 AnswerT = TypeVar("AnswerT", bound=BaseModel)
 
-# The failure types a calling workflow can tell apart (ApplicationError.type).
+# The failure types a calling workflow can tell apart (ApplicationError.type): a client
+# reading the caller's failure sees these names.
 NO_ANSWER = "AgentGaveNoAnswer"
 BAD_REQUEST = "AgentRequestInvalid"
 
 
+class AgentRequestInvalid(ApplicationError):
+    """`run_agent` refused the call before starting anything: an unknown agent, bad
+    options, or an `output_type` that is not the agent's declared one. Non-retryable: the
+    same call would be refused again."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, type=BAD_REQUEST, non_retryable=True)
+
+
+class AgentGaveNoAnswer(ApplicationError):
+    """The agent's run ended without an answer of the type asked for (cancelled, say)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, type=NO_ANSWER, non_retryable=True)
+
+
 @overload
 async def run_agent(
-    agent: Agent | str,
+    agent: Agent[AnswerT],
+    goal: str,
+    *,
+    output_type: type[AnswerT] | None = None,
+    run_id: str | None = None,
+    task_queue: str | None = None,
+    execution_timeout: timedelta | None = None,
+    **options: Unpack[StartFields],
+) -> AnswerT: ...
+
+
+@overload
+async def run_agent(
+    agent: str,
     goal: str,
     *,
     output_type: type[AnswerT],
@@ -65,7 +97,7 @@ async def run_agent(
 
 @overload
 async def run_agent(
-    agent: Agent | str,
+    agent: str,
     goal: str,
     *,
     output_type: None = None,
@@ -77,7 +109,7 @@ async def run_agent(
 
 
 async def run_agent(
-    agent: Agent | str,
+    agent: Agent[Any] | str,
     goal: str,
     *,
     output_type: type[BaseModel] | None = None,
@@ -88,12 +120,15 @@ async def run_agent(
 ) -> Any:
     """Run `agent` on `goal` as a child of the calling workflow and wait for it.
 
-    With `output_type` (a pydantic model, usually the agent's own `output_type`): the
-    answer as that model, or an ApplicationError of type AgentGaveNoAnswer when the run
-    ended without one (cancelled, or its agent declares no type) or with one that is not
-    that model. Without: the run's RunResult. A run that fails (its answer never in
-    shape, say) raises Temporal's ChildWorkflowError, as any child; an agent no worker of
-    the caller's task queue serves is an AgentRequestInvalid error at once.
+    An agent with an answer type (`Agent(output_type=RefundDecision)`, an
+    `Agent[RefundDecision]`): its answer as that model, typed so for mypy; an agent named
+    by its name: the run's RunResult, or its answer as `output_type`; an agent that
+    declares no answer type: the RunResult. `output_type`, when given, must be the one the
+    agent declares (mypy says so; so does this call, before starting anything). A run that
+    ended without an answer raises AgentGaveNoAnswer; a run that fails (its answer never
+    in shape, say) raises Temporal's ChildWorkflowError, as any child; a refused call (an
+    agent no worker of the caller's task queue serves, bad options) raises
+    AgentRequestInvalid at once.
     `run_id`: the child's id (default: the caller's id and a deterministic suffix);
     `task_queue`: where its worker listens (default: the caller's); the options are those
     of `AgentClient.start` (durable_agents.StartOptions)."""
@@ -102,30 +137,26 @@ async def run_agent(
     if output_type is not None and not (
         isinstance(output_type, type) and issubclass(output_type, BaseModel)
     ):
-        raise ApplicationError(
-            f"output_type {output_type!r} is not a pydantic model class",
-            type=BAD_REQUEST,
-            non_retryable=True,
-        )
+        raise AgentRequestInvalid(f"output_type {output_type!r} is not a pydantic model class")
     try:
         request = StartOptions.of(**options).request(name, goal)
     except StartOptionsError as err:
-        raise ApplicationError(str(err), type=BAD_REQUEST, non_retryable=True) from None
+        raise AgentRequestInvalid(str(err)) from None
     info = workflow.info()
-    if task_queue in (None, info.task_queue) and name not in served(info.task_queue).agents:
+    here = task_queue in (None, info.task_queue)
+    if here and name not in served(info.task_queue).agents:
         # Its run would wait for a worker with that agent, and the caller with it, silently.
         known = ", ".join(sorted(served(info.task_queue).agents)) or "none"
-        raise ApplicationError(
-            f"no agent named {name!r} on task queue {info.task_queue!r} (agents: {known})",
-            type=BAD_REQUEST,
-            non_retryable=True,
+        raise AgentRequestInvalid(
+            f"no agent named {name!r} on task queue {info.task_queue!r} (agents: {known})"
         )
+    declared = _declared_type(agent, served(info.task_queue).agents.get(name) if here else None)
+    if output_type is not None and declared is not _UNKNOWN:
+        _check_same_type(name, output_type, declared)
     child_id = run_id or _child_id(info.workflow_id, name)
     if not re.fullmatch(RUN_ID_PATTERN, child_id):
-        raise ApplicationError(
-            f"bad run id {child_id!r}: use letters, digits and . _ : - (at most 200)",
-            type=BAD_REQUEST,
-            non_retryable=True,
+        raise AgentRequestInvalid(
+            f"bad run id {child_id!r}: use letters, digits and . _ : - (at most 200)"
         )
     result: RunResult = await workflow.execute_child_workflow(
         "AgentWorkflow",
@@ -144,17 +175,54 @@ async def run_agent(
             [SearchAttributePair(sa.STATUS, RunStatus.PLANNING.value)]
         ),
     )
-    if output_type is None:
-        return result
-    return answer_as(result, output_type, child_id)
+    if output_type is None and isinstance(agent, str):
+        return result  # by name: the whole result, as the overload says
+    wanted = output_type or (declared if isinstance(declared, type) else None)
+    if wanted is None:
+        return result  # an agent of free text
+    return answer_as(result, wanted, child_id)
+
+
+# The answer type of an agent served on another task queue: not known here.
+_UNKNOWN = object()
+
+
+def _declared_type(agent: Agent[Any] | str, served_agent: Agent[Any] | None) -> object:
+    """The answer type the agent declares (None: free text), from the Agent given, or the
+    one this worker serves under its name; _UNKNOWN for a name served elsewhere."""
+    source = served_agent if isinstance(agent, str) else agent
+    return _UNKNOWN if source is None else source.output_type
+
+
+def _check_same_type(name: str, asked: type[BaseModel], declared: object) -> None:
+    """The type asked for is the agent's own, or the call is refused before its run
+    starts: the answer of another would be validated only after the whole run, its
+    effects included. A class of the same module and name is the same type (the caller's
+    sandbox may have imported its own copy)."""
+    if declared is None:
+        raise AgentRequestInvalid(
+            f"agent {name!r} declares no output_type, and the call asks for "
+            f"{asked.__name__}: declare it (Agent(output_type={asked.__name__})) or leave "
+            "output_type out"
+        )
+    assert isinstance(declared, type)
+    if declared is asked or (declared.__module__, declared.__qualname__) == (
+        asked.__module__,
+        asked.__qualname__,
+    ):
+        return
+    raise AgentRequestInvalid(
+        f"agent {name!r} answers {declared.__name__}, not {asked.__name__}: ask for "
+        f"output_type={declared.__name__}, or leave output_type out"
+    )
 
 
 def answer_as(result: RunResult, output_type: type[AnswerT], run_id: str) -> AnswerT:
-    """The run's answer as `output_type`, or ApplicationError(AgentGaveNoAnswer)."""
+    """The run's answer as `output_type`, or AgentGaveNoAnswer."""
     try:
         return answer_of(result, output_type, run_id)
     except NoAnswer as err:
-        raise ApplicationError(str(err), type=NO_ANSWER, non_retryable=True) from None
+        raise AgentGaveNoAnswer(str(err)) from None
 
 
 def _child_id(parent_id: str, agent: str) -> str:

@@ -76,5 +76,5 @@ class AsksForADict:
 
     @workflow.run
     async def run(self, goal: str) -> str:
-        answer = await run_agent(triage, goal, output_type=dict)  # type: ignore[type-var]
+        answer = await run_agent(triage, goal, output_type=dict)  # type: ignore[misc]
         return str(answer)

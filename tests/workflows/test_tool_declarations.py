@@ -147,10 +147,11 @@ def test_agent_modules_that_do_not_load_say_so():
 
 def test_the_public_api_is_small_and_typed():
     assert sorted(durable_agents.__all__) == [
-        "Agent", "AgentRegistry", "CallToReview", "DurableAgentsPlugin", "Evaluator",
-        "MCPServer", "Memory", "Model", "PluginError", "RunBudget", "RunLimits", "RunPolicy",
-        "Settings", "StartOptions", "Tool", "ToolContext", "ToolRisk", "Verdict", "delegate",
-        "evaluator", "run_agent", "tool",
+        "Agent", "AgentGaveNoAnswer", "AgentRegistry", "AgentRequestInvalid", "CallToReview",
+        "DurableAgentsPlugin", "Evaluator", "MCPServer", "Memory", "Model", "PluginError",
+        "RunBudget", "RunLimits", "RunPolicy", "RunResult", "Settings", "StartOptions",
+        "Tool", "ToolContext", "ToolRisk", "Verdict", "delegate", "evaluator", "run_agent",
+        "tool",
     ]  # fmt: skip
     for name in durable_agents.__all__:
         assert getattr(durable_agents, name) is not None, name
