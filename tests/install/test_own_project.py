@@ -16,9 +16,15 @@ import shutil
 import subprocess
 import sys
 import tomllib
+import uuid
 from pathlib import Path
 
+from google.protobuf.duration_pb2 import Duration
 from packaging.requirements import Requirement
+from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
+from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest, RegisterNamespaceRequest
+from temporalio.client import Client
+from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agents.control import runs
@@ -177,7 +183,14 @@ async def test_the_readme_section_as_written_in_a_temporal_project(
         (project / name.group(1)).write_text(body)
     assert {"workflows.py", "activities.py", "worker.py"} <= {p.name for p in project.iterdir()}
 
+    # The team's own namespace, with a retention of its own (each install its own, so the
+    # README's fixed ids start fresh): `agentctl setup` registers our search attributes
+    # there and leaves the retention.
     address = dev_env.client.service_client.config.target_host
+    namespace = await team_namespace(dev_env.client)
+    client = await Client.connect(
+        address, namespace=namespace, data_converter=dev_env.client.data_converter
+    )
     env = {
         key: value
         for key, value in os.environ.items()
@@ -186,6 +199,7 @@ async def test_the_readme_section_as_written_in_a_temporal_project(
     env |= {
         "PATH": f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}",
         "TEMPORAL_ADDRESS": address,
+        "TEMPORAL_NAMESPACE": namespace,
         "AGENT_DATA_DIR": str(tmp_path / "data"),
         "AGENT_OFFLINE_MODEL_PORT": str(model_server.port),
         "AGENT_METRICS_PORT": "0",
@@ -210,16 +224,16 @@ async def test_the_readme_section_as_written_in_a_temporal_project(
                 env |= dict(pair.split("=", 1) for pair in argv[1:])
             elif argv[:2] == ["python", "worker.py"]:
                 worker = start_worker(project, env, tmp_path / "worker.log")
-                await eventually(lambda: _polling(dev_env, "billing"), within=90)
+                await eventually(lambda: _polling(client, "billing"), within=90)
             elif argv[:2] == ["python", "starter.py"]:
                 answer = run(argv).stdout.strip()
                 # Their workflow got the agent's typed answer and branched on it.
                 assert answer == "refunded: (scripted)", answer
             elif argv[:2] == ["agentctl", "approve"]:
                 rid = argv[2]
-                await eventually(lambda rid=rid: _waiting(dev_env, rid), within=90)
+                await eventually(lambda rid=rid: _waiting(client, rid), within=90)
                 run(argv)
-                result = await runs.wait_result(dev_env.client, rid)
+                result = await runs.wait_result(client, rid)
                 assert result.status == "completed" and result.output is not None
             else:
                 said = run(argv)
@@ -231,6 +245,10 @@ async def test_the_readme_section_as_written_in_a_temporal_project(
         assert any(rid.startswith("billing-1.triage-") for rid in listed), listed  # the child
         agents = json.loads(run(["agentctl", "agents", "--json"]).stdout)
         assert [a["name"] for a in agents] == ["triage"]
+        described = await client.workflow_service.describe_namespace(
+            DescribeNamespaceRequest(namespace=namespace)
+        )
+        assert described.config.workflow_execution_retention_ttl.seconds == 720 * 3600
     finally:
         if worker is not None:
             worker.terminate()
@@ -242,14 +260,39 @@ def start_worker(project: Path, env: dict[str, str], log_path: Path) -> subproce
     return subprocess.Popen(["python", "worker.py"], cwd=project, env=env, stdout=log, stderr=log)
 
 
-async def _polling(env: WorkflowEnvironment, task_queue: str) -> bool:
+async def team_namespace(client: Client) -> str:
+    """A namespace of the team's, 720h retention, served (a new one takes some seconds)."""
+    name = f"team-{uuid.uuid4().hex[:8]}"
+    await client.workflow_service.register_namespace(
+        RegisterNamespaceRequest(
+            namespace=name, workflow_execution_retention_period=Duration(seconds=720 * 3600)
+        )
+    )
+
+    async def served() -> bool:
+        try:
+            await client.workflow_service.describe_namespace(
+                DescribeNamespaceRequest(namespace=name)
+            )
+            await client.operator_service.list_search_attributes(
+                ListSearchAttributesRequest(namespace=name)
+            )
+        except RPCError:
+            return False
+        return True
+
+    await eventually(served, within=60)
+    return name
+
+
+async def _polling(client: Client, task_queue: str) -> bool:
     from temporalio.api.enums.v1 import TaskQueueType
     from temporalio.api.taskqueue.v1 import TaskQueue
     from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 
-    described = await env.client.workflow_service.describe_task_queue(
+    described = await client.workflow_service.describe_task_queue(
         DescribeTaskQueueRequest(
-            namespace=env.client.namespace,
+            namespace=client.namespace,
             task_queue=TaskQueue(name=task_queue),
             task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
         )
@@ -257,9 +300,9 @@ async def _polling(env: WorkflowEnvironment, task_queue: str) -> bool:
     return bool(described.pollers)
 
 
-async def _waiting(env: WorkflowEnvironment, rid: str) -> bool:
+async def _waiting(client: Client, rid: str) -> bool:
     try:
-        summary = await runs.get_summary(env.client, rid)
+        summary = await runs.get_summary(client, rid)
     except runs.RunError:
         return False
     return bool(summary.pending_approvals)
