@@ -31,6 +31,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from durable_agents.runtime.settings import Settings
 from durable_agents.worker.search_attributes import (
     SearchAttributesMissing,
+    advice,
     missing_search_attributes,
     register_search_attributes,
     require_search_attributes,
@@ -156,6 +157,9 @@ async def set_up_namespace(client: Client, settings: Settings, *, ours: bool) ->
     if before is None:
         await _until_served(client)
     await register_search_attributes(client)
+    missing = await missing_search_attributes(client)  # a name taken with another type
+    if missing:
+        raise SearchAttributesMissing(advice(client.namespace, missing))
     await ensure_prune_schedule(client, settings)
     return NamespaceSetup(
         namespace=client.namespace,

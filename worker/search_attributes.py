@@ -4,6 +4,9 @@ of an attribute the namespace lacks fails its workflow task over and over)."""
 
 from __future__ import annotations
 
+import logging
+
+from google.protobuf.empty_pb2 import Empty
 from temporalio.api.enums.v1 import IndexedValueType
 from temporalio.api.operatorservice.v1 import (
     AddSearchAttributesRequest,
@@ -13,6 +16,8 @@ from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
 from durable_agents.workflows import search_attributes as sa
+
+log = logging.getLogger("durable_agents")
 
 _TYPES = {
     "Keyword": IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD,
@@ -74,20 +79,53 @@ def _type_name(kind: IndexedValueType.ValueType) -> str:
     return IndexedValueType.Name(kind).removeprefix("INDEXED_VALUE_TYPE_").title()
 
 
+def advice(namespace: str, missing: list[str]) -> str:
+    """What to do, in one line: setup registers what is missing; an attribute of another
+    type is a name a team (or an older setup) took, which setup cannot change."""
+    mistyped = [m.split(" ")[0] for m in missing if " (" in m]
+    if mistyped:
+        names = " ".join(f"--name {name}" for name in mistyped)
+        return (
+            f"namespace {namespace!r} has the search attributes {', '.join(missing)}: remove "
+            f"them (`temporal operator search-attribute remove {names}`), then run "
+            "`agentctl setup`"
+        )
+    return (
+        f"namespace {namespace!r} lacks the search attributes {', '.join(missing)}: run "
+        "`agentctl setup` once for it (in a test: await "
+        "durable_agents.testing.register_search_attributes(client))"
+    )
+
+
+async def _is_test_server(client: Client) -> bool:
+    """Temporal's time-skipping test server (its own service answers), where a test's
+    attributes may be registered by the worker: nowhere else does a worker register."""
+    try:
+        await client.test_service.get_current_time(Empty())
+    except RPCError:
+        return False
+    return True
+
+
 async def require_search_attributes(client: Client) -> None:
-    """Refuse, in one line naming the command that registers them, a namespace that lacks
-    our search attributes. Temporal's time-skipping test server cannot list them: there
-    they are registered (a test's own server, where registering harms nothing)."""
+    """Refuse, in one line naming what to do, a namespace that lacks our search
+    attributes. Temporal's time-skipping test server cannot list them: there they are
+    registered (a test's own server, where registering harms nothing). A server that
+    will not list them to this worker's credentials is trusted, with one warning line."""
     try:
         missing = await missing_search_attributes(client)
     except RPCError as err:
-        if err.status != RPCStatusCode.UNIMPLEMENTED:
-            raise
-        await register_search_attributes(client)
-        return
+        if err.status == RPCStatusCode.UNIMPLEMENTED and await _is_test_server(client):
+            await register_search_attributes(client)
+            return
+        if err.status in (RPCStatusCode.UNIMPLEMENTED, RPCStatusCode.PERMISSION_DENIED):
+            log.warning(
+                "durable-agents: cannot check namespace %r's search attributes (%s): if runs "
+                "stick on a missing one, run `agentctl setup` with an operator's credentials",
+                client.namespace,
+                err.status.name,
+            )
+            return
+        raise
     if missing:
-        raise SearchAttributesMissing(
-            f"namespace {client.namespace!r} lacks the search attributes {', '.join(missing)}:"
-            " run `agentctl setup` once for it (in a test: await "
-            "durable_agents.testing.register_search_attributes(client))"
-        )
+        raise SearchAttributesMissing(advice(client.namespace, missing))

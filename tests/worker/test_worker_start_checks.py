@@ -12,6 +12,8 @@ import uuid
 
 import pytest
 from google.protobuf.duration_pb2 import Duration
+from temporalio.api.enums.v1 import IndexedValueType
+from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest
 from temporalio.api.workflowservice.v1 import RegisterNamespaceRequest
 from temporalio.client import Client
 from temporalio.worker import Worker
@@ -20,6 +22,7 @@ from durable_agents import DurableAgentsPlugin, Settings
 from durable_agents.infra.temporal_setup import (
     SearchAttributesMissing,
     register_search_attributes,
+    set_up_namespace,
 )
 from tests.calling.billing import triage
 from tests.conftest import eventually
@@ -73,6 +76,38 @@ async def test_a_namespace_without_our_search_attributes_is_refused_at_start(
     await register_search_attributes(client)
     async with Worker(client, task_queue="orders-again"):
         pass
+
+
+async def test_an_attribute_of_another_type_is_refused_by_worker_and_setup(
+    dev_env, model_server, tmp_path
+):
+    """A name a team (or an older setup) took with another type: setup cannot change it,
+    so neither setup nor the worker says all is well; both say what to remove."""
+    target = dev_env.client.service_client.config.target_host
+    bare = await new_namespace(dev_env.client)
+    client = await Client.connect(target, namespace=bare)
+    await eventually(lambda: served(client))
+    await client.operator_service.add_search_attributes(
+        AddSearchAttributesRequest(
+            namespace=bare,
+            search_attributes={"AgentStep": IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD},
+        )
+    )
+    await register_search_attributes(client)  # the others
+    settings = Settings(
+        data_dir=tmp_path, task_queue="orders", metrics_port=0, namespace=bare,
+        offline_model_port=model_server.port,
+    )  # fmt: skip
+    with pytest.raises(SearchAttributesMissing) as refused:
+        await set_up_namespace(client, settings, ours=False)
+    said = str(refused.value)
+    assert "AgentStep (Keyword, not Int)" in said and "search-attribute remove" in said
+    assert "\n" not in said
+    ours = await Client.connect(
+        target, namespace=bare, plugins=[DurableAgentsPlugin([triage], settings=settings)]
+    )
+    with pytest.raises(SearchAttributesMissing, match="AgentStep"):
+        await asyncio.wait_for(Worker(ours, task_queue="orders").run(), timeout=60)
 
 
 async def test_a_worker_with_no_model_says_what_to_set(dev_env, tmp_path, caplog):
