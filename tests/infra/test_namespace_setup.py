@@ -9,15 +9,20 @@ import uuid
 from datetime import timedelta
 
 from google.protobuf.duration_pb2 import Duration
-from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
+from temporalio.api.enums.v1 import IndexedValueType
+from temporalio.api.operatorservice.v1 import (
+    AddSearchAttributesRequest,
+    ListSearchAttributesRequest,
+)
 from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest, RegisterNamespaceRequest
 from temporalio.client import Client
+from temporalio.service import RPCError
 from typer.testing import CliRunner
 
 from durable_agents.infra.stack import settings_env
 from durable_agents.starters.cli import app
 from durable_agents.workflows import search_attributes as sa
-from tests.conftest import settings_for
+from tests.conftest import eventually, settings_for
 
 
 async def retention(client: Client, namespace: str) -> timedelta:
@@ -43,6 +48,14 @@ def team_env(settings, namespace: str, address: str) -> dict[str, str]:
     return env
 
 
+async def served(client: Client, namespace: str) -> bool:
+    try:
+        await registered(client, namespace)
+    except RPCError:
+        return False
+    return True
+
+
 async def setup_in(env: dict[str, str]) -> str:
     done = await asyncio.to_thread(CliRunner().invoke, app, ["setup"], env=env)
     assert done.exit_code == 0, done.output
@@ -62,6 +75,15 @@ async def test_setup_leaves_a_teams_retention_and_names_where_it_acted(
     settings = settings_for(client, tmp_path / "data", model_server.port)
     address = client.service_client.config.target_host
     env = team_env(settings, theirs, address) | {"AGENT_RETENTION_DAYS": "7"}
+
+    # One of ours is there already (an earlier, older setup): the others are added.
+    await eventually(lambda: served(client, theirs))
+    await client.operator_service.add_search_attributes(
+        AddSearchAttributesRequest(
+            namespace=theirs,
+            search_attributes={"AgentStatus": IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD},
+        )
+    )
 
     said = await setup_in(env)
     assert await retention(client, theirs) == timedelta(hours=720)
