@@ -12,8 +12,8 @@ Plugins configure a client one after the other, and a plugin after ours may insi
 its own converter (the OpenAI Agents SDK's refuses any other). So before laying ours, we
 ask the plugins after us what they would make of the client's converter (`their_converter`)
 and lay ours over that; when their turn comes they find their own converter and keep it.
-A team's codec or converter is never silently dropped: what cannot go together is
-refused in one line.
+A team's codec or converter is never silently dropped, nor our sealing by a plugin after
+ours that sets a converter outright: what cannot go together is refused in one line.
 """
 
 from __future__ import annotations
@@ -85,6 +85,7 @@ def ours_before(
     our refusals, and that is said now, with the order that works."""
     made = lay_over(their_converter(existing, later), ours)
     if not later or accepted(made, later):
+        _check_sealing_kept(made, later, ours)
         return made
     left = dataclasses.replace(made, payload_converter_class=existing.payload_converter_class)
     if not accepted(left, later):
@@ -97,6 +98,23 @@ def ours_before(
             "in plugins=[...]"
         )
     return left
+
+
+def _check_sealing_kept(made: DataConverter, later: Sequence[Any], ours: DataConverter) -> None:
+    """A plugin after ours that sets a data converter outright drops our codec: a client
+    that only starts runs (no worker to check it) would send goals in plaintext."""
+    sealing = ours.payload_codec
+    if sealing is None:
+        return
+    converter = made
+    for plugin in later:
+        converter = _through(converter, [plugin])
+        if not _same_keys(converter.payload_codec, sealing):
+            name = plugin.name() if callable(getattr(plugin, "name", None)) else None
+            raise PluginError(
+                f"{name or type(plugin).__name__} replaces the client's data converter, "
+                "dropping AGENT_ENCRYPTION_KEYS' sealing: list DurableAgentsPlugin after it"
+            )
 
 
 def lay_over(existing: DataConverter | None, ours: DataConverter) -> DataConverter:

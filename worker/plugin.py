@@ -19,14 +19,16 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import sys
 from collections.abc import Awaitable, Callable, Sequence
+from types import FrameType
 from typing import Any
 
 import temporalio.client
 import temporalio.worker
+from temporalio import activity
 from temporalio.client import ClientConfig
 from temporalio.contrib.opentelemetry import TracingInterceptor
-from temporalio.converter import DataConverter
 from temporalio.plugin import SimplePlugin
 from temporalio.worker import WorkerConfig, WorkflowRunner
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
@@ -56,6 +58,20 @@ from durable_agents.workflows.registry import (
 )
 
 log = logging.getLogger("durable_agents")
+
+
+def _tracers() -> tuple[type, ...]:
+    """The interceptors that record Temporal's spans: the SDK's TracingInterceptor and,
+    from temporalio 1.35, its OpenTelemetryPlugin's OpenTelemetryInterceptor (no
+    subclass of it). Either one there, a second would record every span twice."""
+    try:
+        from temporalio.contrib.opentelemetry import OpenTelemetryInterceptor
+    except ImportError:  # temporalio 1.34
+        return (TracingInterceptor,)
+    return (TracingInterceptor, OpenTelemetryInterceptor)
+
+
+_TRACERS = _tracers()
 
 __all__ = ["DurableAgentsPlugin", "PluginError", "without_our_plugin"]
 
@@ -115,23 +131,17 @@ class DurableAgentsPlugin(SimplePlugin):
         made = lay_over(None, ours) if existing is None else ours_before(existing, later, ours)
         config["data_converter"] = made
         present = list(config.get("interceptors", ()))
-        config["interceptors"] = [*present, *self._tracing(present)]
+        config["interceptors"] = [*present, *self._tracing([*present, *_interceptors(later)])]
         return config
-
-    def _converter(self, existing: DataConverter | None) -> DataConverter:
-        """Ours (pydantic payloads, sealed when keys are set; a worker's codec passes over
-        what it cannot open, runtime/encryption.py) over the client's: its payload
-        converter kept when it carries pydantic models, its codec kept; never a team's
-        codec or payload converter silently dropped (worker/converter.py)."""
-        return lay_over(existing, data_converter(self.settings, for_worker=True))
 
     @staticmethod
     def _tracing(present: Sequence[object]) -> list[TracingInterceptor]:
         """Our tracing interceptor, where this process records spans and nobody traces
-        Temporal's calls already: a second TracingInterceptor records every span twice."""
+        Temporal's calls already (`present`: the interceptors there and those the plugins
+        after ours will add): a second tracing interceptor records every span twice."""
         if not telemetry.tracing_installed():
             return []
-        if any(isinstance(i, TracingInterceptor) for i in present):
+        if any(isinstance(i, _TRACERS) for i in present):
             return []
         return [TracingInterceptor(telemetry.tracer())]
 
@@ -155,16 +165,23 @@ class DurableAgentsPlugin(SimplePlugin):
         serve(task_queue, self.registry)
         config = super().configure_worker(config)
         # A worker given our plugin, but not its client: the client's tracing interceptor
-        # serves the worker too (the SDK's), so ours only where neither has one.
+        # serves the worker too (the SDK's), so ours only where neither has one, nor a
+        # worker plugin after ours.
+        own = list(config.get("plugins", ()))
+        later = own[own.index(self) + 1 :] if self in own else own
         tracing = self._tracing(
-            [*client.config(active_config=True)["interceptors"], *config.get("interceptors", ())]
+            [
+                *client.config(active_config=True)["interceptors"],
+                *config.get("interceptors", ()),
+                *_interceptors(later),
+            ]
         )
         config["workflows"] = [*config.get("workflows", ()), *self._agent_workflows(config)]
         make = self._activities or production_activities
-        config["activities"] = [
-            *config.get("activities", ()),
-            *make(client, self.settings, self.registry),
-        ]
+        ours = list(make(client, self.settings, self.registry))
+        theirs = list(config.get("activities", ()))
+        _refuse_our_names(theirs, ours)
+        config["activities"] = [*theirs, *ours]
         check = CallerCheck(client, self._admits)
         config["interceptors"] = [*config.get("interceptors", ()), *tracing, check]
         return config
@@ -188,9 +205,30 @@ class DurableAgentsPlugin(SimplePlugin):
     ) -> temporalio.worker.ReplayerConfig:
         serve_for_replay(self.registry)
         config = super().configure_replayer(config)
-        config["data_converter"] = self._converter(config.get("data_converter"))
+        existing = config.get("data_converter")
+        ours = data_converter(self.settings, for_worker=True)
+        later = self._after_me_in_replayer()
+        made = lay_over(None, ours) if existing is None else ours_before(existing, later, ours)
+        config["data_converter"] = made
         config["workflows"] = [*config.get("workflows", ()), *self._agent_workflows(None)]
         return config
+
+    def _after_me_in_replayer(self) -> list[Any]:
+        """The plugins after ours on the Replayer being built: its config carries no plugin
+        list (a client's does), but the Replayer sets its public `plugins` before it asks
+        each to configure it. Ours is laid over what they make, as on a client, so the
+        order of plugins does not matter there either (tests/worker/test_plugin_order.py
+        pins this; none found: none after ours)."""
+        frame: FrameType | None = sys._getframe(1)
+        for _ in range(8):  # our hook (a subclass's too), then the Replayer's __init__
+            if frame is None:
+                break
+            owner = frame.f_locals.get("self")
+            if isinstance(owner, temporalio.worker.Replayer):
+                plugins = list(getattr(owner, "plugins", ()))
+                return plugins[plugins.index(self) + 1 :] if self in plugins else []
+            frame = frame.f_back
+        return []
 
     def _agent_workflows(self, config: WorkerConfig | None) -> list[type]:
         """The agent and prune workflows (a test's variants where given); on an unversioned
@@ -202,6 +240,38 @@ class DurableAgentsPlugin(SimplePlugin):
         return [
             AutoUpgradingPruneWorkflow if versioned and w is PruneWorkflow else w for w in given
         ]
+
+
+def _interceptors(plugins: Sequence[Any]) -> list[object]:
+    """The interceptors the plugins given will add (those built on the SDK's SimplePlugin,
+    the way every integration is: its OpenTelemetryPlugin, a team's own)."""
+    return [
+        interceptor
+        for plugin in plugins
+        if isinstance(plugin, SimplePlugin)
+        for interceptor in (plugin.interceptors or ())
+    ]
+
+
+def _refuse_our_names(
+    theirs: Sequence[Callable[..., Any]], ours: Sequence[Callable[..., Any]]
+) -> None:
+    """A team activity under one of our activities' names: refused with the way out, not
+    the SDK's bare "More than one activity named X" (ours are what the plugin registers,
+    so a new one of ours is covered)."""
+    taken = {_activity_name(fn) for fn in ours} - {None}
+    for fn in theirs:
+        name = _activity_name(fn)
+        if name in taken and not getattr(fn, "__module__", "").startswith("durable_agents."):
+            raise PluginError(
+                f"your activity {name!r} has the name of one of durable_agents' own: register "
+                f"yours under another name, @activity.defn(name='<yours>.{name}')"
+            )
+
+
+def _activity_name(fn: Callable[..., Any]) -> str | None:
+    definition = activity._Definition.from_callable(fn)
+    return definition.name if definition is not None else None
 
 
 def without_our_plugin(client: temporalio.client.Client) -> temporalio.client.Client:

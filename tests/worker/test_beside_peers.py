@@ -27,6 +27,7 @@ from temporalio.converter import DataConverter
 from temporalio.exceptions import ApplicationError
 from temporalio.openai_agents import ModelActivityParameters, OpenAIAgentsPlugin
 from temporalio.openai_agents._temporal_openai_agents import OpenAIPayloadConverter
+from temporalio.plugin import SimplePlugin
 from temporalio.worker import Worker
 
 from durable_agents import DurableAgentsPlugin, PluginError, Settings
@@ -192,30 +193,57 @@ async def test_the_teams_tracing_interceptor_and_ours_record_each_span_once(
     spans, own_clock, tmp_path
 ):
     """Tracing installed before the plugin is built (the team's tracer provider): with the
-    team's TracingInterceptor on the client, or on the client our worker gets, each span
-    comes once, as with ours alone."""
+    team's TracingInterceptor on the client, on the client our worker gets, or added by a
+    plugin listed after ours (on the client or the worker), each span comes once, as with
+    ours alone."""
     shapes = {}
-    for way in ("ours alone", "theirs on the client", "ours on the worker only"):
+    ways = ["ours alone", "theirs on the client", "ours on the worker only"]
+    ways += ["theirs in a later client plugin", "theirs in a later worker plugin"]
+    for way in ways:
         queue = f"traced-{way.replace(' ', '-')}"
         plugin = our_plugin(tmp_path / queue, queue)
         team = [TracingInterceptor()]
+        later = SimplePlugin("team.Tracing", interceptors=team)
+        worker_plugins: list[Any] = []
+        starter = None
         if way == "ours alone":
             client = await connect(own_clock, [plugin])
         elif way == "theirs on the client":
             client = await connect(own_clock, [plugin], team)
-        else:
+        elif way == "ours on the worker only":
             client = await connect(own_clock, [], team, data_converter=pydantic_data_converter)
-        worker_plugins = [plugin] if way == "ours on the worker only" else []
+            worker_plugins = [plugin]
+        elif way == "theirs in a later client plugin":
+            client = await connect(own_clock, [plugin, later])
+        else:  # started by a client that traces its calls, run by one that does not
+            client = await connect(own_clock, [], data_converter=pydantic_data_converter)
+            worker_plugins = [plugin, later]
+            traced = [TracingInterceptor()]
+            starter = await connect(own_clock, [], traced, data_converter=pydantic_data_converter)
         spans.clear()
         async with Worker(client, task_queue=queue, plugins=worker_plugins):
-            run = await AgentClient(client, plugin.settings, plugin.registry).start(
-                "recorder", TASK
-            )
+            agents = AgentClient(starter or client, plugin.settings, plugin.registry)
+            run = await agents.start("recorder", TASK)
             assert (await run.result()).status == "completed"
-        traced = run_spans(spans.get_finished_spans(), run.run_id)
-        shapes[way] = shape(traced)
+        shapes[way] = shape(run_spans(spans.get_finished_spans(), run.run_id))
         # A second interceptor would nest every span in a twin of itself.
         assert not [(name, parent) for name, parent in shapes[way] if name == parent]
     assert shapes["ours alone"][("RunActivity:call_model", "StartActivity:call_model")] == 3
-    assert shapes["theirs on the client"] == shapes["ours alone"]
-    assert shapes["ours on the worker only"] == shapes["ours alone"]
+    for way in ways[1:]:
+        assert shapes[way] == shapes["ours alone"], way
+
+
+def test_temporals_opentelemetry_plugin_counts_as_tracing(spans, tmp_path):
+    """temporalio's OpenTelemetryPlugin traces with an OpenTelemetryInterceptor, no
+    TracingInterceptor: beside it, in either order, ours adds none."""
+    otel = pytest.importorskip("temporalio.contrib.opentelemetry")
+    if not hasattr(otel, "OpenTelemetryPlugin"):
+        pytest.skip("temporalio before 1.35 has no OpenTelemetryPlugin")
+    for order in ("ours-first", "theirs-first"):
+        plugin, theirs = our_plugin(tmp_path, "otel"), otel.OpenTelemetryPlugin()
+        plugins = [plugin, theirs] if order == "ours-first" else [theirs, plugin]
+        config: dict[str, Any] = {"plugins": plugins, "interceptors": []}
+        for each in plugins:
+            config = each.configure_client(config)
+        made = config["interceptors"]
+        assert [type(i).__name__ for i in made] == ["OpenTelemetryInterceptor"], order
