@@ -30,7 +30,8 @@ that calls `run_agent`, say), started on `bed.task_queue` through `bed.temporal`
     async with AgentTestbed(support, model=model, workflows=[OrderWorkflow],
                             activities=[reserve_inventory]) as bed:
         outcome = await bed.temporal.execute_workflow(
-            OrderWorkflow.run, "A-1", id="order-A-1", task_queue=bed.task_queue)
+            OrderWorkflow.run, "A-1", id="order-A-1", task_queue=bed.task_queue,
+            execution_timeout=timedelta(minutes=10))  # blocked: failed at once, no hang
 
 The server is the one the `[testing]` extra installs (nothing is downloaded). On a
 server of your own (`env=`, or a worker of yours with DurableAgentsPlugin on a
@@ -264,16 +265,29 @@ class AgentTestbed:
         return self._dir
 
     async def __aenter__(self) -> AgentTestbed:
+        try:
+            await self._start()
+        except BaseException as error:
+            # `async with` runs no __aexit__ for a failed enter: without this, a start that
+            # fails after the server is up (an activity's name taken twice, a class that is
+            # no workflow) would leave the server process and the data dir behind.
+            try:
+                await self._close(type(error), error, error.__traceback__)
+            except Exception as closing:  # the start's error is the one to see
+                error.add_note(f"and closing the testbed failed too: {closing!r}")
+            raise
+        return self
+
+    async def _start(self) -> None:
         if self._given_env is not None:
             # Without them the agent's run would fail its first task on every try: silent.
             await require_search_attributes(self._given_env.client)
-            env = self._given_env
+            self._env = self._given_env
         else:
-            env = await _time_skipping_server()
-            await register_search_attributes(env.client)
-        self._env = env
-        self._worker = build_worker(
-            env.client,
+            self._env = await _time_skipping_server()
+            await register_search_attributes(self._env.client)
+        worker = build_worker(
+            self._env.client,
             self.settings,
             (AgentWorkflow, PruneWorkflow, *self._own_workflows),
             registry=self.registry,
@@ -282,9 +296,29 @@ class AgentTestbed:
             else lambda settings, model: cast(ModelClient, self.model),
             activities=self._own_activities,
         )
-        await self._worker.__aenter__()
-        self._client = AgentClient(env.client, self.settings, self.registry)
-        return self
+        await worker.__aenter__()
+        self._worker = worker  # running: closing shuts it down
+        self._client = AgentClient(self._env.client, self.settings, self.registry)
+
+    async def _close(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        trace: TracebackType | None,
+    ) -> None:
+        """The worker, then the server when it is the testbed's own, then the data dir:
+        each even when the one before fails to close."""
+        worker, self._worker = self._worker, None
+        env, self._env = self._env, None
+        try:
+            if worker is not None:
+                await worker.__aexit__(kind, error, trace)
+        finally:
+            try:
+                if env is not None and self._given_env is None:
+                    await env.shutdown()
+            finally:
+                shutil.rmtree(self._dir, ignore_errors=True)
 
     @property
     def task_queue(self) -> str:
@@ -308,11 +342,7 @@ class AgentTestbed:
         error: BaseException | None,
         trace: TracebackType | None,
     ) -> None:
-        if self._worker is not None:
-            await self._worker.__aexit__(kind, error, trace)
-        if self._env is not None and self._given_env is None:
-            await self._env.shutdown()
-        shutil.rmtree(self._dir, ignore_errors=True)
+        await self._close(kind, error, trace)
         refused = getattr(self.model, "refused", None)
         if error is None and refused:
             raise ScriptRefused(

@@ -130,8 +130,9 @@ async def run_agent(
     agent no worker of the caller's task queue serves, bad options) raises
     AgentRequestInvalid at once.
     `run_id`: the child's id (default: the caller's id and a deterministic suffix);
-    `task_queue`: where its worker listens (default: the caller's); the options are those
-    of `AgentClient.start` (durable_agents.StartOptions)."""
+    `task_queue`: the caller's own, the only one allowed (an agent's worker refuses a run
+    started from another queue, so the call is refused instead of its run); the options
+    are those of `AgentClient.start` (durable_agents.StartOptions)."""
     # An Agent the caller's sandbox imported is another class than ours: read its name.
     name = agent if isinstance(agent, str) else agent.name
     if output_type is not None and not (
@@ -143,15 +144,22 @@ async def run_agent(
     except StartOptionsError as err:
         raise AgentRequestInvalid(str(err)) from None
     info = workflow.info()
-    here = task_queue in (None, info.task_queue)
-    if here and name not in served(info.task_queue).agents:
+    if task_queue not in (None, info.task_queue):
+        # The agent's worker would refuse the run at its first model call (worker/callers.py:
+        # a run started by a workflow on another queue is not of its deployment).
+        raise AgentRequestInvalid(
+            f"task_queue {task_queue!r} is not this workflow's ({info.task_queue!r}): an "
+            "agent's worker refuses a run started from another task queue; run this "
+            "workflow on the agent's task queue"
+        )
+    if name not in served(info.task_queue).agents:
         # Its run would wait for a worker with that agent, and the caller with it, silently.
         known = ", ".join(sorted(served(info.task_queue).agents)) or "none"
         raise AgentRequestInvalid(
             f"no agent named {name!r} on task queue {info.task_queue!r} (agents: {known})"
         )
-    declared = _declared_type(agent, served(info.task_queue).agents.get(name) if here else None)
-    if output_type is not None and declared is not _UNKNOWN:
+    declared = _declared_type(agent, served(info.task_queue).agents[name])
+    if output_type is not None:
         _check_same_type(name, output_type, declared)
     child_id = run_id or _child_id(info.workflow_id, name)
     if not re.fullmatch(RUN_ID_PATTERN, child_id):
@@ -162,7 +170,7 @@ async def run_agent(
         "AgentWorkflow",
         request,
         id=child_id,
-        task_queue=task_queue or info.task_queue,
+        task_queue=info.task_queue,
         result_type=RunResult,
         execution_timeout=execution_timeout,
         # A closed run of this id is this call's: never a second run of it.
@@ -177,24 +185,20 @@ async def run_agent(
     )
     if output_type is None and isinstance(agent, str):
         return result  # by name: the whole result, as the overload says
-    wanted = output_type or (declared if isinstance(declared, type) else None)
+    wanted = output_type or declared
     if wanted is None:
         return result  # an agent of free text
     return answer_as(result, wanted, child_id)
 
 
-# The answer type of an agent served on another task queue: not known here.
-_UNKNOWN = object()
-
-
-def _declared_type(agent: Agent[Any] | str, served_agent: Agent[Any] | None) -> object:
-    """The answer type the agent declares (None: free text), from the Agent given, or the
-    one this worker serves under its name; _UNKNOWN for a name served elsewhere."""
+def _declared_type(agent: Agent[Any] | str, served_agent: Agent[Any]) -> type[BaseModel] | None:
+    """The answer type the agent declares (None: free text), from the Agent given (what
+    mypy typed the call by), or the one this worker serves under its name."""
     source = served_agent if isinstance(agent, str) else agent
-    return _UNKNOWN if source is None else source.output_type
+    return source.output_type
 
 
-def _check_same_type(name: str, asked: type[BaseModel], declared: object) -> None:
+def _check_same_type(name: str, asked: type[BaseModel], declared: type[BaseModel] | None) -> None:
     """The type asked for is the agent's own, or the call is refused before its run
     starts: the answer of another would be validated only after the whole run, its
     effects included. A class of the same module and name is the same type (the caller's
@@ -205,7 +209,6 @@ def _check_same_type(name: str, asked: type[BaseModel], declared: object) -> Non
             f"{asked.__name__}: declare it (Agent(output_type={asked.__name__})) or leave "
             "output_type out"
         )
-    assert isinstance(declared, type)
     if declared is asked or (declared.__module__, declared.__qualname__) == (
         asked.__module__,
         asked.__qualname__,

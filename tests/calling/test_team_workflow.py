@@ -65,6 +65,9 @@ def test_the_guide_holds_the_teams_files_and_uses_only_the_public_api():
     assert ours == {"durable_agents", "durable_agents.testing"}
     # The workflow takes the agent's answer typed, without naming its type.
     assert "run_agent(support, f" in texts["orders"]
+    # A blocked workflow (an activity the testbed did not register) fails the test at
+    # once on the time-skipping server instead of hanging it.
+    assert "execution_timeout=timedelta(" in texts["test_orders"]
 
 
 async def test_the_guides_order_workflow_test_passes_as_written(guide_dir):

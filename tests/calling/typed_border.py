@@ -16,6 +16,7 @@ from durable_agents import AgentGaveNoAnswer, AgentRequestInvalid, RunResult, ru
 
 with workflow.unsafe.imports_passed_through():  # the team's agent module, as the README's
     from tests.calling.billing import TriageDecision, triage
+    from tests.calling.more_agents import notes
 
 
 class Verdict(BaseModel):
@@ -63,3 +64,52 @@ class AsksByNameForAnotherType:
         except AgentRequestInvalid as err:
             return f"refused: {err.message}"
         return str(verdict)
+
+
+class Elsewhere(BaseModel):
+    """A goal for the agent, served by a worker on another task queue."""
+
+    goal: str
+    task_queue: str
+
+
+@workflow.defn
+class AsksAnotherQueue:
+    """An agent served on another task queue: its worker would refuse a run this workflow
+    started (worker/callers.py), so the call is refused before start, typed or not."""
+
+    @workflow.run
+    async def run(self, call: Elsewhere) -> list[str]:
+        said = []
+        try:
+            decision = await run_agent(triage, call.goal, task_queue=call.task_queue)
+            assert_type(decision, TriageDecision)
+            said.append(decision.priority)
+        except AgentRequestInvalid as err:
+            said.append(f"refused: {err.message}")
+        try:
+            verdict = await run_agent(  # type: ignore[misc]
+                triage, call.goal, output_type=Verdict, task_queue=call.task_queue
+            )
+            said.append(str(verdict))
+        except AgentRequestInvalid as err:
+            said.append(f"refused: {err.message}")
+        return said
+
+
+@workflow.defn
+class AsksFreeTextForAType:
+    """An agent of free text asked for a model, by its Agent and by its name: refused."""
+
+    @workflow.run
+    async def run(self, goal: str) -> list[str]:
+        said = []
+        try:
+            said.append(str(await run_agent(notes, goal, output_type=Verdict)))
+        except AgentRequestInvalid as err:
+            said.append(f"refused: {err.message}")
+        try:
+            said.append(str(await run_agent("notes", goal, output_type=Verdict)))
+        except AgentRequestInvalid as err:
+            said.append(f"refused: {err.message}")
+        return said
