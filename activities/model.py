@@ -30,6 +30,7 @@ from durable_agents.activities.model_client import (
 )
 from durable_agents.activities.openai_chat import OpenAIChatClient, reply_from_wire
 from durable_agents.activities.sql import store_call
+from durable_agents.activities.store_holds import check_holds
 from durable_agents.activities.stores import Stores
 from durable_agents.activities.stream import LiveReply
 from durable_agents.runtime.settings import Settings
@@ -206,6 +207,8 @@ class ModelActivities:
         budget), and look for an answer already given to it: (request, fingerprint, stored
         answer or None, why the budget forbids the call or None)."""
         transcript = self.stores.transcript
+        # Before anything is written or asked: a store without the run's past is refused.
+        check_holds(self.stores.db, transcript, call.run_id, call.reply_seq, call.rows_written)
         appended = [(m.seq, _message(m.model_dump())) for m in call.append]
         transcript.put_many(call.run_id, appended)
         history = transcript.read(call.run_id, call.reply_seq, window_from=call.context_from_seq)

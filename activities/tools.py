@@ -26,6 +26,7 @@ from durable_agents.activities.heartbeat import finish_even_if_cancelled, heartb
 from durable_agents.activities.ledger import IdempotencyConflict, fingerprint
 from durable_agents.activities.memory import BoundMemory
 from durable_agents.activities.sql import store_call
+from durable_agents.activities.store_holds import refuse_unless_held
 from durable_agents.activities.stores import Stores
 from durable_agents.workflows.activity_io import (
     CallVerdict,
@@ -70,6 +71,11 @@ class ToolActivities:
     async def run_tool(self, call: ToolCallInput) -> ToolOutcome:
         refuse_shadow(call)
         await self.stores.pruned.refuse_pruned(call.run_id)
+        # Before the ledger is asked or the tool called: a store without the run's past
+        # would not know the effects it made either.
+        await refuse_unless_held(
+            self.stores.db, self.stores.transcript, call.run_id, call.result_seq, call.rows_written
+        )
         spec = self._tool(call.name)
         with observe.tool_span(call, spec.risk.value) as span:
             async with heartbeating():

@@ -15,6 +15,7 @@ from durable_agents.activities.fingerprints import now_text
 from durable_agents.activities.ledger import EffectLedger
 from durable_agents.activities.pruning import PrunedGuard
 from durable_agents.activities.sql import Sealed, SqlDatabase, StoreSchema, Tx, apply_schema
+from durable_agents.activities.store_holds import missing_records
 from durable_agents.runtime.encryption import Keyring
 from durable_agents.workflows.activity_io import SignatureClaim, TranscriptCopy
 
@@ -98,6 +99,20 @@ class TranscriptStore:
             return None
         message: dict[str, Any] = self.sealed.load(rows[0]["message"], _message_row(run_id, seq))
         return message
+
+    def rows_before(self, run_id: str, before_seq: int) -> int:
+        """How many of the run's messages this store holds below `before_seq` (the key's
+        own index answers it: as cheap at step 2,000 as at step 2)."""
+        rows = self.db.query(
+            "SELECT count(*) AS n FROM transcript WHERE run_id = ? AND seq < ?",
+            (run_id, before_seq),
+        )
+        return int(rows[0]["n"])
+
+    def rows_of(self, run_id: str) -> int:
+        """How many messages of the run this store holds in all."""
+        rows = self.db.query("SELECT count(*) AS n FROM transcript WHERE run_id = ?", (run_id,))
+        return int(rows[0]["n"])
 
     def recall(self, run_id: str, seq: int, fingerprint: str) -> dict[str, Any] | None:
         """The stored answer to exactly this request at this point of the run, if any."""
@@ -245,6 +260,10 @@ class TranscriptActivities:
         signed fork whose signature another run (a terminated fork restarted under the
         same id) counted first."""
         await self.pruned.refuse_pruned(copy.from_run_id)
+        if copy.rows_written:  # before the nonce is taken or a row copied
+            found = await asyncio.to_thread(self.store.rows_of, copy.from_run_id)
+            if found < copy.rows_written:
+                raise missing_records(self.store.db, copy.from_run_id, found, copy.rows_written)
         if copy.signed_nonce is not None:
             fork = SignatureClaim(
                 nonce=copy.signed_nonce, run_id=copy.to_run_id, what="signed fork"

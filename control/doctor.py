@@ -3,21 +3,26 @@
 from __future__ import annotations
 
 import asyncio
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from temporalio.api.common.v1 import WorkflowExecution
-from temporalio.api.enums.v1 import EventType
+from temporalio.api.enums.v1 import EventType, TaskQueueType
 from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
-from temporalio.api.workflowservice.v1 import GetWorkflowExecutionHistoryReverseRequest
+from temporalio.api.taskqueue.v1 import TaskQueue
+from temporalio.api.workflowservice.v1 import (
+    DescribeTaskQueueRequest,
+    GetWorkflowExecutionHistoryReverseRequest,
+)
 from temporalio.client import Client
 
 from durable_agents.activities.stores import open_database
 from durable_agents.control import release
 from durable_agents.control.runs import WORKFLOW_TYPE
-from durable_agents.infra.stack import polling_builds
+from durable_agents.infra.stack import POLLER_SEEN_SECONDS, polling_builds
 from durable_agents.runtime.client import connect, connect_failure
 from durable_agents.runtime.connection import Connection, ConnectionSettingsError, connection
 from durable_agents.runtime.encryption import KeyringError, keyring_from
@@ -208,7 +213,72 @@ async def _stores(settings: Settings) -> Finding:
             else f"check that {settings.data_dir} is writable (AGENT_DATA_DIR)"
         )
         return Finding("stores", False, f"cannot open our stores: {str(err)[:160]}", fix)
-    return Finding("stores", True, f"open at {db.where}")
+    if not db.local:
+        return Finding("stores", True, f"open at {db.where}: one store every replica can share")
+    try:
+        pollers = await activity_pollers(settings)
+    except Exception:
+        pollers = []  # the temporal finding says why Temporal does not answer
+    return replicas_finding(db.where, pollers)
+
+
+# What replicas need (README "In your own project"; docs/architecture.md, "Replicas and the
+# stores"): a SQLite file is one machine's; a run served by one replica waits on the others.
+SHARED_STORE_FIX = (
+    "replicas must share one store: set AGENT_DATABASE_URL=postgresql://... (the [postgres] "
+    "extra) on every replica; a run never proceeds on a worker whose store lacks its "
+    "records, it waits (StoreMissingRecords)"
+)
+
+
+def replicas_finding(where: str, pollers: list[str]) -> Finding:
+    """The stores' finding for a local SQLite file, from the identities of the workers
+    polling the task queue ("pid@host", the SDK's default): workers on more than one
+    machine cannot share it; several on this one share it only through one AGENT_DATA_DIR."""
+    hosts = sorted({identity.partition("@")[2] or identity for identity in pollers})
+    if len(hosts) > 1:
+        return Finding(
+            "stores",
+            False,
+            f"open at {where}, a SQLite file local to one machine, but {len(pollers)} workers "
+            f"on {len(hosts)} machines ({', '.join(hosts)}) poll the task queue: each keeps "
+            "the records of the runs it served, and those runs wait on the others",
+            SHARED_STORE_FIX,
+        )
+    if len(pollers) > 1:
+        return Finding(
+            "stores",
+            True,
+            f"open at {where}, a SQLite file; {len(pollers)} workers poll from this machine: "
+            "they share it only if they share AGENT_DATA_DIR (else runs wait on each other)",
+            SHARED_STORE_FIX,
+        )
+    return Finding(
+        "stores",
+        True,
+        f"open at {where}, a SQLite file: one machine's (for more than one replica, set "
+        "AGENT_DATABASE_URL to a PostgreSQL every replica shares)",
+    )
+
+
+async def activity_pollers(settings: Settings) -> list[str]:
+    """The identities of the workers that polled the task queue's activities lately."""
+    client = await connect(settings)
+    response = await client.workflow_service.describe_task_queue(
+        DescribeTaskQueueRequest(
+            namespace=client.namespace,
+            task_queue=TaskQueue(name=settings.task_queue),
+            task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY,
+        )
+    )
+    recent = time.time() - POLLER_SEEN_SECONDS
+    return sorted(
+        {
+            poller.identity
+            for poller in response.pollers
+            if poller.last_access_time.ToSeconds() >= recent
+        }
+    )
 
 
 async def _encryption(settings: Settings) -> Finding:

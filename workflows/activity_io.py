@@ -24,6 +24,11 @@ from durable_agents.workflows.contract_base import (
 )
 from durable_agents.workflows.contracts import RunPolicy
 
+# The type of the retryable error an activity raises on a worker whose store does not
+# hold the run's records (activities/store_holds.py); the workflow waits it out
+# (workflows/phases/activity_call.py).
+STORE_MISSING = "StoreMissingRecords"
+
 
 class ParentFacts(CompactModel):
     """What Temporal says of a fork's parent (the `fork_origin` activity asks the parent
@@ -101,6 +106,9 @@ class ModelCallInput(CompactModel):
     budget_tokens: int | None = None
     # A what-if shadow's call: the recorded run whose memo may answer it unchanged.
     shadow_of: str | None = Field(default=None, max_length=300)
+    # How many transcript rows the run wrote before this call: a worker whose store holds
+    # fewer refuses it (activities/store_holds.py). None: a run that kept no count.
+    rows_written: int | None = Field(default=None, ge=0)
 
 
 class ToolCall(CompactModel):
@@ -156,6 +164,9 @@ class ToolCallInput(CompactModel):
     # of `shadow_of` or simulated. A production worker refuses it.
     shadow: bool | None = None
     shadow_of: str | None = Field(default=None, max_length=300)
+    # As a model call's: the transcript rows the run wrote before this call. A worker whose
+    # store holds fewer runs no tool (its ledger would not know the run's effects either).
+    rows_written: int | None = Field(default=None, ge=0)
 
     @property
     def key(self) -> str | None:
@@ -174,6 +185,9 @@ class TranscriptCopy(StrictModel):
     before_seq: int = Field(ge=0)
     # A signed fork's nonce, taken for this fork in the stores before anything is copied.
     signed_nonce: str | None = Field(default=None, max_length=200)
+    # How many transcript rows the parent had written by the fork's moment: a worker whose
+    # store holds fewer of the parent's copies nothing (activities/store_holds.py).
+    rows_written: int | None = Field(default=None, ge=0)
 
 
 class ToolOutcome(CompactModel):

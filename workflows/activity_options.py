@@ -36,6 +36,16 @@ SCHEDULED_RUN = "scheduled_run"
 # Takes a grant's nonce for the run it starts, in the stores.
 CLAIM_SIGNATURE = "claim_signature"
 
+# A call a worker's store refused (activity_io.STORE_MISSING) is never a failure of the
+# run: once its retries are spent, the run waits (these, one after another, the last
+# repeated) and calls it again, until a worker whose store holds the run takes it.
+STORE_WAITS = (
+    timedelta(seconds=30),
+    timedelta(minutes=1),
+    timedelta(minutes=2),
+    timedelta(minutes=5),
+)
+
 # Activities heartbeat every second (activities/heartbeat.py): a dead worker's activity
 # is retried after a few seconds, not after its whole start-to-close timeout.
 HEARTBEAT_TIMEOUT = timedelta(seconds=5)

@@ -75,6 +75,7 @@ class RunState(BudgetRules):
             subject=request.subject,
             subject_grant=request.subject_grant,
             shadow=request.shadow,
+            transcript_rows=0,
             created_at=now,
             updated_at=now,
         )
@@ -104,6 +105,12 @@ class RunState(BudgetRules):
         seq = self.next_seq
         self.next_seq += 1
         return seq
+
+    def note_written(self, rows: int) -> None:
+        """`rows` more of the run's transcript rows are in its store (a call that wrote
+        them came back)."""
+        if self.transcript_rows is not None:
+            self.transcript_rows += rows
 
     def flush_notes(self) -> None:
         """Queue what people did for the model. Called before a new instruction, and before a
@@ -306,6 +313,7 @@ class RunState(BudgetRules):
         fork.run_id, fork.identity = run_id, None  # the fork's own is set when it starts
         fork.parent = ForkOrigin(run_id=parent_run_id, moment=self.moment)
         fork.next_seq = self.phase_start_seq
+        fork.transcript_rows = None  # what the copy of the parent's past brings (Beginnings)
         restarting = {s.index for s in fork.plan if s.status is StepStatus.RUNNING}
         for step in fork.plan:
             if step.index in restarting:

@@ -71,6 +71,12 @@ class RunFields(BaseModel):
     effects: EffectsReport = Field(default_factory=EffectsReport)
     next_seq: int = 0
     outbox: list[ChatMessage] = Field(default_factory=list)
+    # How many transcript rows the run wrote to its store (each model reply with the
+    # messages it appended, each tool result, a fork's copied past): each call that acts
+    # on the run's past carries it, and a worker whose store holds fewer refuses the call
+    # (activities/store_holds.py). None: a run from before the count, or a fork before its
+    # copy.
+    transcript_rows: int | None = None
     # Things people did (edits) that the model must hear about on its next turn.
     notes_for_model: list[str] = Field(default_factory=list)
     # Numbered points of the run's timeline (workflows/timeline.py); the last one reached.

@@ -8,6 +8,12 @@ AgentWorkflow._end_of_story, says what it means), never as an `ActivityError`. S
 `ActivityError` a caller catches is always a failure for good (retries spent, or not
 retryable): the model hears it (a tool), a person decides (an evaluator), or the run
 fails; no caller has to tell the two apart.
+
+One failure never reaches a caller either: a worker whose store does not hold the run's
+records refused the activity (STORE_MISSING, activities/store_holds.py). That is no
+answer at all: the run waits, with the worker's reason as the wait's summary, and calls
+the activity again, until a worker whose store holds the run takes it (docs/
+architecture.md, "Replicas and the stores").
 """
 
 from __future__ import annotations
@@ -16,10 +22,12 @@ import asyncio
 from typing import Any, TypeVar, overload
 
 from temporalio import workflow
-from temporalio.exceptions import ActivityError, CancelledError
+from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
 
 with workflow.unsafe.imports_passed_through():
-    from durable_agents.workflows.activity_options import FIXED, Options
+    from durable_agents.workflows.activity_io import STORE_MISSING
+    from durable_agents.workflows.activity_options import FIXED, STORE_WAITS, Options
+    from durable_agents.workflows.contract_base import preview
 
 Result = TypeVar("Result")
 
@@ -65,18 +73,35 @@ async def call_activity(
     `cancellation_fails`: the one exception to the rule, for a check made as the run
     starts whose runs recorded a cancellation as its failure (Beginnings)."""
     given: dict[str, Any] = (options or FIXED[name]).kwargs()
-    try:
-        if local:
-            return await workflow.execute_local_activity(
+    waits = 0
+    while True:
+        try:
+            if local:
+                return await workflow.execute_local_activity(
+                    name, arg, result_type=result, summary=summary, **given
+                )
+            return await workflow.execute_activity(
                 name, arg, result_type=result, summary=summary, **given
             )
-        return await workflow.execute_activity(
-            name, arg, result_type=result, summary=summary, **given
-        )
-    except ActivityError as err:
-        if is_cancellation(err) and not cancellation_fails:
-            raise asyncio.CancelledError() from err
-        raise
+        except ActivityError as err:
+            if is_cancellation(err) and not cancellation_fails:
+                raise asyncio.CancelledError() from err
+            refused = store_refusal(err)
+            if refused is None:
+                raise
+        # Only runs whose activity was refused for its store come here: no history
+        # recorded before the check takes this path, so it needs no patch.
+        wait = STORE_WAITS[min(waits, len(STORE_WAITS) - 1)]
+        waits += 1
+        await workflow.sleep(wait, summary=preview(f"store: {refused}", 600))
+
+
+def store_refusal(err: ActivityError) -> str | None:
+    """Why a worker's store refused the activity (StoreMissingRecords), or None."""
+    cause = err.cause
+    if isinstance(cause, ApplicationError) and cause.type == STORE_MISSING:
+        return cause.message or STORE_MISSING
+    return None
 
 
 def is_cancellation(err: BaseException) -> bool:

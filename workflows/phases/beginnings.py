@@ -291,14 +291,20 @@ class Beginnings(Phase):
             )
 
     async def copy_parent_transcript(self, parent_store_key: str, fork: ForkSpec) -> None:
+        carried = self._carried
         copy = TranscriptCopy(
             from_run_id=parent_store_key,
             to_run_id=self.state.store_key,
             before_seq=self.state.next_seq,
             signed_nonce=fork.signed.request_id if fork.signed is not None else None,
+            # What the parent had written by the fork's moment: a store with less of it
+            # copies nothing (the fork would start from half a past).
+            rows_written=carried.transcript_rows if carried is not None else None,
         )
         summary = f"fork: copy transcript of {workflow_id_of(parent_store_key)}"
-        await call_activity(COPY_TRANSCRIPT, copy, summary=summary)
+        copied = await call_activity(COPY_TRANSCRIPT, copy, result=int, summary=summary)
+        # The fork's own count starts at what the copy put under its key.
+        self.state.transcript_rows = copied if isinstance(copied, int) else None
 
 
 def forged_start(request: RunRequest, state: RunState, info: workflow.Info) -> str | None:

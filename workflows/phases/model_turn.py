@@ -61,6 +61,8 @@ class ModelTurns(Phase):
                 self.state.phase_start_seq if self.state.limits.context == "step" else context_from
             ),
             **self.state.call_budget(),
+            # A worker whose store lacks the run's past refuses it (activities/store_holds.py).
+            rows_written=self.state.transcript_rows,
         )
         self.ctx.moment(EventKind.MODEL, f"{label} (seq {call.reply_seq})", call.reply_seq)
         while True:
@@ -70,6 +72,8 @@ class ModelTurns(Phase):
             # Not made: it would have passed the budget. Made once someone raises it.
             await self.budget.ask_for_more("model", turn.over_budget)
             call = call.model_copy(update=self.state.call_budget())
+        # The messages it appended and its reply are in the store now.
+        self.state.note_written(len(call.append) + 1)
         self.state.record_usage(turn.usage, memoized=turn.memoized)
         self.ctx.report_spend()
         return turn

@@ -151,6 +151,8 @@ class ToolCalls(Phase):
             mcp=record.mcp,
             mcp_name=record.mcp_name,
             **whatif.tool_call_inputs(self.state.shadow),
+            # A worker whose store lacks the run's past runs no tool (activities/store_holds.py).
+            rows_written=self.state.transcript_rows,
         )
         self.state.tool_calls += 1
         self.ctx.moment(
@@ -176,6 +178,7 @@ class ToolCalls(Phase):
             )  # fmt: skip
             self.ctx.moment(EventKind.TOOL_FAILED, spec.name)
             return
+        self.state.note_written(1)  # its result, at result_seq
         if key is not None:  # the ledger's recorded result for this key: what really happened
             effect = EffectSummary(tool=spec.name, idempotency_key=key, ok=outcome.ok)
             self.state.record_effect(effect)
