@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
+from functools import partial
 from typing import Any, cast
 
 from temporalio import activity
@@ -28,6 +29,7 @@ from durable_agents.activities.model_client import (
     ToolSchema,
     streaming,
 )
+from durable_agents.activities.model_setup import model_setup_hint
 from durable_agents.activities.openai_chat import OpenAIChatClient, reply_from_wire
 from durable_agents.activities.sql import store_call
 from durable_agents.activities.store_holds import check_holds
@@ -138,14 +140,16 @@ class ModelActivities:
             timeout_seconds=_seconds_left(),
         )
         client = self._client(agent.model_spec)
+        # An unreachable default endpoint with nothing configured: the error says what to set.
+        hint = partial(model_setup_hint, self.settings) if agent.model_spec is None else None
         streamer = streaming(client) if call.stream and self.settings.stream_replies else None
         if streamer is None:
-            reply = await _classified(client.complete(request, meta))
+            reply = await _classified(client.complete(request, meta), hint)
         else:
             # The segment ends `done` only once the reply is stored: a reader never sees a
             # finished reply that a retry would ask the model for again.
             async with self._live(call) as sink:
-                reply = await _classified(streamer.stream(request, meta, sink))
+                reply = await _classified(streamer.stream(request, meta, sink), hint)
                 await self._remember(call, digest, reply)
             return _turn(call, reply, memoized=False, settings=self.settings)
         await self._remember(call, digest, reply)
@@ -243,16 +247,21 @@ class ModelActivities:
         return schemas
 
 
-async def _classified(answering: Awaitable[ModelReply]) -> ModelReply:
+async def _classified(
+    answering: Awaitable[ModelReply], hint: Callable[[], str | None] | None = None
+) -> ModelReply:
     """The client's reply; its failures as Temporal must treat them: a refused request
-    fails at once, the rest retry (after the endpoint's Retry-After when it gave one)."""
+    fails at once, the rest retry (after the endpoint's Retry-After when it gave one). An
+    unavailable model's error ends with `hint()` when it has one (no model configured)."""
     try:
         return await answering
     except ModelRefused as err:
         raise ApplicationError(str(err), type="ModelRequestRejected", non_retryable=True) from err
     except ModelUnavailable as err:
         delay = timedelta(seconds=err.retry_after) if err.retry_after is not None else None
-        raise ApplicationError(str(err), type="ModelUnavailable", next_retry_delay=delay) from err
+        said = hint() if hint is not None else None
+        message = f"{err}; {said}" if said else str(err)
+        raise ApplicationError(message, type="ModelUnavailable", next_retry_delay=delay) from err
 
 
 def stored_reply(stored: dict[str, Any]) -> ModelReply:

@@ -19,10 +19,12 @@ from temporalio.api.workflowservice.v1 import (
 )
 from temporalio.client import Client
 
+from durable_agents.activities.model_setup import MODEL_SETTINGS, OFFLINE_MODEL_ALONE
 from durable_agents.activities.stores import open_database
 from durable_agents.control import release
 from durable_agents.control.runs import WORKFLOW_TYPE
-from durable_agents.infra.stack import POLLER_SEEN_SECONDS, polling_builds
+from durable_agents.infra.processes import port_in_use
+from durable_agents.infra.stack import POLLER_SEEN_SECONDS, files_for, polling_builds
 from durable_agents.runtime.client import connect, connect_failure
 from durable_agents.runtime.connection import Connection, ConnectionSettingsError, connection
 from durable_agents.runtime.encryption import KeyringError, keyring_from
@@ -188,13 +190,34 @@ async def _model(settings: Settings) -> Finding:
             )
         return Finding("model", False, f"{url} answered HTTP {err.code}", "check OPENAI_BASE_URL")
     except OSError as err:
-        fix = (
-            "start the offline model with `agentctl up`"
-            if settings.uses_offline_model
-            else "check OPENAI_BASE_URL and the network"
-        )
-        return Finding("model", False, f"cannot reach {url}: {err}", fix)
+        return Finding("model", False, f"cannot reach {url}: {err}", _model_fix(settings))
     return Finding("model", True, f"{url} answers ({settings.effective_model_name})")
+
+
+def _model_fix(settings: Settings) -> str:
+    """What to do about an unreachable model: a configured endpoint is checked; with none,
+    a team on its own Temporal is told the settings (a second stack is not what it needs),
+    anyone else `agentctl up` first."""
+    if not settings.uses_offline_model:
+        return "check OPENAI_BASE_URL and the network"
+    alone = OFFLINE_MODEL_ALONE.format(port=settings.offline_model_port)
+    if own_temporal(settings):
+        return f"no model configured: {MODEL_SETTINGS}, or run the offline model alone: `{alone}`"
+    return f"start the offline model with `agentctl up`, or {MODEL_SETTINGS}"
+
+
+def own_temporal(settings: Settings) -> bool:
+    """Whether the Temporal this process uses is the team's own, not our local stack's:
+    its address is set elsewhere (TEMPORAL_ADDRESS, a profile), or one answers on ours
+    that `agentctl up` did not start from this data dir."""
+    try:
+        address = connection(settings).address
+    except ConnectionSettingsError:
+        return False  # the transport finding says what to fix
+    if address != settings.temporal_address:
+        return True
+    ours = files_for(settings, "temporal").running_pid() is not None
+    return not ours and port_in_use(settings.temporal_port, settings.temporal_host)
 
 
 def _http_status(url: str) -> int:

@@ -272,6 +272,8 @@ class RunListing:
     waiting_for: str
     temporal_status: str
     started_at: str
+    # The workflow that started it as a child: a team's own (`run_agent`) or a delegating run.
+    caller: str | None = None
 
 
 async def list_runs(
@@ -280,15 +282,15 @@ async def list_runs(
     query = f"WorkflowType = '{WORKFLOW_TYPE}'"
     if status is not None:
         query += f" AND {sa.STATUS.name} = '{status.value}'"
-    return await _listings(client, query, limit)
+    return await listings(client, query, limit)
 
 
-async def _listings(client: Client, query: str, limit: int) -> list[RunListing]:
+async def listings(client: Client, query: str, limit: int) -> list[RunListing]:
     """Runs matching a visibility query, described by their search attributes alone."""
-    listings: list[RunListing] = []
+    found: list[RunListing] = []
     async for execution in client.list_workflows(query, limit=limit):
         attributes = execution.typed_search_attributes
-        listings.append(
+        found.append(
             RunListing(
                 run_id=execution.id,
                 status=attributes.get(sa.STATUS) or "",
@@ -296,9 +298,10 @@ async def _listings(client: Client, query: str, limit: int) -> list[RunListing]:
                 waiting_for=attributes.get(sa.WAITING_FOR) or "",
                 temporal_status=execution.status.name.lower() if execution.status else "",
                 started_at=execution.start_time.isoformat(timespec="seconds"),
+                caller=execution.parent_id,
             )
         )
-    return listings
+    return found
 
 
 async def recorded_status(client: Client, run_id: str) -> str:
@@ -561,7 +564,8 @@ class InboxItem:
     waiting_for: str
     step: int | None
     detail: str
-    # A sub-agent's run: the run that delegated to it.
+    # A sub-agent's run: the run that delegated to it; an agent a workflow called with
+    # `run_agent`: that workflow's id (the id its team knows).
     parent: str | None = None
 
 
@@ -583,7 +587,7 @@ async def list_waiting(
     )
     if task_queue is not None:
         query += f" AND TaskQueue = '{task_queue}'"
-    return await _listings(client, query, limit)
+    return await listings(client, query, limit)
 
 
 async def inbox(client: Client, limit: int = 200, task_queue: str | None = None) -> list[InboxItem]:
@@ -603,7 +607,7 @@ async def inbox(client: Client, limit: int = 200, task_queue: str | None = None)
             waiting_for=run.waiting_for,
             step=run.step,
             detail=_waiting_detail(summary),
-            parent=summary.delegated_by.run_id if summary and summary.delegated_by else None,
+            parent=summary.delegated_by.run_id if summary and summary.delegated_by else run.caller,
         )
         for run, summary in zip(waiting, summaries, strict=True)
     ]

@@ -10,7 +10,7 @@ from typing import Annotated, Any
 
 import typer
 
-from durable_agents.control import runs
+from durable_agents.control import callers, runs
 from durable_agents.control.signer import Signer, settings_signer
 from durable_agents.runtime.client import connect
 from durable_agents.runtime.settings import Settings, load_settings
@@ -52,9 +52,13 @@ def _decision_command(approve: bool):  # type: ignore[no-untyped-def]
         settings = load_settings()
         signer = own_signer(settings)  # a bad key file is refused before connecting
         client = await connect(settings)
-        console.print(shown(await runs.decide(client, run_id, request, signer)))
+        console.print(shown(await callers.decide(client, run_id, request, signer)))
 
-    decide.__doc__ = "Approve a pending tool call." if approve else "Reject a pending tool call."
+    verb = "Approve" if approve else "Reject"
+    decide.__doc__ = (
+        f"{verb} a pending tool call. RUN_ID may be your own workflow's id: its one agent "
+        "run (run_agent) that waits for an approval is meant."
+    )
     return decide
 
 
@@ -65,12 +69,12 @@ async def answer(
     question_id: Annotated[str | None, typer.Option(help="Which question.")] = None,
     by: AsOption = None,
 ) -> None:
-    """Answer the question a run asked."""
+    """Answer the question a run asked (RUN_ID may be your own workflow's, as for approve)."""
     reply = Answer(question_id=question_id, answer=text, by=_who(by))
     settings = load_settings()
     signer = own_signer(settings)
     client = await connect(settings)
-    console.print(shown(await runs.answer(client, run_id, reply, signer)))
+    console.print(shown(await callers.answer(client, run_id, reply, signer)))
 
 
 def _actor_command(verb: str, doc: str):  # type: ignore[no-untyped-def]

@@ -13,7 +13,7 @@ from rich.table import Table
 from rich.text import Text
 
 from durable_agents.activities.stream import StreamEntry
-from durable_agents.control import runs
+from durable_agents.control import callers, runs
 from durable_agents.control.agents import checked_request, describe, known_agent, local_agents
 from durable_agents.control.live import LiveReplies
 from durable_agents.control.live import shown as shown_replies
@@ -161,12 +161,25 @@ async def show(
     run_id: RunIdArgument,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
-    """Show a run's whole state."""
+    """Show a run's whole state; given your own workflow's id, the agent runs it started
+    (run_agent), each whole."""
     client = await connect(load_settings())
-    state = await runs.get_state(client, run_id)
+    found, states = await callers.states(client, run_id)
+    if found.caller is None:
+        if as_json:
+            typer.echo(states[0].model_dump_json(indent=2))
+        else:
+            print_state(console, states[0])
+        return
     if as_json:
-        typer.echo(state.model_dump_json(indent=2))
-    else:
+        dumped = [state.model_dump(mode="json") for state in states]
+        typer.echo(json.dumps({"caller": found.caller, "agent_runs": dumped}, indent=2))
+        return
+    console.print(shown(f"{found.caller} is not an agent run; the agent runs it started:"))
+    for run in found.agent_runs:
+        console.print(shown(f"  {run.run_id}  {run.status or run.temporal_status}"), soft_wrap=True)
+    for state in states:
+        console.rule(shown(state.run_id))
         print_state(console, state)
 
 

@@ -174,10 +174,18 @@ def runs_table(listings: list[RunListing]) -> Table:
 
 
 def inbox_table(items: list[InboxItem]) -> Table:
-    """What waits for a person: the tool and arguments the model chose, shown as text."""
+    """What waits for a person: the tool and arguments the model chose, shown as text.
+    Ids are shown whole, never cut with an ellipsis, however narrow the terminal: they
+    are what a person copies into `agentctl approve` (a `run_agent` child's id is its
+    caller's and a suffix, longer than the column rich would give it)."""
     table = Table(title="waiting for a human")
-    for column in ("run id", "waiting for", "step", "what", "sub-agent of"):
-        table.add_column(column)
+    widest_id = max((len(item.run_id) for item in items), default=6)
+    widest_caller = max((len(item.parent or "") for item in items), default=9)
+    table.add_column("run id", no_wrap=True, min_width=widest_id)
+    table.add_column("waiting for")
+    table.add_column("step")
+    table.add_column("what", overflow="fold")
+    table.add_column("called by", no_wrap=True, min_width=widest_caller)
     for item in items:
         row = (item.run_id, item.waiting_for, str(item.step or ""), item.detail, item.parent)
         table.add_row(*(shown(value or "") for value in row))

@@ -91,11 +91,13 @@ class AgentWorkflow:
         else:
             state = RunState.start(workflow.info().workflow_id, request, workflow.now())
         self._ctx = RunContext(state)
+        # Asked before any other patch: a new run's opening paths on one marker.
+        self._ctx.open_in_one_marker(workflow.patched(patches.OPENING))
         self._beginnings = Beginnings(self._ctx)
         if not request.resumes and request.fork is not None:
             self._beginnings.start_as_fork(request.fork)
         self._wire(self._ctx)
-        if workflow.patched(patches.PEOPLE_CHECKED):
+        if self._ctx.opening_patched(patches.PEOPLE_CHECKED):
             self.state.people_checks = 2
         self._telling: asyncio.Task[str] | None = None
 
@@ -134,11 +136,11 @@ class AgentWorkflow:
             misplaced := whatif.misplaced(self.state.shadow, workflow.info().task_queue)
         ) is not None:
             raise ApplicationError(misplaced, type="StartRefused", non_retryable=True)
-        if not request.resumes and workflow.patched(patches.RUN_IDENTITY):
+        if not request.resumes and self._ctx.opening_patched(patches.RUN_IDENTITY):
             self.state.identity = run_identity(workflow.info())
         self._ctx.settle_signatures()
         fresh = not request.resumes and request.fork is None
-        if fresh and self.state.agent is None and workflow.patched(patches.AGENT_RECORD):
+        if fresh and self.state.agent is None and self._ctx.opening_patched(patches.AGENT_RECORD):
             self._ctx.moment(EventKind.STARTED, f"agent {request.agent or BEFORE_AGENTS}")
             await self._beginnings.adopt_agent(request)
             await self._beginnings.settle_memory(request)

@@ -53,5 +53,13 @@ FORK_RECORD_CHECKED = "fork-state-checked-with-its-parents-record"
 # built, so every handler, even one run before the run's code, answers the same on replay).
 PEOPLE_CHECKED = "people-inputs-checked"
 
+# A new run takes the new path of the four patches every run's opening asks (run-identity,
+# agent-recorded-at-start, step-published-with-status, people-inputs-checked) on this one
+# marker: each marker is also a search-attribute write (the SDK's TemporalChangeVersion),
+# so a run opened with four markers and five writes, and opens with one and two. Asked
+# first, as the run is built. Old path: runs recorded before it (no marker: it answers no
+# on replay) ask the four one by one, as they did.
+OPENING = "opening-in-one-marker"
+
 # Every id above, read from this module itself: one written here is listed, none twice.
 ALL = tuple(value for name, value in list(globals().items()) if name.isupper() and name != "ALL")

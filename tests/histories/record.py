@@ -422,6 +422,9 @@ BEHAVIOURS: dict[str, Callable[[Bench, str], Awaitable[Extra | None]]] = {
     "budget-raised": budget_raised,
     "budget-stopped": budget_stopped,
     "budget-deadline": budget_deadline,
+    # A new run's opening on the one `opening-in-one-marker` marker (the four patches of
+    # the opening not asked one by one; the fixtures above ask them as before).
+    "opened-in-one": plain_loop,
 }
 # The behaviours recorded as a build from before these patches.
 BUILT_BEFORE: dict[str, tuple[str, ...]] = {
@@ -429,6 +432,10 @@ BUILT_BEFORE: dict[str, tuple[str, ...]] = {
     "tool-failed-before-patch": ("tool-errors-go-to-the-model",),
     "cancel-lost-before-patch": ("cancel-holds",),
     "signed-decisions-v1": ("every-change-signed",),
+    # The opening's patches asked one by one (their new sides), as before the one marker.
+    "identity-happy-path": ("opening-in-one-marker",),
+    "plain-loop": ("opening-in-one-marker",),
+    "people-checked": ("opening-in-one-marker",),
 }
 
 

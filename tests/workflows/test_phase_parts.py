@@ -100,7 +100,8 @@ def test_no_phase_reaches_state_it_was_not_handed():
     # The context owns its attributes explicitly: all set in its constructor.
     made = vars(fresh_context())
     assert set(made) == {
-        "state", "published", "signatures_settled", "step_with_status", "active_child", "sending",
+        "state", "published", "signatures_settled", "step_with_status", "opened_in_one",
+        "active_child", "sending",
     }  # fmt: skip
 
 

@@ -64,6 +64,15 @@ class RunStopped(Exception):
         self.actor = actor
 
 
+# The patches every run's opening asks, which a new run takes on the one OPENING marker.
+OPENING_PATCHES = (
+    patches.RUN_IDENTITY,
+    patches.AGENT_RECORD,
+    patches.STEP_WITH_STATUS,
+    patches.PEOPLE_CHECKED,
+)
+
+
 class RunContext:
     """The run's state and the bookkeeping every phase shares; each attribute here is the
     context's own, and a phase reaches the run only through it."""
@@ -75,6 +84,7 @@ class RunContext:
         self.published: tuple[str, int, str] | None = None
         self.signatures_settled = False  # patches.EVERY_CHANGE_SIGNED, asked once
         self.step_with_status: bool | None = None  # patches.STEP_WITH_STATUS, asked once
+        self.opened_in_one = False  # patches.OPENING: the opening's patches on one marker
         # The sub-agent's run this run waits on now (pause, resume, cancel, budget reach it).
         self.active_child: str | None = None
         # Signals sent and not yet delivered (spend reports, forwarded pauses).
@@ -116,6 +126,19 @@ class RunContext:
         self.state.fail(reason, workflow.now())
         self.moment(EventKind.FAILED, reason)
         raise ApplicationError(reason, type="AgentRunFailed", non_retryable=True) from err
+
+    def open_in_one_marker(self, opened: bool) -> None:
+        """Whether this run took the opening's new paths on the one `OPENING` marker (a
+        run recorded before it asks each of them on its own, as it did)."""
+        self.opened_in_one = opened
+        if opened:
+            self.step_with_status = True
+
+    def opening_patched(self, patch_id: str) -> bool:
+        """One of the opening's patches: yes without a marker of its own in a run opened
+        on `OPENING`, else asked as before."""
+        assert patch_id in OPENING_PATCHES, patch_id
+        return self.opened_in_one or workflow.patched(patch_id)
 
     def publish(self) -> None:
         """Keep the Web UI's current details and our search attributes in step with the state."""
@@ -200,12 +223,19 @@ class RunContext:
     def decision_timeout(self) -> timedelta:
         return timedelta(seconds=self.state.policy.decision_timeout_seconds)
 
-    async def wait(self, done: Callable[[], bool]) -> bool:
-        """Wait for a person, durably, up to the run's decision timeout."""
+    async def wait(self, done: Callable[[], bool], what: str) -> bool:
+        """Wait for a person, durably, up to the run's decision timeout. The deadline's
+        timer is named for `what` is awaited (the Web UI shows "waiting for a person:
+        call_…", not an unnamed timer); a timer's summary is metadata, which replay does
+        not compare, so recorded runs replay as before."""
         if self.cancel_holds():
             raise asyncio.CancelledError()
         try:
-            await workflow.wait_condition(done, timeout=self.decision_timeout)
+            await workflow.wait_condition(
+                done,
+                timeout=self.decision_timeout,
+                timeout_summary=preview(f"waiting for a person: {what}", 200),
+            )
         except TimeoutError:
             return False
         return True

@@ -53,11 +53,14 @@ class WaitingForPeople(Phase):
         def decided() -> bool:
             return request.status is not ApprovalStatus.PENDING
 
-        if not await self.ctx.wait(decided) and self.state.policy.on_timeout == "escalate":
+        what = f"{request.request_id} (approve {request.tool})"
+        if not await self.ctx.wait(decided, what) and self.state.policy.on_timeout == "escalate":
             later = workflow.now() + self.ctx.decision_timeout
             self.state.escalate(request, later, workflow.now())
             self.ctx.moment(EventKind.APPROVAL_ESCALATED, request.tool)
-            await self.ctx.wait(decided)
+            await self.ctx.wait(
+                decided, f"{request.request_id} (approve {request.tool}, escalated)"
+            )
         if not decided():
             late = Decision(
                 request_id=request.request_id, by=DEADLINE_ACTOR, comment="no decision in time"
@@ -66,12 +69,16 @@ class WaitingForPeople(Phase):
             self.ctx.moment(EventKind.DEADLINE_PASSED, f"{request.tool} rejected")
 
     async def answer(self, question: Question) -> None:
-        if not await self.ctx.wait(lambda: question.status is not QuestionStatus.PENDING):
+        asked = f"{question.question_id} (answer a question)"
+        if not await self.ctx.wait(lambda: question.status is not QuestionStatus.PENDING, asked):
             self.state.expire(question, workflow.now())
             self.ctx.moment(EventKind.DEADLINE_PASSED, "question expired")
 
     async def decide_budget(self, request: ApprovalRequest) -> None:
-        decided = await self.ctx.wait(lambda: request.status is not ApprovalStatus.PENDING)
+        decided = await self.ctx.wait(
+            lambda: request.status is not ApprovalStatus.PENDING,
+            f"{request.request_id} (raise the budget)",
+        )
         # Published as the wait ended, before a late rejection (what runs recorded).
         self.ctx.publish()
         if not decided:
