@@ -72,6 +72,9 @@ def read_messages(settings: Settings, store_key: str) -> list[dict[str, Any]]:
 
 # The run-identity marker is written in a run's first workflow task: far within this.
 IDENTITY_MARKER_WITHIN_EVENTS = 50
+# The markers of a run keyed by its identity: run-identity's own, or the one a new run
+# opens with, which takes run-identity's new path among the opening's four.
+IDENTITY_PATCHES = (patches.RUN_IDENTITY.encode(), patches.OPENING.encode())
 
 
 async def store_key(client: Client, run_id: str) -> str:
@@ -90,7 +93,7 @@ async def store_key(client: Client, run_id: str) -> str:
     async for event in first_execution.fetch_history_events():
         marker = event.marker_recorded_event_attributes
         if event.HasField("marker_recorded_event_attributes") and (
-            patches.RUN_IDENTITY.encode() in marker.SerializeToString()
+            any(patch in marker.SerializeToString() for patch in IDENTITY_PATCHES)
         ):
             return f"{run_id}{IDENTITY_SEPARATOR}{first}"
         seen += 1

@@ -14,6 +14,7 @@ import time
 import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import timedelta
 
 from temporalio.api.enums.v1 import TaskQueueType
 from temporalio.api.taskqueue.v1 import TaskQueue
@@ -29,7 +30,7 @@ from durable_agents.infra.processes import (
     spawn,
     stop,
 )
-from durable_agents.infra.temporal_setup import hours, set_up_namespace
+from durable_agents.infra.temporal_setup import set_up_namespace
 from durable_agents.runtime import versioning
 from durable_agents.runtime.client import connect
 from durable_agents.runtime.extras import require_all
@@ -187,8 +188,9 @@ async def up(settings: Settings, say: Callable[[str], None] = print) -> None:
             )
         if spec.name == "temporal":
             done = await set_up_namespace(await connect(settings), settings, ours=True)
+            days = done.retention / timedelta(days=1)
             say(
-                f"namespace {done.namespace}: retention {hours(done.retention)}, "
+                f"namespace {done.namespace}: retention {days:g} days, "
                 f"daily prune schedule {settings.prune_schedule_id!r}"
             )
 
