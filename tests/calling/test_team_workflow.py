@@ -11,7 +11,6 @@ import importlib
 import inspect
 import re
 import sys
-from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -28,6 +27,7 @@ from durable_agents.testing import (
     say,
 )
 from tests.calling.billing import triage
+from tests.conftest import _startup_timeout
 
 GUIDE = Path(__file__).resolve().parents[2] / "docs" / "testing-your-workflows.md"
 BLOCK = re.compile(r"```(\w+)\n(.*?)```", re.DOTALL)
@@ -85,7 +85,7 @@ async def test_a_server_without_our_search_attributes_is_refused_in_one_line():
         dev_server_existing_path=str(temporal_cli()),
         data_converter=pydantic_data_converter,
         dev_server_log_level="error",
-        dev_server_startup_timeout=timedelta(seconds=60),
+        **_startup_timeout(WorkflowEnvironment.start_local, "dev_server_startup_timeout"),
     )
     try:
         with pytest.raises(SearchAttributesMissing) as refused:
