@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Awaitable, Callable
@@ -12,9 +11,7 @@ from dataclasses import dataclass
 from temporalio.api.common.v1 import WorkflowExecution
 from temporalio.api.enums.v1 import EventType, TaskQueueType
 from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
-from temporalio.api.taskqueue.v1 import TaskQueue
 from temporalio.api.workflowservice.v1 import (
-    DescribeTaskQueueRequest,
     GetWorkflowExecutionHistoryReverseRequest,
 )
 from temporalio.client import Client
@@ -24,7 +21,7 @@ from durable_agents.activities.stores import open_database
 from durable_agents.control import release
 from durable_agents.control.runs import WORKFLOW_TYPE
 from durable_agents.infra.processes import port_in_use
-from durable_agents.infra.stack import POLLER_SEEN_SECONDS, files_for, polling_builds
+from durable_agents.infra.stack import files_for, polling_builds, recent_pollers
 from durable_agents.runtime.client import connect, connect_failure
 from durable_agents.runtime.connection import Connection, ConnectionSettingsError, connection
 from durable_agents.runtime.encryption import KeyringError, keyring_from
@@ -286,22 +283,8 @@ def replicas_finding(where: str, pollers: list[str]) -> Finding:
 
 async def activity_pollers(settings: Settings) -> list[str]:
     """The identities of the workers that polled the task queue's activities lately."""
-    client = await connect(settings)
-    response = await client.workflow_service.describe_task_queue(
-        DescribeTaskQueueRequest(
-            namespace=client.namespace,
-            task_queue=TaskQueue(name=settings.task_queue),
-            task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY,
-        )
-    )
-    recent = time.time() - POLLER_SEEN_SECONDS
-    return sorted(
-        {
-            poller.identity
-            for poller in response.pollers
-            if poller.last_access_time.ToSeconds() >= recent
-        }
-    )
+    pollers = await recent_pollers(settings, TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY)
+    return sorted({poller.identity for poller in pollers})
 
 
 async def _encryption(settings: Settings) -> Finding:

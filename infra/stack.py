@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from temporalio.api.enums.v1 import TaskQueueType
-from temporalio.api.taskqueue.v1 import TaskQueue
+from temporalio.api.taskqueue.v1 import PollerInfo, TaskQueue
 from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest, GetSystemInfoRequest
 from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_delay, wait_fixed
 
@@ -284,22 +284,24 @@ async def worker_polling(settings: Settings) -> bool:
 
 async def polling_builds(settings: Settings) -> set[str]:
     """The builds whose workers poll the task queue ("" for an unversioned worker)."""
+    pollers = await recent_pollers(settings, TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW)
+    return {poller.deployment_options.build_id for poller in pollers}
+
+
+async def recent_pollers(settings: Settings, kind: TaskQueueType.ValueType) -> list[PollerInfo]:
+    """The workers that polled the task queue (for workflow or activity tasks) lately:
+    Temporal lists a stopped worker's poller for minutes; an idle live one polls again
+    within a minute (its long poll's timeout)."""
     client = await connect(settings)
     response = await client.workflow_service.describe_task_queue(
         DescribeTaskQueueRequest(
-            namespace=settings.namespace,
+            namespace=client.namespace,
             task_queue=TaskQueue(name=settings.task_queue),
-            task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
+            task_queue_type=kind,
         )
     )
-    # Temporal lists a stopped worker's poller for minutes; an idle live one polls again
-    # within a minute (its long poll's timeout).
     recent = time.time() - POLLER_SEEN_SECONDS
-    return {
-        poller.deployment_options.build_id
-        for poller in response.pollers
-        if poller.last_access_time.ToSeconds() >= recent
-    }
+    return [p for p in response.pollers if p.last_access_time.ToSeconds() >= recent]
 
 
 POLLER_SEEN_SECONDS = 90.0
