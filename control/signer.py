@@ -16,6 +16,7 @@ from durable_agents.runtime.settings import Settings
 from durable_agents.workflows.people_inputs import SignedDecision
 from durable_agents.workflows.records import ApprovalRequest, Question, RunEvent
 from durable_agents.workflows.signing import (
+    NEWEST,
     Action,
     answer_digest,
     answer_v2_digest,
@@ -24,6 +25,7 @@ from durable_agents.workflows.signing import (
     decision_digest,
     digest_of,
     load_private_key,
+    moment_tag,
     new_key,
     private_key_text,
     public_key_of,
@@ -49,25 +51,35 @@ class Signer:
         request: ApprovalRequest,
         comment: str = "",
         version: int = 2,
+        moment: RunEvent | None = None,
     ) -> SignedDecision:
         """Sign a decision on this very run, request, tool, step, arguments and comment
         (`run`: the run's identity, RunState.store_key; `version`: the one the run takes,
-        RunState.signature_version)."""
+        RunState.signature_version). `moment`: the run's latest moment as the signer saw
+        it (control/runs.latest_moment); a run taking v3 then counts the decision only in
+        that timeline, never again after a rewind to before it."""
         if version == 1:
             digest = arguments_digest(request.arguments)
         else:
             digest = decision_digest(request.tool, request.step, request.arguments, comment)
         action: Action = "approve" if approved else "reject"
-        return self._sign(run, by, action, request.request_id, digest, version)
+        return self._sign(run, by, action, request.request_id, digest, version, moment)
 
     def answer(
-        self, run: str, by: str, question: Question, text: str, version: int = 2
+        self,
+        run: str,
+        by: str,
+        question: Question,
+        text: str,
+        version: int = 2,
+        moment: RunEvent | None = None,
     ) -> SignedDecision:
+        """Sign an answer to this very question (`version`, `moment`: as `approval`)."""
         if version == 1:
             digest = answer_digest(text)
         else:
             digest = answer_v2_digest(question.question, question.step, text)
-        return self._sign(run, by, "answer", question.question_id, digest, version)
+        return self._sign(run, by, "answer", question.question_id, digest, version, moment)
 
     def change(
         self, run: str, by: str, action: Action, says: Any, moment: RunEvent | None = None
@@ -87,8 +99,18 @@ class Signer:
         )
 
     def _sign(
-        self, run: str, by: str, action: Action, request_id: str, digest: str, version: int
+        self,
+        run: str,
+        by: str,
+        action: Action,
+        request_id: str,
+        digest: str,
+        version: int,
+        moment: RunEvent | None = None,
     ) -> SignedDecision:
+        """v3 (bound to `moment`) where the run takes it and the signer saw a moment;
+        else v2 (a run on an older build takes no v3), or v1 for a run that takes v1."""
+        bound = version >= NEWEST and moment is not None
         return sign(
             self.key,
             self.key_id,
@@ -98,7 +120,8 @@ class Signer:
             request_id=request_id,
             digest=digest,
             at=_now(),
-            version=version,
+            version=NEWEST if bound else min(version, 2),
+            moment=moment_tag(moment) if bound and moment is not None else None,
         )
 
 

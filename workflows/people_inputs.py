@@ -13,6 +13,7 @@ from pydantic import (
 from durable_agents.workflows.contract_base import (
     NAME,
     BudgetLimits,
+    CompactModel,
     StepTitle,
     StrictModel,
 )
@@ -45,19 +46,26 @@ class KeyRevocation(StrictModel):
     reason: str = Field(default="", max_length=500)
 
 
-# Every change a person may sign (workflows/signing.py, workflows/signed_changes.py).
+# Every input a person may sign (workflows/signing.py, workflows/signed_changes.py): the
+# people inputs' one list (tests/workflows/test_signature_doors.py has a row for each).
 Action = Literal[
     "approve", "reject", "answer", "raise_budget", "edit", "pause", "resume", "cancel",
     "fork", "rewind", "message", "await_reply", "end_conversation", "subject",
 ]  # fmt: skip
 
 
-class SignedDecision(StrictModel):
-    """Who changed what, on which request (or under which nonce), when: signed with a key
-    the run's policy trusts (workflows/signing.py). Verified in workflow code."""
+# The actions signed for a request or question (its id is the signature's request_id).
+ON_REQUESTS: frozenset[Action] = frozenset({"approve", "reject", "answer"})
 
-    # 1: decisions and answers over their arguments; 2: every change (workflows/signing.py).
-    v: int = Field(default=1, ge=1, le=2)
+
+class SignedDecision(CompactModel):
+    """Who changed what, on which request (or under which nonce), when: signed with a key
+    the run's policy trusts (workflows/signing.py). Verified in workflow code. Compact: a
+    signature without a moment is written as it was before v3 (an older worker reads it)."""
+
+    # 1: decisions and answers over their arguments; 2: every change; 3: a decision or
+    # answer bound to the run's moment its signer saw (workflows/signing.py).
+    v: int = Field(default=1, ge=1, le=3)
     key_id: str = Field(min_length=1, max_length=100)
     # The run's identity (workflow id @ first execution): a signature for one run, or for
     # an earlier run under a reused id, never counts in another.
@@ -70,6 +78,9 @@ class SignedDecision(StrictModel):
     digest: str = Field(pattern=r"^[0-9a-f]{64}$")
     at: str = Field(min_length=1, max_length=40)
     signature: str = Field(min_length=1, max_length=200)
+    # v3: the moment of the run its signer saw (signing.moment_tag); it counts only while
+    # the run holds that very moment, as a change's bound nonce does.
+    moment: str | None = Field(default=None, max_length=60)
 
 
 class Decision(StrictModel):

@@ -3,7 +3,9 @@
 One place for every kind of change (decide, answer, raise a budget, edit, pause, resume,
 cancel, rewind): what the signature must say, checked against the run's state, and the
 nonces it used. The handlers call these before they change anything; a refusal is
-recorded by the caller (RunState.refuse), so the audit keeps every attempt.
+recorded by the caller (RunState.refuse), so the audit keeps every attempt. Everything
+signed for this run and bound to a moment (a v3 decision or answer, a change's bound
+nonce) counts only while the run holds that moment: one rule, `signing.moment_error`.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from durable_agents.workflows.signing import (
     binding_error,
     decision_digest,
     digest_of,
+    moment_error,
     signature_error,
 )
 from durable_agents.workflows.state import RunState
@@ -78,7 +81,7 @@ def decision_error(
         not_after=request.deadline if state.people_checks >= 2 else None,
         now=now,
     )
-    return _error(state, decision.signed, wanted)
+    return _error(state, decision.signed, wanted) or _moment_error(state, decision.signed)
 
 
 def answer_error(state: RunState, answer: Answer, now: datetime) -> str | None:
@@ -99,7 +102,7 @@ def answer_error(state: RunState, answer: Answer, now: datetime) -> str | None:
         not_after=question.deadline if state.people_checks >= 2 else None,
         now=now,
     )
-    return _error(state, answer.signed, wanted)
+    return _error(state, answer.signed, wanted) or _moment_error(state, answer.signed)
 
 
 def change_error(
@@ -141,6 +144,15 @@ def note_used(state: RunState, signed: SignedDecision | None, now: datetime) -> 
     fresh = [use for use in state.signed_nonces if use.at >= now - FRESH_FOR]
     at = datetime.fromisoformat(signed.at)
     state.signed_nonces = [*fresh, SignedUse(nonce=signed.request_id, at=at)]
+
+
+def _moment_error(state: RunState, signed: SignedDecision | None) -> str | None:
+    """A v3 decision or answer counts only at the moment its signer saw (as a bound change
+    does): a copy sent after a rewind finds that moment gone, or another. v1 and v2
+    signatures are bound to no moment (runs recorded before v3 replay as they ran)."""
+    if signed is None or signed.v < 3 or not state.policy.require_signed_decisions:
+        return None
+    return moment_error(signed.moment, state.events)
 
 
 def _error(state: RunState, signed: SignedDecision | None, wanted: Expected) -> str | None:

@@ -10,10 +10,16 @@ Verifying is pure computation on public keys, so it runs in workflow code and re
 same; the private keys live with the signers (the console, a person's own `agentctl`),
 never in a workflow.
 
-Two versions: v1 signed decisions and answers only, over the arguments alone (runs from
+Three versions: v1 signed decisions and answers only, over the arguments alone (runs from
 before the `every-change-signed` patch keep it on replay); v2 signs every change, binds a
 decision to its tool, step and comment, and is refused when it was made before the request
-existed or, for a change named by a nonce, when it is stale or used already.
+existed or, for a change named by a nonce, when it is stale or used already; a signer binds
+a v2 change's nonce to the run's latest moment it saw (`bound_nonce`). v3 is a v2 decision
+or answer bound the same way: the moment is a field of its own (the request's id stays the
+request's), and it counts only while the run holds that very moment (`moment_error`), so a
+copy sent after a rewind does not. Runs that take v3 take v2 too (a change, or an older
+signer's decision); only a v3 signature is checked for its moment, so no recorded history
+replays otherwise.
 """
 
 from __future__ import annotations
@@ -31,12 +37,16 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 from temporalio import workflow
 
 from durable_agents.workflows.contracts import RunPolicy
+from durable_agents.workflows.people_inputs import ON_REQUESTS, SignedDecision
 from durable_agents.workflows.people_inputs import Action as Action
-from durable_agents.workflows.people_inputs import SignedDecision
 from durable_agents.workflows.records import RunEvent
 
 MESSAGE_V1 = "durable-agents/decision/v1"
 MESSAGE_V2 = "durable-agents/change/v2"
+MESSAGE_V3 = "durable-agents/change/v3"
+# The version a run takes from the `every-change-signed` patch on (RunState.signature_
+# version), which tells its signers whether to bind a decision or answer (v3) or not.
+NEWEST = 3
 # A signer's clock may run this far ahead of the worker's (or behind a request's time).
 CLOCK_SKEW = timedelta(minutes=5)
 # A change named by a nonce counts only this long after it was signed: the run keeps the
@@ -52,20 +62,44 @@ def moment_mark(event: RunEvent) -> str:
     ).hexdigest()[:16]
 
 
+def moment_tag(moment: RunEvent) -> str:
+    """What a signature says of the moment its signer saw: its number and its mark."""
+    return f"m{moment.offset}.{moment_mark(moment)}"
+
+
 def bound_nonce(fresh: str, moment: RunEvent | None) -> str:
     """A change's nonce, bound to the latest moment its signer saw (when they saw one)."""
-    return fresh if moment is None else f"{fresh}.m{moment.offset}.{moment_mark(moment)}"
+    return fresh if moment is None else f"{fresh}.{moment_tag(moment)}"
 
 
 def binding_error(nonce: str, kept: list[RunEvent]) -> str | None:
-    """Why a change bound to a moment does not count in this run: the run has no such
-    moment (rewound to before it, or it is older than the moments the run keeps), or its
-    moment of that number is another (the run was rewound past it and went on). A change
-    bound to nothing (an older signer) is not checked here."""
+    """Why a change whose nonce is bound to a moment does not count in this run
+    (`moment_error`). A change bound to nothing (an older signer) is not checked here."""
     parts = nonce.split(".")
-    if len(parts) != 3 or not parts[1].startswith("m") or not parts[1][1:].isdigit():
+    if len(parts) != 3:
         return None
-    offset, mark = int(parts[1][1:]), parts[2]
+    return moment_error(f"{parts[1]}.{parts[2]}", kept, unbound_counts=True)
+
+
+def versions_taken(version: int, action: Action) -> tuple[int, ...]:
+    """The signature versions a run that takes `version` counts for this action: a v3 run
+    counts v2 too (changes are v2; a decision signed v2 is bound to no moment)."""
+    if version < NEWEST:
+        return (version,)
+    return (2, 3) if action in ON_REQUESTS else (2,)
+
+
+def moment_error(
+    tag: str | None, kept: list[RunEvent], *, unbound_counts: bool = False
+) -> str | None:
+    """Why a signature bound to a moment (`moment_tag`) does not count in this run: the run
+    has no such moment (rewound to before it, or it is older than the moments the run
+    keeps), or its moment of that number is another (the run was rewound past it and went
+    on). `unbound_counts`: a tag that names no moment is not checked (a v2 nonce)."""
+    head, _, mark = (tag or "").partition(".")
+    if not (head.startswith("m") and head[1:].isdigit()):
+        return None if unbound_counts else "the signature names no moment of the run"
+    offset = int(head[1:])
     found = next((event for event in kept if event.offset == offset), None)
     if found is None:
         return f"the signature was made for moment {offset}, which this run does not hold now"
@@ -108,9 +142,12 @@ def _message(
     request_id: str,
     digest: str,
     at: str,
+    moment: str | None = None,
 ) -> bytes:
-    head = MESSAGE_V2 if version == 2 else MESSAGE_V1
+    head = {2: MESSAGE_V2, 3: MESSAGE_V3}.get(version, MESSAGE_V1)
     fields = [head, key_id, run, by, action, request_id, digest, at]
+    if version >= 3:
+        fields.append(moment or "")
     return json.dumps(fields, separators=(",", ":")).encode()
 
 
@@ -125,9 +162,11 @@ def sign(
     digest: str,
     at: str,
     version: int = 2,
+    moment: str | None = None,
 ) -> SignedDecision:
-    """Sign one change (done by the console or `agentctl`, outside any workflow)."""
-    message = _message(version, key_id, run, by, action, request_id, digest, at)
+    """Sign one change (done by the console or `agentctl`, outside any workflow).
+    `moment`: v3's `moment_tag` of the moment the signer saw."""
+    message = _message(version, key_id, run, by, action, request_id, digest, at, moment)
     return SignedDecision(
         v=version,
         key_id=key_id,
@@ -138,6 +177,7 @@ def sign(
         digest=digest,
         at=at,
         signature=base64.b64encode(key.sign(message)).decode(),
+        moment=moment,
     )
 
 
@@ -168,8 +208,9 @@ def signature_error(
         return None
     if signed is None:
         return f"unsigned {wanted.action} by {wanted.by!r}: this run counts only signed changes"
-    if signed.v != version:
-        return f"a v{signed.v} signature: this run counts only v{version} signatures"
+    if signed.v not in (taken := versions_taken(version, wanted.action)):
+        counted = " or ".join(f"v{v}" for v in taken)
+        return f"a v{signed.v} signature: this run counts only {counted} signatures"
     trusted = policy.trusted_keys.get(signed.key_id)
     if trusted is None:
         return f"signed by key {signed.key_id!r}, which this run does not trust"
@@ -183,7 +224,7 @@ def signature_error(
             return f"the signature is for another change ({field} differs)"
     if trusted.signs_for and wanted.by not in trusted.signs_for:
         return f"key {signed.key_id!r} may not sign for {wanted.by!r}"
-    if version == 2 and (error := _freshness_error(signed, wanted)) is not None:
+    if version >= 2 and (error := _freshness_error(signed, wanted)) is not None:
         return error
     if not signed_by(trusted.public_key, signed):
         return f"forged signature: key {signed.key_id!r} did not sign this change"
@@ -204,6 +245,7 @@ def signed_by(public_key: str, signed: SignedDecision) -> bool:
             signed.request_id,
             signed.digest,
             signed.at,
+            signed.moment,
         )
         # The library's native code imports its exception class when a check fails; in the
         # workflow sandbox that import must reach the module already loaded, not a copy.
