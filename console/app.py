@@ -22,6 +22,7 @@ from temporalio.client import Client
 from durable_agents.console import actions, chat, events, memory, users, whatif
 from durable_agents.console.deltas import BadEventId, Resume, resume_from
 from durable_agents.console.identity import CSRF_FIELD, Identity
+from durable_agents.console.roles import at_the_door
 from durable_agents.console.throttle import OpenStreams, SignInThrottle, client_address
 from durable_agents.console.views import Views
 from durable_agents.console.web import (
@@ -113,6 +114,8 @@ def create_app(settings: Settings, client: Client | None = None) -> FastAPI:
         docs_url=None,
         redoc_url=None,
         openapi_url=None,
+        # Each route's declared role (console/roles.py: DOORS), checked before it reads.
+        dependencies=[Depends(at_the_door)],
     )
     app.mount("/static", StaticFiles(directory=HERE / "static"), name="static")
     app.add_middleware(SafetyHeaders)

@@ -9,7 +9,6 @@ from fastapi import FastAPI, Request, Response
 from pydantic import Field
 
 from durable_agents.console.actions import Form, acting, done, parse_form, refused
-from durable_agents.console.roles import require_approver
 from durable_agents.console.web import PageError
 from durable_agents.control import conversations
 from durable_agents.control.runs import RunError
@@ -24,7 +23,6 @@ def register(app: FastAPI) -> None:
     @app.post("/runs/{run_id}/messages")
     async def send_message(request: Request, run_id: str) -> Response:
         console, user, fields, state = await acting(request, run_id)
-        require_approver(console.settings, user, "talk to agents")
         form = parse_form(MessageForm, fields)
         if state.conversation is None:
             raise PageError(409, f"{run_id} is not a conversation; it takes no messages")

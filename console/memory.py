@@ -14,7 +14,6 @@ from pydantic import Field
 
 from durable_agents.console.actions import Form, done, parse_form
 from durable_agents.console.identity import CSRF_FIELD
-from durable_agents.console.roles import require_memory_admin
 from durable_agents.console.web import PageError, console_of, read_form, render, signed_in
 from durable_agents.control import memory
 from durable_agents.control.agents import local_agents
@@ -53,7 +52,6 @@ def register(app: FastAPI) -> None:
     async def memory_page(request: Request, namespace: str = "") -> Response:
         user = signed_in(request)
         settings = console_of(request).settings
-        require_memory_admin(settings, user)
         if namespace and not re.fullmatch(NAMESPACE_PATTERN, namespace):
             raise PageError(400, "a namespace is letters, digits and . _ : / @ -")
         try:
@@ -85,8 +83,6 @@ def register(app: FastAPI) -> None:
         if not console.identity.csrf_ok(request, fields.get(CSRF_FIELD)):
             raise PageError(403, "the form is stale or forged (CSRF token): reload and retry")
         form = parse_form(ForgetForm, fields)
-        if user not in console.settings.console_memory_admins:
-            raise PageError(403, f"{user} may not forget memories (AGENT_CONSOLE_MEMORY_ADMINS)")
         try:
             if not _ours(own_namespaces(console.settings), form.namespace):
                 raise PageError(404, not_ours(form.namespace))

@@ -1,43 +1,120 @@
 """Who may do what from the console: a viewer reads; an approver (every user who is not
 a viewer only) decides, answers and talks to agents as each run's policy lets them; an
 operator also edits, pauses, resumes, cancels, forks and rewinds; a memory admin sees and
-forgets memories. Checked on every route that acts, before anything is sent."""
+forgets memories.
+
+Each route's role is declared once, in DOORS, and checked at its door (`at_the_door`, a
+dependency of every route) before the request is read: a route missing from DOORS is
+refused to everyone. tests/console/test_route_roles.py tries every route with every role.
+"""
 
 from __future__ import annotations
 
-from durable_agents.console.web import PageError
+from dataclasses import dataclass
+from enum import StrEnum
+
+from fastapi import Request
+
+from durable_agents.console.web import PageError, console_of, signed_in
 from durable_agents.runtime.settings import Settings
 
 
-def require_approver(settings: Settings, user: str, what: str) -> None:
-    if user in settings.console_viewers:
-        raise PageError(403, f"{user} views runs only: they may not {what}")
+class Role(StrEnum):
+    ANYONE = "anyone"  # no sign-in needed: signing in and out, the health check
+    VIEWER = "viewer"  # every signed-in user: reads runs
+    APPROVER = "approver"
+    OPERATOR = "operator"
+    MEMORY_ADMIN = "memory_admin"
 
 
-def require_operator(settings: Settings, user: str, what: str) -> None:
-    """A viewer only is never an operator, whatever else lists them."""
-    if user in settings.console_viewers or user not in settings.console_operators:
-        raise PageError(
-            403,
-            f"{user} may not {what}: that is for the console's operators (AGENT_CONSOLE_OPERATORS)",
-        )
+@dataclass(frozen=True)
+class Door:
+    """The role a route needs, and what it does as a refusal says it."""
+
+    role: Role
+    what: str = ""
 
 
-def require_memory_admin(settings: Settings, user: str) -> None:
-    if user not in settings.console_memory_admins:
-        raise PageError(
-            403,
-            f"{user} may not see or forget memories: that is for the console's memory "
-            "admins (AGENT_CONSOLE_MEMORY_ADMINS)",
-        )
+_MEMORIES = "see or forget memories"
+# Every route of the console by its name, and who may use it.
+DOORS: dict[str, Door] = {
+    "health": Door(Role.ANYONE),
+    "login_page": Door(Role.ANYONE),
+    "login": Door(Role.ANYONE),
+    "logout": Door(Role.ANYONE),
+    "inbox": Door(Role.VIEWER),
+    "runs_page": Door(Role.VIEWER),
+    "run_page": Door(Role.VIEWER),
+    "run_panel": Door(Role.VIEWER),
+    "run_events": Door(Role.VIEWER),
+    "whatif_reports": Door(Role.VIEWER),
+    "whatif_report": Door(Role.VIEWER),
+    "decide": Door(Role.APPROVER, "decide"),
+    "answer": Door(Role.APPROVER, "answer questions"),
+    "budget": Door(Role.APPROVER, "change a budget"),
+    "send_message": Door(Role.APPROVER, "talk to agents"),
+    "pause": Door(Role.OPERATOR, "pause runs"),
+    "resume": Door(Role.OPERATOR, "resume runs"),
+    "cancel": Door(Role.OPERATOR, "cancel runs"),
+    "edit": Door(Role.OPERATOR, "edit runs"),
+    "fork": Door(Role.OPERATOR, "fork runs"),
+    "rewind": Door(Role.OPERATOR, "rewind runs"),
+    "memory_page": Door(Role.MEMORY_ADMIN, _MEMORIES),
+    "forget": Door(Role.MEMORY_ADMIN, _MEMORIES),
+}
+
+
+def roles_held(settings: Settings, user: str | None) -> set[Role]:
+    """The roles of a user (None: nobody signed in). A viewer only is never an approver
+    nor an operator, whatever else lists them."""
+    if user is None:
+        return {Role.ANYONE}
+    held = {Role.ANYONE, Role.VIEWER}
+    if user not in settings.console_viewers:
+        held.add(Role.APPROVER)
+        if user in settings.console_operators:
+            held.add(Role.OPERATOR)
+    if user in settings.console_memory_admins:
+        held.add(Role.MEMORY_ADMIN)
+    return held
+
+
+# What a refusal says, by the role the door needs (a signed-in user is always a viewer).
+REFUSALS: dict[Role, str] = {
+    Role.APPROVER: "{user} views runs only: they may not {what}",
+    Role.OPERATOR: (
+        "{user} may not {what}: that is for the console's operators (AGENT_CONSOLE_OPERATORS)"
+    ),
+    Role.MEMORY_ADMIN: (
+        "{user} may not {what}: that is for the console's memory admins "
+        "(AGENT_CONSOLE_MEMORY_ADMINS)"
+    ),
+}
+
+
+def refusal(settings: Settings, user: str, door: Door) -> str | None:
+    """Why the user may not pass this door, in one line; None: they may."""
+    if door.role in roles_held(settings, user):
+        return None
+    return REFUSALS[door.role].format(user=user, what=door.what)
+
+
+async def at_the_door(request: Request) -> None:
+    """Every route's first check: its declared role, before its request is read."""
+    route = request.scope.get("route")
+    name = getattr(route, "name", None) or "?"
+    door = DOORS.get(name)
+    if door is None:
+        raise PageError(403, f"route {name} has no declared role (console/roles.py: DOORS)")
+    if door.role is Role.ANYONE:
+        return
+    user = signed_in(request)
+    refused = refusal(console_of(request).settings, user, door)
+    if refused is not None:
+        raise PageError(403, refused)
 
 
 def roles_of(settings: Settings, user: str | None) -> dict[str, bool]:
     """What a page may offer this user (the routes check again)."""
-    if user is None:
-        return {"approver": False, "operator": False, "memory_admin": False}
-    return {
-        "approver": user not in settings.console_viewers,
-        "operator": user in settings.console_operators and user not in settings.console_viewers,
-        "memory_admin": user in settings.console_memory_admins,
-    }
+    held = roles_held(settings, user)
+    return {role.value: role in held for role in (Role.APPROVER, Role.OPERATOR, Role.MEMORY_ADMIN)}
