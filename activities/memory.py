@@ -167,8 +167,11 @@ class MemoryStore:
         return memory_id
 
     def forget(self, namespace: str, memory_ids: list[str] | None = None) -> list[str]:
-        """Remove memories of a namespace (all of them without ids); the ids removed."""
+        """Remove memories of a namespace (all of them without ids, and the forget tool's
+        receipts, which name it); the ids removed."""
         with self.db.transaction() as tx:
+            if memory_ids is None:
+                tx.execute("DELETE FROM memories_forgotten WHERE namespace = ?", (namespace,))
             return self._forget(tx, namespace, memory_ids)
 
     def forget_once(self, namespace: str, memory_id: str, key: str) -> dict[str, Any]:

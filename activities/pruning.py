@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 from collections import OrderedDict
 from datetime import UTC, datetime, timedelta
+from typing import Literal
 
 from temporalio import activity
 from temporalio.client import Client, WorkflowExecutionStatus
@@ -24,9 +25,34 @@ from durable_agents.activities.whatif_reports import WhatIfReports
 from durable_agents.workflows.activity_io import PruneReport, PruneRequest
 from durable_agents.workflows.records import IDENTITY_SEPARATOR
 
-# The live log (activities/stream.py) is under the workflow id rather than the identity;
-# its rows go with the run's all the same.
-TABLES = ("transcript", "model_calls", "tool_lists", "effects", "stream_log")
+RowsGo = Literal["run", "memory", "report", "bookkeeping"]
+# How the rows of each table of our stores go (activities/stores.py opens them all; a
+# table made there and not named here fails tests/memory/test_store_doors.py):
+# "run": a run's rows, under its identity (the live log, activities/stream.py, under its
+#   workflow id): a prune deletes them with the run, a dry one counts them; forgetting a
+#   subject deletes those of each closed run that used its memories (control/memory.py);
+# "memory": a namespace's memories and the memory tools' receipts: forgotten with the
+#   namespace, pruned past AGENT_MEMORY_RETENTION_DAYS (activities/memory.py);
+# "report": what-if reports: pruned at the runs' age, forgotten when they name a run
+#   that forgetting cleared;
+# "bookkeeping": nobody's data (a pruned run's tombstone, nonces, schema versions): kept.
+ROWS_GO_WITH: dict[str, RowsGo] = {
+    "transcript": "run",
+    "model_calls": "run",
+    "tool_lists": "run",
+    "effects": "run",
+    "stream_log": "run",
+    # Which runs read a namespace: a pruned run holds no copy of it any more.
+    "memory_readers": "run",
+    "memories": "memory",
+    "memory_terms": "memory",
+    "memories_forgotten": "memory",
+    "whatif_reports": "report",
+    "pruned_runs": "bookkeeping",
+    "signed_uses": "bookkeeping",
+    "store_schemas": "bookkeeping",
+}
+TABLES = tuple(table for table, goes in ROWS_GO_WITH.items() if goes == "run")
 
 
 def below_retention(older_than_seconds: float, retention_days: float) -> str | None:
@@ -76,8 +102,9 @@ class PruneActivities:
                 report.kept_recent += 1
             else:
                 report.pruned.append(run_id)
-                if not request.dry_run:
-                    report.rows_deleted += await asyncio.to_thread(self._delete, run_id)
+                # A dry run counts what would go, as it does memories and reports.
+                rows = count_run_rows if request.dry_run else delete_run_rows
+                report.rows_deleted += await asyncio.to_thread(rows, self.db, run_id)
         if self.memory is not None and self.memory_retention_days is not None:
             kept_since = datetime.now(UTC) - timedelta(days=self.memory_retention_days)
             report.memories_deleted = await asyncio.to_thread(
@@ -117,8 +144,13 @@ class PruneActivities:
             return "open"
         return "old" if description.close_time < cutoff else "recent"
 
-    def _delete(self, run_id: str) -> int:
-        return delete_run_rows(self.db, run_id)
+
+def count_run_rows(db: SqlDatabase, run_id: str) -> int:
+    """How many rows a prune of this run would delete."""
+    return sum(
+        int(db.query(f"SELECT count(*) AS n FROM {table} WHERE run_id=?", (run_id,))[0]["n"])
+        for table in TABLES
+    )
 
 
 def delete_run_rows(db: SqlDatabase, run_id: str) -> int:

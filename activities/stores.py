@@ -1,4 +1,6 @@
-"""The stores a worker needs, opened once from the settings."""
+"""The stores a worker needs, opened once from the settings: every store a run's or a
+subject's data lands in (activities/pruning.py's ROWS_GO_WITH says how each table's rows
+go)."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ from durable_agents.activities.pruning import PrunedGuard
 from durable_agents.activities.sql import PostgresDatabase, SqlDatabase, SqliteDatabase
 from durable_agents.activities.stream import DeltaStore
 from durable_agents.activities.transcript import TranscriptStore
+from durable_agents.activities.whatif_reports import WhatIfReports
 from durable_agents.runtime.encryption import keyring_from
 from durable_agents.runtime.settings import Settings
 
@@ -28,6 +31,7 @@ class Stores:
     live: DeltaStore
     memory: MemoryStore
     pruned: PrunedGuard
+    reports: WhatIfReports
 
     @classmethod
     def open(cls, settings: Settings) -> Stores:
@@ -41,4 +45,5 @@ class Stores:
             live=DeltaStore(db, keyring),
             memory=MemoryStore(db, keyring),
             pruned=PrunedGuard(ledger),
+            reports=WhatIfReports(db, keyring),
         )

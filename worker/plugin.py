@@ -86,7 +86,7 @@ class DurableAgentsPlugin(SimplePlugin):
 
     `agents`: the agents this worker serves (their tools and sub-agents come with them);
     None: those of the `AGENT_MODULES` setting; `[]`: none (a client that only starts and
-    reads runs). `settings`: our typed settings (stores,
+    reads runs; a worker given it is refused). `settings`: our typed settings (stores,
     keys, model endpoint); none: read from the environment, as `agentctl` does.
     Our activities run only for the agent runs of the worker's own task queue
     (worker/callers.py); `admits` narrows that to the runs it says yes to (a what-if's).
@@ -161,6 +161,14 @@ class DurableAgentsPlugin(SimplePlugin):
         task_queue = config.get("task_queue")
         if client is None or not task_queue:
             raise PluginError("DurableAgentsPlugin needs a worker with a client and a task queue")
+        if not self.registry.agents:
+            # Its agent workflow would take runs that no agent of it can answer.
+            raise PluginError(
+                "DurableAgentsPlugin was given no agent: agents=[] is for a client that only "
+                "starts and reads runs; give the worker's plugin the agents it serves "
+                "(agents=[...], or None for AGENT_MODULES), or build this worker on a client "
+                "without it"
+            )
         check_carries_agents(client.data_converter, data_converter(self.settings, for_worker=True))
         serve(task_queue, self.registry)
         config = super().configure_worker(config)

@@ -27,7 +27,7 @@ from temporalio.common import (
     TypedSearchAttributes,
     WorkflowIDReusePolicy,
 )
-from temporalio.exceptions import ApplicationError
+from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
 
 with workflow.unsafe.imports_passed_through():
     from pydantic import BaseModel
@@ -127,8 +127,8 @@ async def run_agent(
     agent declares (mypy says so; so does this call, before starting anything). A run that
     ended without an answer raises AgentGaveNoAnswer; a run that fails (its answer never
     in shape, say) raises Temporal's ChildWorkflowError, as any child; a refused call (an
-    agent no worker of the caller's task queue serves, bad options) raises
-    AgentRequestInvalid at once.
+    agent no worker of the caller's task queue serves, bad options, a run id taken by a
+    run started before) raises AgentRequestInvalid at once.
     `run_id`: the child's id (default: the caller's id and a deterministic suffix);
     `task_queue`: the caller's own, the only one allowed (an agent's worker refuses a run
     started from another queue, so the call is refused instead of its run); the options
@@ -166,23 +166,30 @@ async def run_agent(
         raise AgentRequestInvalid(
             f"bad run id {child_id!r}: use letters, digits and . _ : - (at most 200)"
         )
-    result: RunResult = await workflow.execute_child_workflow(
-        "AgentWorkflow",
-        request,
-        id=child_id,
-        task_queue=info.task_queue,
-        result_type=RunResult,
-        execution_timeout=execution_timeout,
-        # A closed run of this id is this call's: never a second run of it.
-        id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
-        # The caller cancelled: the agent's run is asked to stop as a person's cancel would.
-        parent_close_policy=workflow.ParentClosePolicy.REQUEST_CANCEL,
-        static_summary=preview(f"agent {name}: {goal}", 120),
-        # Findable by status from its first moment (agentctl list, the console's inbox).
-        search_attributes=TypedSearchAttributes(
-            [SearchAttributePair(sa.STATUS, RunStatus.PLANNING.value)]
-        ),
-    )
+    try:
+        result: RunResult = await workflow.execute_child_workflow(
+            "AgentWorkflow",
+            request,
+            id=child_id,
+            task_queue=info.task_queue,
+            result_type=RunResult,
+            execution_timeout=execution_timeout,
+            # A closed run of this id is this call's: never a second run of it.
+            id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
+            # The caller cancelled: the agent's run is asked to stop as a person's cancel would.
+            parent_close_policy=workflow.ParentClosePolicy.REQUEST_CANCEL,
+            static_summary=preview(f"agent {name}: {goal}", 120),
+            # Findable by status from its first moment (agentctl list, the console's inbox).
+            search_attributes=TypedSearchAttributes(
+                [SearchAttributePair(sa.STATUS, RunStatus.PLANNING.value)]
+            ),
+        )
+    except WorkflowAlreadyStartedError:
+        # Refused at the start: nothing of the agent ran again, nothing was repeated.
+        raise AgentRequestInvalid(
+            f"run id {child_id!r} is taken: a run of that id was started already (running "
+            "or closed), and run_agent never starts a second; give another run_id"
+        ) from None
     if output_type is None and isinstance(agent, str):
         return result  # by name: the whole result, as the overload says
     wanted = output_type or declared
