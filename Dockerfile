@@ -22,7 +22,7 @@ COPY worker ./worker
 COPY workflows ./workflows
 RUN pip install -c constraints.txt . \
     && useradd --uid 10001 --create-home agent \
-    && mkdir /data && chown agent /data
+    && mkdir /data /keys && chown agent /data /keys
 
 USER 10001
 ENV AGENT_DATA_DIR=/data \

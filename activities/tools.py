@@ -36,9 +36,10 @@ from durable_agents.workflows.activity_io import (
 )
 from durable_agents.workflows.agent_records import AdoptedAgent
 from durable_agents.workflows.contract_base import preview
-from durable_agents.workflows.contracts import SubjectKey
+from durable_agents.workflows.contracts import SubjectKey, TrustedKey
 from durable_agents.workflows.registry import AgentRegistry
 from durable_agents.workflows.rules import CallToReview, verdict_of
+from durable_agents.workflows.signed_payments import signed_for_payments
 from durable_agents.workflows.tools import Tool, ToolContext
 
 
@@ -53,8 +54,12 @@ class ToolActivities:
         recall_caps: tuple[int, int] = (10, 8000),
         revoked_keys: Sequence[str] = (),
         subject_keys: Mapping[str, SubjectKey] | None = None,
+        payment_keys: Mapping[str, TrustedKey] | None = None,
     ) -> None:
         self.stores = stores
+        # Keys that must sign the decisions of agents that move money (empty: the agents'
+        # own policies hold; AGENT_REQUIRE_SIGNED_PAYMENTS).
+        self.payment_keys = dict(payment_keys or {})
         # Trusted keys this deployment revoked: every run it starts refuses them; keys that
         # grant subjects: every run it starts about a subject needs a grant by one.
         self.revoked_keys = tuple(revoked_keys)
@@ -200,6 +205,7 @@ class ToolActivities:
         if agent is None:
             raise ApplicationError(f"this worker has no agent {name!r}", type="AgentNotHere")
         adopted = agent.adopted()
+        adopted.policy = signed_for_payments(agent, adopted.policy, self.payment_keys)
         adopted.revoked_keys = list(self.revoked_keys)
         adopted.subject_keys = dict(self.subject_keys)
         return adopted

@@ -28,6 +28,8 @@ from durable_agents.runtime.encryption import KeyringError, keyring_from
 from durable_agents.runtime.settings import Settings
 from durable_agents.workflows import search_attributes as sa
 from durable_agents.workflows.contract_base import preview
+from durable_agents.workflows.registry import load_registry
+from durable_agents.workflows.signed_payments import money_tools, trusted_keys_from
 
 TIMEOUT_SECONDS = 5.0
 
@@ -42,7 +44,7 @@ class Finding:
 
 async def diagnose(settings: Settings, only: set[str] | None = None) -> list[Finding]:
     """Each part's finding, in order; `only` limits the parts (a readiness probe's)."""
-    checks: list[tuple[str, Callable[[Settings], Awaitable[Finding]]]] = [
+    checks: list[tuple[str, Callable[[Settings], Awaitable[Finding | list[Finding]]]]] = [
         ("transport", _transport),
         ("temporal", _temporal),
         ("worker", _worker),
@@ -50,6 +52,7 @@ async def diagnose(settings: Settings, only: set[str] | None = None) -> list[Fin
         ("stores", _stores),
         ("encryption", _encryption),
         ("runs", _runs),
+        ("protections", _protections),
     ]
     unknown = (only or set()) - {part for part, _ in checks}
     if unknown:
@@ -62,7 +65,8 @@ async def diagnose(settings: Settings, only: set[str] | None = None) -> list[Fin
         if only and part not in only:
             continue
         try:
-            findings.append(await asyncio.wait_for(check(settings), TIMEOUT_SECONDS * 2))
+            found = await asyncio.wait_for(check(settings), TIMEOUT_SECONDS * 2)
+            findings += found if isinstance(found, list) else [found]
         except TimeoutError:
             findings.append(Finding(part, False, "no answer in time", "is it running?"))
     return findings
@@ -73,7 +77,7 @@ def _target(part: str, settings: Settings) -> Connection | Finding:
     try:
         return connection(settings)
     except ConnectionSettingsError as err:
-        return Finding(part, False, str(err), "fix the TLS or API key settings")
+        return Finding(part, False, str(err), "fix the TLS, API key or gRPC metadata settings")
 
 
 async def _transport(settings: Settings) -> Finding:
@@ -311,6 +315,86 @@ async def _encryption(settings: Settings) -> Finding:
             "`python -m durable_agents.worker.codec_server`",
         )
     return Finding("encryption", True, f"on (active key {keyring.active!r}); codec server answers")
+
+
+async def _protections(settings: Settings) -> list[Finding]:
+    """What a production deployment turns on (docs/operations.md, "Production deployment"),
+    each one that is off named in a line of its own. Off is a warning, not a failure (a
+    local stack runs without them); settings that turn one on but cannot work fail. A
+    plaintext transport, and bearer metadata or an API key without TLS, are the transport's
+    findings already; the console always asks who is signing in."""
+    found = [*_sealing_off(settings), *await asyncio.to_thread(_signing_off, settings)]
+    return found or [
+        Finding(
+            "protections",
+            True,
+            "on: sealed inputs, and signed decisions for agents that move money",
+        )
+    ]
+
+
+def _sealing_off(settings: Settings) -> list[Finding]:
+    if settings.require_sealed_inputs:
+        return []
+    plain = "" if settings.encryption_on else " (and payloads are not encrypted)"
+    return [
+        Finding(
+            "protections",
+            True,
+            f"sealed inputs off{plain}: a start, signal or update made without the payload "
+            "key is accepted",
+            "AGENT_REQUIRE_SEALED_INPUTS=true, with AGENT_ENCRYPTION_KEYS_FILE (`agentctl keys "
+            'new k1`); docs/operations.md, "The trust model"',
+        )
+    ]
+
+
+SIGNING_FIX = (
+    "AGENT_REQUIRE_SIGNED_PAYMENTS=true with AGENT_TRUSTED_KEYS_FILE (`agentctl signing "
+    "console > trusted-keys.json`), or require_signed_decisions in the agent's policy"
+)
+
+
+def _signing_off(settings: Settings) -> list[Finding]:
+    """Each served agent whose tools move money and whose decisions need no signature."""
+    if settings.require_signed_payments and settings.trusted_keys_file is not None:
+        try:
+            trusted_keys_from(settings.trusted_keys_file.read_text())
+        except (OSError, ValueError) as err:
+            why = err.strerror if isinstance(err, OSError) else err
+            return [
+                Finding(
+                    "protections",
+                    False,
+                    f"signed decisions for money are on, but AGENT_TRUSTED_KEYS_FILE "
+                    f"{settings.trusted_keys_file}: {why} (the worker will not start)",
+                    SIGNING_FIX,
+                )
+            ]
+        return []
+    try:
+        registry = load_registry(settings.agent_modules, settings.modules_path)
+    except Exception as err:  # the worker's own finding says more: it will not start either
+        return [
+            Finding(
+                "protections",
+                True,
+                f"cannot tell which agents move money: {' '.join(str(err).split())[:160]}",
+                "check AGENT_MODULES",
+            )
+        ]
+    return [
+        Finding(
+            "protections",
+            True,
+            f"signed decisions off for agent {name}, whose tools move money "
+            f"({', '.join(tools)}): anyone who may signal the run decides, in any name",
+            SIGNING_FIX,
+        )
+        for name, agent in sorted(registry.agents.items())
+        if (tools := money_tools(agent))
+        and not (agent.policy is not None and agent.policy.require_signed_decisions)
+    ]
 
 
 # How many open runs of the task queue `doctor` looks at; a namespace with more is sampled.

@@ -7,6 +7,11 @@ and the console connect with the same settings as the `temporal` CLI. Our own se
 (AGENT_TEMPORAL_HOST/PORT, AGENT_NAMESPACE, AGENT_TEMPORAL_API_KEY, AGENT_TEMPORAL_TLS_*)
 win where they are set. A setting that cannot be used (a missing certificate file, a
 certificate without its key, a profile that does not exist) is refused in one line.
+
+A credential is never sent without TLS, on loopback too: an API key, and gRPC metadata
+that carries one (`TEMPORAL_GRPC_META_*`, a profile's `grpc_meta`; `bearer_metadata`).
+An API key turns TLS on by itself, as Temporal's tools do; such metadata does not (those
+tools send it as configured, plaintext too), so it is refused until TLS is on.
 """
 
 from __future__ import annotations
@@ -51,6 +56,25 @@ class Connection:
         return self.tls is False and not is_loopback(self.address.rpartition(":")[0])
 
 
+# Metadata names that carry a credential whatever their value, compared in lower case
+# (gRPC metadata names are case-insensitive).
+CREDENTIAL_HEADERS = frozenset({"authorization", "proxy-authorization"})
+# HTTP authentication schemes whose value is a credential under any name a gateway reads
+# (`x-gateway-auth: Bearer …`). Anything else is the sender's business: a name like
+# `x-token` may hold a trace id, and refusing it would be a guess.
+CREDENTIAL_SCHEMES = ("bearer ", "basic ")
+
+
+def bearer_metadata(metadata: Mapping[str, str]) -> list[str]:
+    """The names of the metadata entries that carry a credential, sorted."""
+    return sorted(
+        name
+        for name, value in metadata.items()
+        if name.lower() in CREDENTIAL_HEADERS
+        or value.strip().lower().startswith(CREDENTIAL_SCHEMES)
+    )
+
+
 def is_loopback(host: str) -> bool:
     host = host.strip("[]")
     if host == "localhost":
@@ -84,12 +108,19 @@ def connection(settings: Settings) -> Connection:
         raise ConnectionSettingsError(
             "a Temporal API key is never sent without TLS: turn TLS on, or drop the key"
         )
+    metadata = dict(profile.grpc_meta)
+    carrying = bearer_metadata(metadata)
+    if carrying and tls is False:
+        raise ConnectionSettingsError(
+            f"bearer metadata ({', '.join(carrying)}) is never sent without TLS: "
+            "turn TLS on, or drop the header"
+        )
     return Connection(
         address=address,
         namespace=namespace,
         tls=tls,
         api_key=api_key,
-        rpc_metadata=dict(profile.grpc_meta),
+        rpc_metadata=metadata,
     )
 
 

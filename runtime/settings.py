@@ -143,6 +143,13 @@ class Settings(BaseSettings):
     # Holding the key is what lets a process act: a worker refuses every start, signal,
     # update, query and activity input not sealed with one of the keys (runtime/encryption.py).
     require_sealed_inputs: bool = False
+    # Signed decisions for every agent whose tools move money (a tool with an amount_field,
+    # its own or a sub-agent's): the worker starts its runs with require_signed_decisions
+    # on, trusting the keys of AGENT_TRUSTED_KEYS_FILE (JSON, as `agentctl signing console`
+    # prints it), unless the agent's own policy already requires signatures
+    # (workflows/signed_payments.py). Runs already started keep the policy they started with.
+    require_signed_payments: bool = False
+    trusted_keys_file: Path | None = None
     # The codec server the Web UI decrypts through; its bearer token.
     codec_host: str = "127.0.0.1"
     codec_port: int = Field(default=8234, ge=1, le=65535)
@@ -234,6 +241,15 @@ class Settings(BaseSettings):
             raise ValueError(
                 "AGENT_REQUIRE_SEALED_INPUTS needs AGENT_ENCRYPTION_KEYS (or _FILE): "
                 "inputs can only be sealed with a key"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _signing_needs_keys(self) -> Settings:
+        if self.require_signed_payments and self.trusted_keys_file is None:
+            raise ValueError(
+                "AGENT_REQUIRE_SIGNED_PAYMENTS needs AGENT_TRUSTED_KEYS_FILE: "
+                "a decision can only be signed by a key the runs trust"
             )
         return self
 

@@ -27,7 +27,12 @@ from durable_agents.runtime import telemetry, versioning
 from durable_agents.runtime.client import TemporalUnreachable, connect
 from durable_agents.runtime.connection import ConnectionSettingsError
 from durable_agents.runtime.encryption import KeyringError
-from durable_agents.runtime.settings import Settings, SettingsFileMissing, load_settings
+from durable_agents.runtime.settings import (
+    Settings,
+    SettingsFileMissing,
+    SettingsInvalid,
+    load_settings,
+)
 from durable_agents.worker import run_metrics
 from durable_agents.worker.activities import production_activities
 from durable_agents.worker.plugin import DurableAgentsPlugin, without_our_plugin
@@ -184,6 +189,7 @@ def main() -> None:
         telemetry.MetricsUnavailable,
         KeyringError,
         SettingsFileMissing,
+        SettingsInvalid,
         ToolDefinitionError,
         versioning.VersioningUnavailable,
         ConnectionSettingsError,

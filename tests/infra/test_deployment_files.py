@@ -50,11 +50,33 @@ def interpolate(value: str) -> str:
     return re.sub(r"\$\{(\w+)(?::[?-][^}]*)?\}", lambda m: SAMPLES[m.group(1)], value)
 
 
+# Where the files mounted at /keys (the keys volume, the Secret durable-agents-keys) are
+# here: the sample payload keys, and a trusted keys file (tests/infra/test_secure_defaults.py
+# makes real ones with the files' own commands).
+KEYS_MOUNT = "/keys/"
+_sample_keys: list[Path] = []
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _mounted_keys(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("keys")
+    (folder / "encryption-keys").write_text(SAMPLES["AGENT_ENCRYPTION_KEYS"])
+    (folder / "trusted-keys.json").write_text("{}")
+    _sample_keys[:] = [folder]
+
+
+def mounted(value: str) -> str:
+    """A path under /keys as the sample file here."""
+    if value.startswith(KEYS_MOUNT):
+        return str(_sample_keys[0] / value.removeprefix(KEYS_MOUNT))
+    return value
+
+
 def validate(env: dict[str, str], monkeypatch) -> Settings:
     for key in setting_variables():
         monkeypatch.delenv(key, raising=False)
     for key, value in env.items():
-        monkeypatch.setenv(key, value)
+        monkeypatch.setenv(key, mounted(value))
     return Settings()
 
 
@@ -112,7 +134,7 @@ def test_every_image_is_pinned():
 
 def test_compose_services_of_our_image_read_only_settings(monkeypatch):
     ours = {n: s for n, s in compose()["services"].items() if s.get("image") == OUR_IMAGE}
-    assert set(ours) == {"setup", "codec", "worker", "console"}
+    assert set(ours) == {"keys", "setup", "codec", "worker", "console"}
     known = setting_variables()
     for name, service in ours.items():
         env = {k: interpolate(str(v)) for k, v in service["environment"].items()}
