@@ -371,11 +371,15 @@ async def decide(
 async def _signed_decision(
     client: Client, run_id: str, request: DecideRequest, signer: Signer
 ) -> DecideRequest:
-    return signed_decision(await _state_to_sign(client, run_id), request, signer)
+    state = await _state_to_sign(client, run_id)
+    return signed_decision(state, request, signer, await latest_moment(client, run_id))
 
 
-def signed_decision(state: RunState, request: DecideRequest, signer: Signer) -> DecideRequest:
-    """The decision signed for the request it names in this state, and its arguments."""
+def signed_decision(
+    state: RunState, request: DecideRequest, signer: Signer, moment: RunEvent | None = None
+) -> DecideRequest:
+    """The decision signed for the request it names in this state, and its arguments;
+    bound to `moment` (`latest_moment`, read after the state) where the run takes v3."""
     if (error := state.decision_error(request.as_decision(), request.approve)) is not None:
         raise RunError(f"refused: {error}")
     target = state.find_pending_approval(request.request_id)
@@ -387,18 +391,22 @@ def signed_decision(state: RunState, request: DecideRequest, signer: Signer) -> 
         target,
         request.comment,
         state.signature_version,
+        moment,
     )
     return request.model_copy(update={"request_id": target.request_id, "signed": signed})
 
 
-def signed_answer(state: RunState, reply: Answer, signer: Signer) -> Answer:
-    """The answer signed for the question it names in this state, and its text."""
+def signed_answer(
+    state: RunState, reply: Answer, signer: Signer, moment: RunEvent | None = None
+) -> Answer:
+    """The answer signed for the question it names in this state, and its text (bound to
+    `moment` as a decision is)."""
     if (error := state.answer_error(reply)) is not None:
         raise RunError(f"refused: {error}")
     question = state.find_pending_question(reply.question_id)
     assert question is not None, "answer_error() found it"
     signed = signer.answer(
-        state.store_key, reply.by, question, reply.answer, state.signature_version
+        state.store_key, reply.by, question, reply.answer, state.signature_version, moment
     )
     return reply.model_copy(update={"question_id": question.question_id, "signed": signed})
 
@@ -415,7 +423,7 @@ async def _state_to_sign(client: Client, run_id: str) -> RunState:
 async def answer(client: Client, run_id: str, reply: Answer, signer: Signer | None = None) -> str:
     if signer is not None:
         state = await _state_to_sign(client, run_id)
-        reply = signed_answer(state, reply, signer)
+        reply = signed_answer(state, reply, signer, await latest_moment(client, run_id))
     elif not await worker_answers(client, run_id):
         await _signal(client, run_id, "answer", reply)
         return KEPT_NOTE
@@ -457,14 +465,19 @@ async def signing_point(client: Client, run_id: str) -> tuple[str, RunEvent | No
     """What a change to the run itself is signed for: the run's identity and its latest
     moment (the `events` query), so the change counts in this timeline only
     (workflows/signing.py, `bound_nonce`)."""
-    identity = await run_identity(client, run_id)
+    return await run_identity(client, run_id), await latest_moment(client, run_id)
+
+
+async def latest_moment(client: Client, run_id: str) -> RunEvent | None:
+    """The run's latest moment (the `events` query), which a signature binds; None when
+    no worker answered within MOMENT_WAIT_SECONDS (the signature is bound to none)."""
     try:
         page = await handle(client, run_id).query(
             "events", result_type=EventPage, rpc_timeout=timedelta(seconds=MOMENT_WAIT_SECONDS)
         )
     except (RPCError, WorkflowQueryFailedError, WorkflowQueryRejectedError):
-        return identity, None
-    return identity, page.events[-1] if page.events else None
+        return None
+    return page.events[-1] if page.events else None
 
 
 def budget_raise(

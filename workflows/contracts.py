@@ -101,12 +101,15 @@ class DelegatedBy(StrictModel):
     identities: list[Annotated[str, Field(max_length=300)]] = Field(
         default_factory=list, max_length=20
     )
-    # What the child's spend reports carry, so one sent by anyone else is dropped.
+    # What the child's spend reports carry, from parents recorded before the child's
+    # spend was read from its own run (patches.CHILD_SPEND_READ); None from the others.
     report_token: str | None = Field(default=None, max_length=100)
 
 
 class ChildSpend(StrictModel):
-    """Signal payload from a delegated run to its parent: what it has spent so far."""
+    """Signal payload from a delegated run to its parent: it has spent more. A parent
+    reads the spend from the child's own run then; `spent` and `token` count only for a
+    parent recorded before that (patches.CHILD_SPEND_READ)."""
 
     child_id: str = Field(min_length=1, max_length=300)
     spent: Spend

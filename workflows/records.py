@@ -203,8 +203,14 @@ class Delegation(BaseModel):
     started_at: datetime | None = None
     # Made by the run this one was forked from: its answer is reused for the same task.
     inherited: bool = False
-    # The child's spend reports must carry it (None: a delegation from before tokens).
+    # The child's spend reports must carry it (None: a delegation from before tokens, or
+    # one whose child's spend is read from the child's own record: `spend_read`).
     report_token: str | None = None
+    # The child's spend is read from its own run; its reports only say when to read it
+    # (patches.CHILD_SPEND_READ). False: the spend a report carries, with the token.
+    spend_read: bool = False
+    # The child reported since its spend was last read.
+    spend_reported: bool = False
 
 
 class RunEvent(BaseModel):

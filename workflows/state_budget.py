@@ -161,20 +161,36 @@ class BudgetRules(DecisionRules):
         self.log(now, "model", "delegated", f"{delegation.agent}: {delegation.child_id}")
 
     def child_spent(self, child_id: str, spent: Spend, token: str | None = None) -> bool:
-        """A running child's spend so far (it reports after each call); False if unknown,
-        or not carrying the token the child was given (a report anyone else sent)."""
+        """A running child reports its spend (after each call); False if unknown. Where
+        the child's spend is read from its own run (`spend_read`), the report is only a
+        nudge to read it: what it says is never taken, whoever sent it. Else (runs from
+        before that) taken when it carries the token the child was given."""
         delegation = self.delegation(child_id)
         if delegation is None or delegation.status != "running":
             return False
+        if delegation.spend_read:
+            delegation.spend_reported = True
+            return True
         if delegation.report_token is not None and token != delegation.report_token:
             return False
+        return self._spend_grows(delegation, spent)
+
+    def child_spend_read(self, child_id: str, spent: Spend) -> bool:
+        """A running child's spend, as its own run answered (Delegating reads it)."""
+        delegation = self.delegation(child_id)
+        if delegation is None or delegation.status != "running":
+            return False
+        return self._spend_grows(delegation, spent)
+
+    @staticmethod
+    def _spend_grows(delegation: Delegation, spent: Spend) -> bool:
         known = delegation.spent
         if (
             spent.usd < known.usd
             or spent.tokens < known.tokens
             or spent.tool_calls < known.tool_calls
         ):
-            return False  # spend only grows: an older (or forged) report changes nothing
+            return False  # spend only grows: an older report or read changes nothing
         delegation.spent = spent
         return True
 
@@ -183,7 +199,7 @@ class BudgetRules(DecisionRules):
     ) -> None:
         delegation = self.delegation(child_id)
         assert delegation is not None
-        delegation.status = status
+        delegation.status, delegation.spend_reported = status, False
         delegation.answer = preview(answer, DELEGATE_ANSWER_CHARS) if answer else None
         if spent is not None:
             delegation.spent = spent

@@ -25,7 +25,7 @@ from temporalio.exceptions import (
 with workflow.unsafe.imports_passed_through():
     from pydantic import BaseModel
 
-    from durable_agents.workflows import patches, timeline
+    from durable_agents.workflows import patches, signing, timeline
     from durable_agents.workflows import search_attributes as sa
     from durable_agents.workflows.agent_records import AgentRecord, ToolRecord
     from durable_agents.workflows.agents import BEFORE_AGENTS, Agent
@@ -197,11 +197,12 @@ class RunContext:
 
     def settle_signatures(self) -> None:
         """Which signatures this run takes (workflows/signing.py), asked once its policy
-        requires them: v2 from the `every-change-signed` patch on, v1 before it."""
+        requires them: v3 (and v2) from the `every-change-signed` patch on, v1 before it."""
         if self.signatures_settled or not self.state.policy.require_signed_decisions:
             return
         self.signatures_settled = True
-        self.state.signature_version = 2 if workflow.patched(patches.EVERY_CHANGE_SIGNED) else 1
+        newest = signing.NEWEST if workflow.patched(patches.EVERY_CHANGE_SIGNED) else 1
+        self.state.signature_version = newest
 
     def cancel_holds(self) -> bool:
         """Whether a cancel was asked for and must take hold now (asked where it matters)."""
@@ -262,8 +263,10 @@ class RunContext:
             self.signal_later(self.active_child, name, payload)
 
     def report_spend(self) -> None:
-        """A sub-agent's run tells its parent what it has spent, after each call: the
-        parent's budget and views roll it up while the child still runs."""
+        """A sub-agent's run tells its parent it has spent more, after each call: the
+        parent reads the spend from this run then, and its budget and views roll it up
+        while the child still runs (a parent from before that takes what the report says,
+        with the token it gave)."""
         parent = self.state.delegated_by
         if parent is None:
             return

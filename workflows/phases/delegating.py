@@ -1,5 +1,7 @@
 """Delegation: a sub-agent's run as a child workflow with an id made of durable parts, so
-a retried task, a crash or a reset never starts it twice; its answer goes to the model."""
+a retried task, a crash or a reset never starts it twice; its answer goes to the model.
+While it runs, its spend is read from its own run each time it reports (never taken from
+the report), and when it ends from its result."""
 
 from __future__ import annotations
 
@@ -15,16 +17,17 @@ from temporalio.exceptions import (
 )
 
 with workflow.unsafe.imports_passed_through():
-    from durable_agents.workflows import faults, prompts, signed_changes, whatif
+    from durable_agents.workflows import faults, patches, prompts, signed_changes, whatif
     from durable_agents.workflows.activity_io import ToolCall
     from durable_agents.workflows.activity_options import (
         AWAIT_RUN,
+        CHILD_SPEND,
     )
     from durable_agents.workflows.agents import (
         DelegateArgs,
     )
     from durable_agents.workflows.contract_base import preview
-    from durable_agents.workflows.contracts import DelegatedBy, RunRequest, RunResult
+    from durable_agents.workflows.contracts import DelegatedBy, RunRequest, RunResult, Spend
     from durable_agents.workflows.delegation import child_run_id
     from durable_agents.workflows.event_kinds import EventKind
     from durable_agents.workflows.records import Delegation, PlanStep
@@ -54,6 +57,7 @@ class Delegating(Phase):
         now = workflow.now()
         call_key = self.state.call_key(call.id)
         child_id = child_run_id(self.state.run_id, self.state.store_key, step.index, call_key)
+        reads_spend = workflow.patched(patches.CHILD_SPEND_READ)
         delegation = Delegation(
             child_id=child_id,
             agent=agent,
@@ -62,7 +66,10 @@ class Delegating(Phase):
             tool_call_id=call.id,
             task=preview(args.task, 500),
             started_at=now,
-            report_token=str(workflow.uuid4()),
+            # A token is written to the child's start input, which anyone who may read
+            # the namespace can read: only runs from before CHILD_SPEND_READ have one.
+            report_token=None if reads_spend else str(workflow.uuid4()),
+            spend_read=reads_spend,
         )
         self.state.start_delegation(delegation, now)
         self.ctx.moment(EventKind.DELEGATED, f"{agent}: {child_id}")
@@ -88,6 +95,7 @@ class Delegating(Phase):
             shadow=whatif.child_shadow(self.state.shadow, spec.name, delegation.task),
         )
         self.ctx.active_child = child_id
+        reading = asyncio.create_task(self._read_spend(child_id)) if reads_spend else None
         try:
             result = await self._child_result(child_id, request)
         except ChildWorkflowError as err:
@@ -97,12 +105,36 @@ class Delegating(Phase):
                 result = RunResult(run_id=child_id, status="failed", error=failure_reason(err))
         finally:
             self.ctx.active_child = None
+            if reading is not None:
+                reading.cancel()
         faults.reached("after_child_answer", child_id)
         answer = result.final_answer if result.status == "completed" else result.error
         self.state.finish_delegation(child_id, result.status, answer, result.spent, workflow.now())
         self.ctx.moment(EventKind.DELEGATE_ANSWERED, f"{agent}: {result.status}")
         self._delegate_answered(step, call, spec, child_id, result.status, answer)
         self.ctx.report_spend()
+
+    async def _read_spend(self, child_id: str) -> None:
+        """Each time the running child reports, read its spend from its own run; reports
+        that come while a read is under way are answered by one read after it. Cancelled
+        when the child's result comes (which holds its spend)."""
+        while True:
+            await workflow.wait_condition(lambda: self._reported(child_id))
+            delegation = self.state.delegation(child_id)
+            assert delegation is not None
+            delegation.spend_reported = False
+            try:
+                spent = await call_activity(
+                    CHILD_SPEND, child_id, result=Spend, summary=f"spend of {child_id}", local=True
+                )
+            except ActivityError as err:
+                workflow.logger.warning("spend of %s not read: %s", child_id, failure_reason(err))
+                continue
+            self.state.child_spend_read(child_id, spent)
+
+    def _reported(self, child_id: str) -> bool:
+        delegation = self.state.delegation(child_id)
+        return delegation is not None and delegation.spend_reported
 
     async def _child_result(self, child_id: str, request: RunRequest) -> RunResult:
         faults.reached("before_child_start", child_id)

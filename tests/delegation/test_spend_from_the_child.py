@@ -1,0 +1,107 @@
+"""A sub-agent's spend is read from its own run while it runs: nothing a reader of the
+namespace finds (a child's start input, a history, an update's or a query's answer)
+lets anyone forge it. Time-skipping server, scripted model."""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Iterator
+from typing import Any
+
+from durable_agents import RunBudget, RunPolicy
+from durable_agents.testing import AgentTestbed
+from durable_agents.workflows.contracts import ChildSpend, Spend
+from durable_agents.workflows.people_inputs import BudgetRaise, StatePatch
+from tests.conftest import eventually
+from tests.delegation.agents import model_with_a_report, triage
+
+FORGED = Spend(usd=999_999, tokens=10**9, tool_calls=999)
+QUERIES = ("state", "summary", "events", "pending_approvals", "pending_questions")
+
+
+def payloads(node: Any) -> Iterator[Any]:
+    """Every JSON payload in a history's JSON form (or any part of it), decoded."""
+    if isinstance(node, dict):
+        meta = node.get("metadata")
+        if isinstance(meta, dict) and "data" in node:
+            if base64.b64decode(meta.get("encoding", "")) == b"json/plain":
+                yield json.loads(base64.b64decode(node["data"]))
+            return
+        for value in node.values():
+            yield from payloads(value)
+    elif isinstance(node, list):
+        for value in node:
+            yield from payloads(value)
+
+
+def tokens_in(value: Any) -> list[str]:
+    """Every spend-report token a JSON value holds (a `report_token`, or a report's `token`)."""
+    if isinstance(value, list):
+        return [token for item in value for token in tokens_in(item)]
+    if not isinstance(value, dict):
+        return []
+    found = []
+    for key, item in value.items():
+        if key in ("report_token", "token") and isinstance(item, str) and item:
+            found.append(item)
+        else:
+            found += tokens_in(item)
+    return found
+
+
+async def _paused(handle) -> bool | None:
+    return True if (await handle.state()).pause_requested else None
+
+
+async def test_a_report_forged_with_what_the_childs_history_holds_changes_nothing(time_env):
+    policy = RunPolicy(approve_all_side_effects=True)  # the child waits: its spend stays put
+    async with AgentTestbed(triage, model=model_with_a_report(), env=time_env) as bed:
+        temporal = bed.client.temporal
+        run = await bed.start("triage", "Ticket 13", policy=policy)
+        child = await run.next_sub_agent()
+        await child.next_approval()
+        # What anyone who may read the namespace reads: the child's start input.
+        history = await temporal.get_workflow_handle(child.run_id).fetch_history()
+        started = history.to_json_dict()["events"][0]["workflowExecutionStartedEventAttributes"]
+        [request] = list(payloads(started["input"]))
+        token = request["delegated_by"].get("report_token")
+        forged = ChildSpend(child_id=child.run_id, spent=FORGED, token=token)
+        await temporal.get_workflow_handle(run.run_id).signal("child_spent", forged)
+        await run.pause(by="probe")  # taken after the forged report: it was seen by then
+        await eventually(lambda: _paused(run))
+        summary = await run.summary()
+        own = (await child.summary()).spent
+        await run.cancel(by="probe")
+        # nothing is left open on the shared server: later tests skip its time
+        assert (await run.result()).status == (await child.result()).status == "cancelled"
+    assert summary.spent is not None and summary.spent.usd < FORGED.usd
+    # What the parent shows is the child's own spend, read while the child still runs.
+    assert own is not None and own.tokens > 0 and summary.delegations[0].spent == own
+    assert token is None  # nothing in the start input to forge a report with
+
+
+async def test_no_update_or_query_answers_with_a_token_and_no_history_holds_one(time_env):
+    policy = RunPolicy(approve_all_side_effects=True)
+    async with AgentTestbed(triage, model=model_with_a_report(), env=time_env) as bed:
+        temporal = bed.client.temporal
+        run = await bed.start("triage", "Ticket 14", policy=policy, budget=RunBudget(usd=50))
+        child = await run.next_sub_agent()
+        await child.next_approval()
+        parent = temporal.get_workflow_handle(run.run_id)
+        # Answered as a reader gets them: the JSON each carries, untyped.
+        edited = await parent.execute_update("edit", StatePatch(by="ops", context=["a note"]))
+        raised = await parent.execute_update("raise_budget", BudgetRaise(by="ops", usd=60))
+        queried = [await parent.query(name) for name in QUERIES]
+        await child.approve(by="alice")
+        result = await run.result()
+        histories = [
+            (await temporal.get_workflow_handle(run_id).fetch_history()).to_json_dict()
+            for run_id in (run.run_id, child.run_id)
+        ]
+    assert result.status == "completed"
+    [delegation] = edited["delegations"]  # the edit's answer names the running child
+    assert delegation["child_id"] == child.run_id and delegation["status"] == "running"
+    assert raised["usd"] == 60
+    assert tokens_in([edited, raised, *queried]) == []
+    assert tokens_in([list(payloads(history)) for history in histories]) == []
