@@ -8,22 +8,24 @@ from typing import Any
 
 from temporalio.client import Client
 
+from durable_agents.activities.child_spend import child_spend
 from durable_agents.activities.claims import SignatureClaims
 from durable_agents.activities.crash_points import CrashPoints
 from durable_agents.activities.mcp import MCPActivities
 from durable_agents.activities.memory import embedder
 from durable_agents.activities.model import ClientFactory, ModelActivities, openai_clients
 from durable_agents.activities.pruning import PruneActivities
-from durable_agents.activities.runs import await_run, fork_origin, scheduled_run
+from durable_agents.activities.runs import await_run, fork_origin, run_origin, scheduled_run
 from durable_agents.activities.shadow import Recordings, ShadowModelActivities, ShadowToolActivities
 from durable_agents.activities.stores import Stores
 from durable_agents.activities.tools import ToolActivities
 from durable_agents.activities.transcript import TranscriptActivities
-from durable_agents.runtime.settings import Settings
+from durable_agents.runtime.settings import Settings, SettingsInvalid
 from durable_agents.worker.fork_state import ForkStates
 from durable_agents.workflows import faults
-from durable_agents.workflows.contracts import SubjectKey
+from durable_agents.workflows.contracts import SubjectKey, TrustedKey
 from durable_agents.workflows.registry import AgentRegistry
+from durable_agents.workflows.signed_payments import trusted_keys_from
 
 
 def _parts(
@@ -38,7 +40,7 @@ def _parts(
     caps = (settings.memory_recall_limit, settings.memory_recall_bytes)
     tools = ToolActivities(
         stores, crash_points, registry, settings.data_dir, embed, caps,
-        settings.revoked_keys, subject_keys(settings),
+        settings.revoked_keys, subject_keys(settings), payment_keys(settings),
     )  # fmt: skip
     return stores, model, tools, MCPActivities(settings, stores, registry)
 
@@ -49,6 +51,21 @@ def subject_keys(settings: Settings) -> dict[str, SubjectKey]:
         key_id: SubjectKey.model_validate(key.model_dump())
         for key_id, key in settings.subject_keys.items()
     }
+
+
+def payment_keys(settings: Settings) -> dict[str, TrustedKey]:
+    """AGENT_TRUSTED_KEYS_FILE's keys when AGENT_REQUIRE_SIGNED_PAYMENTS is on (else none);
+    a file that cannot be used stops the worker in one line."""
+    if not settings.require_signed_payments or settings.trusted_keys_file is None:
+        return {}
+    try:
+        return trusted_keys_from(settings.trusted_keys_file.read_text())
+    except OSError as err:
+        raise SettingsInvalid(f"AGENT_TRUSTED_KEYS_FILE {err.filename}: {err.strerror}") from None
+    except ValueError as err:
+        raise SettingsInvalid(
+            f"AGENT_TRUSTED_KEYS_FILE {settings.trusted_keys_file}: {err}"
+        ) from None
 
 
 def production_activities(
@@ -70,7 +87,9 @@ def production_activities(
         mcp.list_mcp_tools,
         mcp.call_mcp_tool,
         await_run,
+        child_spend,
         fork_origin,
+        run_origin,
         scheduled_run,
         SignatureClaims(stores.ledger).claim_signature,
         ForkStates(registry).parent_state_at,
@@ -106,6 +125,8 @@ def shadow_activities(
         shadow_tools.resolve_agent,
         mcp.list_mcp_tools,
         await_run,
+        child_spend,
         fork_origin,
+        run_origin,
         TranscriptActivities(stores.transcript, stores.pruned, stores.ledger).copy_transcript,
     ]

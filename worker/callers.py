@@ -9,7 +9,9 @@ interceptor the plugin adds to the worker):
   the prune workflow for pruning);
 - that run lives on the task queue the activity was scheduled on, the one this worker
   serves (Temporal's own record of the run, asked once per run and kept);
-- a run started as a child (a sub-agent) was started by a workflow on that same queue;
+- a run started as a child (a sub-agent) was started by a workflow on that same queue,
+  and a continued run continued from a run of ours (each shown by Temporal: a run it no
+  longer shows is a refusal, never "checked back then");
 - the run identity the input names (`run_id`, or a transcript copy's `to_run_id`) is the
   calling run's own: its workflow id, and the first run id of its chain;
 - on a what-if worker, the run (or the root of its sub-agent tree) is one the what-if
@@ -32,6 +34,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
+from durable_agents.workflows.admission import RETENTION_ADVICE
 from durable_agents.workflows.records import IDENTITY_SEPARATOR
 
 AGENT_WORKFLOW = "AgentWorkflow"
@@ -44,10 +47,12 @@ CALLED_BY: dict[str, str] = {
     "evaluate_call": AGENT_WORKFLOW,
     "copy_transcript": AGENT_WORKFLOW,
     "await_run": AGENT_WORKFLOW,
+    "child_spend": AGENT_WORKFLOW,
     "fork_origin": AGENT_WORKFLOW,
     "parent_state_at": AGENT_WORKFLOW,
     "resolve_agent": AGENT_WORKFLOW,
     "scheduled_run": AGENT_WORKFLOW,
+    "run_origin": AGENT_WORKFLOW,
     "claim_signature": AGENT_WORKFLOW,
     "prune_stored_runs": "PruneWorkflow",
 }
@@ -79,8 +84,6 @@ class CallerCheck(temporalio.worker.Interceptor):
         self.client = client
         self.admits = admits
         self._facts: OrderedDict[tuple[str, str], RunFacts] = OrderedDict()
-        # Runs whose chain up to them was found all ours.
-        self._chains_ok: OrderedDict[tuple[str, str], None] = OrderedDict()
 
     def intercept_activity(
         self, next: temporalio.worker.ActivityInboundInterceptor
@@ -147,30 +150,25 @@ class CallerCheck(temporalio.worker.Interceptor):
     async def _foreign_link(
         self, workflow_id: str, facts: RunFacts, wanted: str, task_queue: str
     ) -> str | None:
-        """Why the run's continue-as-new chain is not all ours: a workflow of anyone's may
-        continue as new into ours, carrying a state of its own making. Every earlier run
-        must be of the same type, on the same queue (each run asked once, and kept)."""
-        checked: list[tuple[str, str]] = []
-        for _ in range(100_000):  # a chain's runs, newest first
-            earlier = facts.continued_from
-            if earlier is None or (workflow_id, earlier) in self._chains_ok:
-                break
-            found = await self.facts(workflow_id, earlier)
-            if found is None:
-                break  # Temporal's retention removed it: the chain was checked back then
-            if (found.workflow_type, found.task_queue) != (wanted, task_queue):
-                return (
-                    f"run {workflow_id} continued as new from a {found.workflow_type} on "
-                    f"{found.task_queue!r}, not from a run of this deployment"
-                )
-            checked.append((workflow_id, earlier))
-            facts = found
-        else:
-            return f"run {workflow_id} has a chain too long to check"
-        for run in checked:  # each, and all before it, ours
-            self._chains_ok[run] = None
-            if len(self._chains_ok) > KEPT_RUNS:
-                self._chains_ok.popitem(last=False)
+        """Why the run's continue-as-new link is not ours: a workflow of anyone's may
+        continue as new into ours, carrying a state of its own making. The run it continued
+        from must be of the same type, on the same queue; that run was itself admitted
+        when it began (workflows/admission.py), so its own link was checked then. A run
+        Temporal no longer shows is a refusal, never "checked back then"."""
+        earlier = facts.continued_from
+        if earlier is None:
+            return None
+        found = await self.facts(workflow_id, earlier)
+        if found is None:
+            return (
+                f"run {workflow_id} continued from run {earlier}, which Temporal no longer "
+                f"shows: {RETENTION_ADVICE}"
+            )
+        if (found.workflow_type, found.task_queue) != (wanted, task_queue):
+            return (
+                f"run {workflow_id} continued as new from a {found.workflow_type} on "
+                f"{found.task_queue!r}, not from a run of this deployment"
+            )
         return None
 
     async def _foreign_parent(
@@ -178,13 +176,19 @@ class CallerCheck(temporalio.worker.Interceptor):
     ) -> str | None:
         """Why the run's parent is not of this deployment: a sub-agent takes its policy and
         memory namespace from the run that started it, so a workflow of anyone's on a queue
-        of their own must not be that run. A parent on this queue runs on our workers (an
-        agent run, or a team's own workflow calling `run_agent`)."""
+        of their own must not be that run, nor one Temporal no longer shows. A parent on
+        this queue runs on our workers (an agent run, or a team's own workflow calling
+        `run_agent`)."""
         if facts.parent is None:
             return None
         parent = await self.facts(*facts.parent)
-        if parent is None or parent.task_queue == task_queue:
-            return None  # gone since (Temporal's retention): it was checked back then
+        if parent is None:
+            return (
+                f"run {workflow_id} was started by {facts.parent[0]}, which Temporal no "
+                f"longer shows: {RETENTION_ADVICE}"
+            )
+        if parent.task_queue == task_queue:
+            return None
         return (
             f"run {workflow_id} was started by a {parent.workflow_type} on "
             f"{parent.task_queue!r}, not by a run of this deployment"

@@ -30,6 +30,30 @@ from durable_agents.workflows.contracts import RunPolicy
 STORE_MISSING = "StoreMissingRecords"
 
 
+class OtherRun(CompactModel):
+    """Another run as Temporal's own record has it (the `run_origin` activity)."""
+
+    found: bool
+    workflow_type: str = ""
+    task_queue: str = ""
+    # On the queue of the run that asks (decided by the activity: a replay's own task
+    # queue is not the run's, so workflow code never compares queues itself).
+    on_this_queue: bool = False
+
+
+class RunOrigin(CompactModel):
+    """How this run came about, from Temporal's record of it, never from its input: what
+    started it (its start event's initiator), the chain's previous run and whether that
+    run's own continue-as-new named this run with this very input, and its parent."""
+
+    # "start", "continue_as_new", "cron", "retry", "unknown": the start event's initiator.
+    initiator: str
+    previous: OtherRun | None = None
+    # The previous run closed by continuing as new into this run, carrying this input.
+    continued_into_this: bool = False
+    parent: OtherRun | None = None
+
+
 class ParentFacts(CompactModel):
     """What Temporal says of a fork's parent (the `fork_origin` activity asks the parent
     itself): the identity its data is under, its policy, and its memory's namespace and

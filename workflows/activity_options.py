@@ -33,8 +33,12 @@ FORK_ORIGIN = "fork_origin"
 PARENT_STATE_AT = "parent_state_at"
 # Asks a Schedule whether it started this run (a subject granted to a Schedule's runs).
 SCHEDULED_RUN = "scheduled_run"
+# How a run came about, from Temporal's record (the admission, workflows/admission.py).
+RUN_ORIGIN = "run_origin"
 # Takes a grant's nonce for the run it starts, in the stores.
 CLAIM_SIGNATURE = "claim_signature"
+# A running sub-agent's spend, asked of its own run after it reports (a local activity).
+CHILD_SPEND = "child_spend"
 
 # A call a worker's store refused (activity_io.STORE_MISSING) is never a failure of the
 # run: once its retries are spent, the run waits (these, one after another, the last
@@ -83,9 +87,15 @@ FIXED: dict[str, Options] = {
     RESOLVE_AGENT: Options(timedelta(seconds=10)),
     LIST_MCP_TOOLS: Options(timedelta(minutes=2), ASKING_ANOTHER),
     FORK_ORIGIN: Options(timedelta(minutes=1), ASKING_ANOTHER),
+    RUN_ORIGIN: Options(timedelta(minutes=1), ASKING_ANOTHER),
     COPY_TRANSCRIPT: Options(timedelta(minutes=5)),
     PARENT_STATE_AT: Options(timedelta(minutes=5), ASKING_ANOTHER),
     CLAIM_SIGNATURE: Options(timedelta(seconds=30)),
+    # A query of a run on our own workers: a read that fails waits for the next report.
+    CHILD_SPEND: Options(
+        timedelta(seconds=10),
+        RetryPolicy(maximum_interval=timedelta(seconds=2), maximum_attempts=3),
+    ),
     # The Schedule records a run it started just after starting it: asked again a few times.
     SCHEDULED_RUN: Options(
         timedelta(seconds=30),

@@ -11,6 +11,7 @@ model. Deterministic code only; every side effect is an activity, called by name
 from __future__ import annotations
 
 import asyncio
+import zlib
 from typing import Any, ClassVar
 
 from temporalio import workflow
@@ -20,7 +21,9 @@ from temporalio.exceptions import (
 )
 
 with workflow.unsafe.imports_passed_through():
-    from durable_agents.workflows import patches, signed_changes, whatif
+    from pydantic import ValidationError
+
+    from durable_agents.workflows import admission, patches, signed_changes, whatif
     from durable_agents.workflows.agents import (
         BEFORE_AGENTS,
     )
@@ -60,6 +63,7 @@ from durable_agents.workflows.phases.deciding import People, RecordedDecisions, 
 from durable_agents.workflows.phases.delegating import Delegating
 from durable_agents.workflows.phases.gate import Gate
 from durable_agents.workflows.phases.inputs import (
+    describe,
     events_after,
     refuse_if,
     signal_input,
@@ -84,7 +88,12 @@ class AgentWorkflow:
 
     @workflow.init
     def __init__(self, request: RunRequest) -> None:
-        if (carried := carried_state(request)) is not None:
+        # What the start event alone refuses, before a carried state is inflated; a
+        # carried state is inflated only to a bound, and trusted only once the admission
+        # (in `run`, before the run does anything) has found it in Temporal's record.
+        self._refused = admission.before_parsing(request, workflow.info())
+        carried = None if self._refused is not None else self._carried(request)
+        if carried is not None:
             # Our own state, carried over a continue-as-new: the chain goes on.
             state = carried
             state.chain += 1
@@ -100,6 +109,14 @@ class AgentWorkflow:
         if self._ctx.opening_patched(patches.PEOPLE_CHECKED):
             self.state.people_checks = 2
         self._telling: asyncio.Task[str] | None = None
+
+    def _carried(self, request: RunRequest) -> RunState | None:
+        try:
+            return carried_state(request)
+        except (ValueError, zlib.error) as err:
+            why = describe(err) if isinstance(err, ValidationError) else str(err)
+            self._refused = f"refused: the carried state cannot be read: {preview(why, 200)}"
+            return None
 
     def _wire(self, ctx: RunContext) -> None:
         """The run's parts, each built from the context and the parts it uses. Who decides
@@ -129,9 +146,16 @@ class AgentWorkflow:
     @workflow.run
     async def run(self, request: RunRequest) -> RunResult:
         self._ctx.publish()
+        if self._refused is not None:
+            raise ApplicationError(self._refused, type="StartRefused", non_retryable=True)
         if (forged := forged_start(request, self.state, workflow.info())) is not None:
             # Before anything is written: a caller never chooses a run's identity.
             raise ApplicationError(forged, type="StartRefused", non_retryable=True)
+        if admission.asks_the_record(request, workflow.info()) and workflow.patched(
+            patches.ADMITTED
+        ):
+            # A continuation or a child: taken only as Temporal's record shows it began.
+            await self._beginnings.admit(request)
         if (
             misplaced := whatif.misplaced(self.state.shadow, workflow.info().task_queue)
         ) is not None:
@@ -268,7 +292,9 @@ class AgentWorkflow:
 
     @workflow.signal(name=CHILD_SPENT)
     def child_spent(self, *payload: Any) -> None:
-        """A sub-agent's run reports its spend; from a run that is not one, it is dropped."""
+        """A sub-agent's run reports its spend: the parent reads it from the child's own
+        run then (Delegating), never from the report; one naming no running sub-agent is
+        dropped."""
         if (report := signal_input(CHILD_SPENT, payload, ChildSpend)) is None:
             return
         if not self.state.child_spent(report.child_id, report.spent, report.token):
@@ -333,8 +359,9 @@ class AgentWorkflow:
         self._people.must_count("edit", patch.by, patch.signed, patch.changes())
         self.state.apply_patch(patch, workflow.now())
         self._ctx.moment(EventKind.EDITED, patch.by)
-        # The answer lands in the history: the kept events stay out (the events query has them).
-        return self.state.model_copy(update={"events": []})
+        # The answer lands in the history: the kept events stay out (the events query has
+        # them), and so do the spend-report tokens of runs that have them, as in a query.
+        return self.state.for_readers().model_copy(update={"events": []})
 
     @edit.validator
     def _validate_edit(self, *payload: Any) -> None:

@@ -61,5 +61,24 @@ PEOPLE_CHECKED = "people-inputs-checked"
 # on replay) ask the four one by one, as they did.
 OPENING = "opening-in-one-marker"
 
+# A sub-agent's spend while it runs is read from its own run (the `child_spend` local
+# activity, after it reports); its start input and its reports carry no token, and what
+# a report says is never taken. Asked as a delegation starts. Old path: the child was
+# given a token in its start input, and a report carrying it was taken as the spend.
+CHILD_SPEND_READ = "child-spend-read-from-the-child"
+
+# A continued run and a child are admitted from Temporal's record of how they began
+# (workflows/admission.py, the `run_origin` activity): a carried state only if the previous
+# run's own continue-as-new named this run with this input, a parent only if Temporal shows
+# it on this queue. Old path: the carried state and the parent were taken as Temporal's
+# start event named them (the activities' caller check checked the chain later).
+ADMITTED = "admitted-from-the-record"
+
+# An agent's declared budget and limits are floors a start request may only tighten
+# (workflows/floors.py): a request above them is refused, a sub-agent takes the tighter of
+# its parent's and its own. Asked only where the request gives a budget or limits. Old
+# path: a request's budget or limits replaced the agent's.
+LIMITS_FLOOR = "budget-and-limits-are-floors"
+
 # Every id above, read from this module itself: one written here is listed, none twice.
 ALL = tuple(value for name, value in list(globals().items()) if name.isupper() and name != "ALL")

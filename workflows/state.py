@@ -478,8 +478,26 @@ def pack_state(state: RunState) -> str:
     return base64.b64encode(zlib.compress(state.model_dump_json().encode(), 6)).decode()
 
 
+# A carried state inflates to at most this (a state that large is far past what a run
+# keeps: its lists are capped), and its packed form is at most this long: a start input
+# that inflates without bound never takes the worker's memory (the admission refuses it).
+MAX_STATE_BYTES = 32 * 1024 * 1024
+MAX_PACKED_STATE_CHARS = 4 * 1024 * 1024
+
+
+class StateTooLarge(ValueError):
+    """A carried state that would inflate past MAX_STATE_BYTES."""
+
+
 def unpack_state(packed: str) -> RunState:
-    return RunState.model_validate_json(zlib.decompress(base64.b64decode(packed)))
+    """The carried state, inflated only up to MAX_STATE_BYTES."""
+    inflater = zlib.decompressobj()
+    raw = inflater.decompress(base64.b64decode(packed, validate=True), MAX_STATE_BYTES)
+    if inflater.unconsumed_tail:
+        raise StateTooLarge(f"the carried state inflates past {MAX_STATE_BYTES} bytes")
+    if not inflater.eof:
+        raise ValueError("the carried state is cut short")
+    return RunState.model_validate_json(raw)
 
 
 def carried_state(request: RunRequest) -> RunState | None:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from durable_agents import Agent, RunLimits, RunPolicy
+from dataclasses import replace
+
+from durable_agents import Agent, RunBudget, RunLimits, RunPolicy, delegate
 from durable_agents.control import timeline
 from durable_agents.testing import AgentTestbed, ScriptedModel, call, plan, say
 from durable_agents.workflows.contracts import ChildSpend, Spend
@@ -163,11 +165,12 @@ async def test_a_forged_or_stale_spend_report_changes_nothing(time_env):
         await run.pause(by="probe")  # applied after both: they were seen by then
         await eventually(lambda: _paused(run))
         state = await run.state()
+        own = (await child.summary()).spent
         await run.cancel(by="probe")
         # nothing is left open on the shared server: later tests skip its time
         assert (await run.result()).status == (await child.result()).status == "cancelled"
     assert before.tokens > 0
-    assert state.delegations[0].spent == before
+    assert state.delegations[0].spent == own  # the child's own spend, not a report's
 
 
 def test_a_reused_parent_id_names_other_children():
@@ -181,3 +184,18 @@ def test_a_reused_parent_id_names_other_children():
     assert first == again  # a retried task, a crash, a reset: the same child
     assert reused != first and reused.rsplit(".", 1)[0] == first.rsplit(".", 1)[0]
     assert child_run_id("triage-7", "triage-7@run-a", 2, "call_abc") != first
+
+
+async def test_a_sub_agent_runs_under_the_tighter_of_its_parents_budget_and_its_own(time_env):
+    """A budget is a floor for sub-agents too (workflows/floors.py): the child takes the
+    parent's remaining budget where it is tighter and its own agent's where that is."""
+    frugal = replace(research, budget=RunBudget(usd=0.25, tool_calls=3))
+    boss = replace(triage, delegates=[delegate(frugal)])
+    async with AgentTestbed(boss, model=model_for_triage(), env=time_env) as bed:
+        run = await bed.start("triage", "Ticket 9", budget=RunBudget(usd=2.0, tokens=10_000))
+        await run.result()
+        [delegation] = (await run.state()).delegations
+        child_budget = (await bed.client.run(delegation.child_id).state()).budget
+    assert child_budget is not None
+    assert child_budget.usd == 0.25 and child_budget.tool_calls == 3  # its own agent's
+    assert child_budget.tokens is not None and child_budget.tokens <= 10_000  # the parent's

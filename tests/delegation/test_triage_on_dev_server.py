@@ -6,12 +6,14 @@ from __future__ import annotations
 import json
 
 import pytest
+from temporalio.api.common.v1 import WorkflowExecution
+from temporalio.api.workflowservice.v1 import DeleteWorkflowExecutionRequest
 
 from durable_agents.control import runs, timeline
 from durable_agents.infra.stack import settings_env
 from durable_agents.worker.main import build_worker
 from durable_agents.workflows.contracts import RunBudget, RunPolicy, RunRequest
-from durable_agents.workflows.people_inputs import BudgetRaise
+from durable_agents.workflows.people_inputs import BudgetRaise, Decision
 from durable_agents.workflows.records import BUDGET_REQUEST
 from tests.conftest import eventually, run_id
 from tests.starters.test_verb_walk import agentctl
@@ -65,12 +67,14 @@ async def test_a_dollar_budget_stops_the_tree_at_n_then_a_raise_resumes_it(
     """The acceptance: a budget of N dollars across the parent and its research child,
     summed from the usage the offline model reported, stops spending at N and waits."""
     monkeypatch.setenv("KB_DIR", str(settings.data_dir / "kb"))
-    settings.price_input_per_mtok, settings.price_output_per_mtok = 2000.0, 8000.0
+    # Priced so the whole tree costs under the triage agent's declared $0.50 (a floor no
+    # start may raise: workflows/floors.py).
+    settings.price_input_per_mtok, settings.price_output_per_mtok = 2.0, 8.0
     client = dev_env.client
     async with build_worker(client, settings):
         # what each call costs, measured on a run with room to spare
         free = run_id("free")
-        await runs.start_run(client, settings, triage_request(RunBudget(usd=1000)), free)
+        await runs.start_run(client, settings, triage_request(RunBudget(usd=0.5)), free)
         await runs.wait_result(client, free)
         parent, child = await tree_of(client, free)
         n = round((parent.usage.cost_usd + child.usage.cost_usd) / 2, 6)  # half the tree
@@ -140,3 +144,33 @@ async def test_the_cli_links_a_child_to_its_parent_and_back(dev_env, worker, set
     assert [m["detail"] for m in moments if m["kind"] == "delegate answered"] == [
         "research: completed"
     ]
+
+
+async def test_a_child_whose_parent_is_gone_gets_nothing_more_done(dev_env, settings, monkeypatch):
+    """The parent of a waiting sub-agent is deleted (as Temporal's retention would remove
+    it): a worker that never saw the tree refuses the child's next activity, never taking
+    the parent as "checked back then"; nothing the approval let through is done."""
+    monkeypatch.setenv("KB_DIR", str(settings.data_dir / "kb"))
+    client, rid = dev_env.client, run_id("orphaned")
+    policy = RunPolicy(approve_all_side_effects=True)  # the child's add_note waits
+    request = RunRequest(goal="Ticket 32", agent="triage", label="triage", policy=policy)
+    async with build_worker(client, settings):
+        await runs.start_run(client, settings, request, rid)
+
+        async def child_in_inbox():
+            items = await runs.inbox(client)
+            return next((i for i in items if i.parent == rid), None)
+
+        child = (await eventually(child_in_inbox, within=30)).run_id
+    await client.workflow_service.delete_workflow_execution(
+        DeleteWorkflowExecutionRequest(
+            namespace=client.namespace, workflow_execution=WorkflowExecution(workflow_id=rid)
+        )
+    )
+    async with build_worker(client, settings):
+        await runs.approve(client, child, Decision(by="alice"))
+        outcome = await runs.wait_for_outcome(client, child)
+    assert outcome["status"] == "failed", outcome
+    assert f"was started by {rid}, which Temporal no longer shows" in outcome["error"]
+    notes = settings.data_dir / "kb" / "notes.json"
+    assert not notes.exists() or "late parcel" not in notes.read_text()

@@ -318,6 +318,23 @@ async def sub_agent(bench: Bench, rid: str) -> Extra:
     return {"mcp-call": (delegation.child_id, 0)}
 
 
+async def conversation_admitted(bench: Bench, rid: str) -> Extra:
+    """The conversation recorded with the admission (`admitted-from-the-record`: its
+    continued run asks Temporal's record) and its limits held to the agent's
+    (`budget-and-limits-are-floors`); `conversation` is the side from before both."""
+    await conversation(bench, rid)
+    return {"conversation-admitted-continued": (rid, -1)}
+
+
+async def sub_agent_admitted(bench: Bench, rid: str) -> Extra:
+    """The sub-agent story recorded with the child admitted from the record and the
+    parent reading its child's spend from the child's run (`child-spend-read-from-the-
+    child`); `sub-agent` and `mcp-call` are the sides from before."""
+    await sub_agent(bench, rid)
+    [delegation] = (await runs.get_state(bench.client, rid)).delegations
+    return {"sub-agent-admitted-child": (delegation.child_id, 0)}
+
+
 async def evaluator_rule(bench: Bench, rid: str) -> None:
     """The auditor (tests/histories/rule_agent.py): a pure rule denies one call, an
     evaluator asks a person about another, who approves it."""
@@ -425,6 +442,10 @@ BEHAVIOURS: dict[str, Callable[[Bench, str], Awaitable[Extra | None]]] = {
     # A new run's opening on the one `opening-in-one-marker` marker (the four patches of
     # the opening not asked one by one; the fixtures above ask them as before).
     "opened-in-one": plain_loop,
+    # Issue 45: runs admitted from Temporal's record, budgets and limits as floors, a
+    # child's spend read from the child's own run.
+    "conversation-admitted": conversation_admitted,
+    "sub-agent-admitted": sub_agent_admitted,
 }
 # The behaviours recorded as a build from before these patches.
 BUILT_BEFORE: dict[str, tuple[str, ...]] = {

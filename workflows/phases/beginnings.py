@@ -4,16 +4,19 @@ request that names another run's identity is refused before anything is written.
 
 from __future__ import annotations
 
+from typing import Any, TypeVar
+
 from temporalio import workflow
-from temporalio.exceptions import ActivityError
+from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from pydantic import ValidationError
 
-    from durable_agents.workflows import patches, signed_changes
+    from durable_agents.workflows import admission, patches, signed_changes
     from durable_agents.workflows.activity_io import (
         ParentFacts,
         ParentMoment,
+        RunOrigin,
         ScheduledRun,
         SignatureClaim,
         TranscriptCopy,
@@ -25,6 +28,7 @@ with workflow.unsafe.imports_passed_through():
         LIST_MCP_TOOLS,
         PARENT_STATE_AT,
         RESOLVE_AGENT,
+        RUN_ORIGIN,
         SCHEDULED_RUN,
     )
     from durable_agents.workflows.agent_records import (
@@ -35,7 +39,13 @@ with workflow.unsafe.imports_passed_through():
     )
     from durable_agents.workflows.agents import BEFORE_AGENTS
     from durable_agents.workflows.contract_base import preview
-    from durable_agents.workflows.contracts import ForkSpec, RunRequest, SubjectKey
+    from durable_agents.workflows.contracts import ForkSpec, RunLimits, RunRequest, SubjectKey
+    from durable_agents.workflows.floors import (
+        FloorLoosened,
+        budget_within,
+        limits_within,
+        tighter_budget,
+    )
     from durable_agents.workflows.memory import MemoryDeclarationError, resolve_namespace
     from durable_agents.workflows.people_inputs import SignedDecision
     from durable_agents.workflows.policy import loosening, policy_floor
@@ -48,8 +58,10 @@ with workflow.unsafe.imports_passed_through():
 
 
 from durable_agents.workflows.phases.activity_call import call_activity
-from durable_agents.workflows.phases.context import Phase, RunContext, RunFailed
+from durable_agents.workflows.phases.context import Phase, RunContext, RunFailed, failure_reason
 from durable_agents.workflows.phases.inputs import describe
+
+Asked = TypeVar("Asked")
 
 
 class Beginnings(Phase):
@@ -64,6 +76,14 @@ class Beginnings(Phase):
         self._carried: RunState | None = None
         # Keys that grant subjects, as the agent record brought them (AGENT_SUBJECT_KEYS).
         self._subject_keys: dict[str, SubjectKey] = {}
+
+    async def admit(self, request: RunRequest) -> None:
+        """The admission's record check (workflows/admission.py): how the run began, as
+        Temporal's record shows it; what cannot be shown refuses the run."""
+        origin = await asked(RUN_ORIGIN, "", RunOrigin, "admission: how this run began")
+        refused = admission.refusal(request, workflow.info(), origin, self.state)
+        if refused is not None:
+            raise ApplicationError(refused, type="StartRefused", non_retryable=True)
 
     async def settle_memory(self, request: RunRequest) -> None:
         """A fresh run of an agent with memory: its namespace, from the run's subject, or
@@ -163,14 +183,19 @@ class Beginnings(Phase):
         # Asked before the local activity, in the start's own task: asked after it, a
         # replay meets the marker in a task it has not reached yet (nondeterminism).
         floor = request.policy is not None and workflow.patched(patches.POLICY_FLOOR)
+        asks_figures = request.budget is not None or request.limits is not None
+        figures_floor = asks_figures and workflow.patched(patches.LIMITS_FLOOR)
         adopted = await call_activity(
             RESOLVE_AGENT, name, result=AdoptedAgent, summary=f"agent: {name}", local=True
         )
         self.state.agent = adopted.record
-        if request.limits is None and adopted.limits is not None:
-            self.state.limits = adopted.limits
-        if request.budget is None and adopted.budget is not None:
-            self.state.budget = adopted.budget
+        if figures_floor:
+            self._settle_figures(request, adopted)
+        else:
+            if request.limits is None and adopted.limits is not None:
+                self.state.limits = adopted.limits
+            if request.budget is None and adopted.budget is not None:
+                self.state.budget = adopted.budget
         self._settle_policy(request, adopted, floor)
         self.state.revoked_keys = [
             *dict.fromkeys([*self.state.revoked_keys, *adopted.revoked_keys])
@@ -179,6 +204,19 @@ class Beginnings(Phase):
         self.ctx.settle_signatures()
         for server in adopted.mcp_servers:
             await self._list_mcp_tools(server)
+
+    def _settle_figures(self, request: RunRequest, adopted: AdoptedAgent) -> None:
+        """The agent's budget and limits, or the request's where they only tighten them
+        (workflows/floors.py); a sub-agent takes the tighter of its parent's and its own."""
+        if self._from_parent(request):
+            self.state.budget = tighter_budget(request.budget, adopted.budget)
+            self.state.limits = limits_within(None, adopted.limits) or self.state.limits
+            return
+        try:
+            self.state.budget = budget_within(request.budget, adopted.budget)
+            self.state.limits = limits_within(request.limits, adopted.limits) or RunLimits()
+        except FloorLoosened as err:
+            self.ctx.fail(RunFailed(f"refused: {err}"))
 
     def _settle_policy(self, request: RunRequest, adopted: AdoptedAgent, is_floor: bool) -> None:
         """The agent's policy, or the request's where it only tightens it: a request that
@@ -245,11 +283,8 @@ class Beginnings(Phase):
         says: the transcript is copied from the real parent, under the parent's policy; a
         parent requiring signed changes counts only a fork signed for this very fork.
         `checked`: the whole state carried must be the parent's own at the moment."""
-        facts = await call_activity(
-            FORK_ORIGIN,
-            fork.parent_run_id,
-            result=ParentFacts,
-            summary=f"fork: ask {fork.parent_run_id}",
+        facts = await asked(
+            FORK_ORIGIN, fork.parent_run_id, ParentFacts, f"fork: ask {fork.parent_run_id}"
         )
         self.parent_store_key, self.state.policy = facts.store_key, facts.policy
         # A fork's memory is its parent's, never one its request names.
@@ -275,12 +310,8 @@ class Beginnings(Phase):
         results or decisions. Only the moment and the signed edit are the caller's."""
         assert self.state.parent is not None and self._carried is not None
         moment = ParentMoment(parent_run_id=fork.parent_run_id, moment=self.state.parent.moment)
-        parent = await call_activity(
-            PARENT_STATE_AT,
-            moment,
-            result=RunState,
-            summary=f"fork: rebuild {fork.parent_run_id} at moment {moment.moment}",
-        )
+        summary = f"fork: rebuild {fork.parent_run_id} at moment {moment.moment}"
+        parent = await asked(PARENT_STATE_AT, moment, RunState, summary)
         differs = first_difference(parent, self._carried)
         if differs is not None:
             self.ctx.fail(
@@ -305,6 +336,19 @@ class Beginnings(Phase):
         copied = await call_activity(COPY_TRANSCRIPT, copy, result=int, summary=summary)
         # The fork's own count starts at what the copy put under its key.
         self.state.transcript_rows = copied if isinstance(copied, int) else None
+
+
+async def asked(name: str, arg: Any, result: type[Asked], summary: str) -> Asked:
+    """What an activity of the admission shows; one that cannot show it refuses the run
+    in its own words (never "checked back then")."""
+    try:
+        answer: Asked = await call_activity(name, arg, result=result, summary=summary)
+    except ActivityError as err:
+        why = failure_reason(err)
+        if not why.startswith("refused:"):
+            why = f"refused: {why}"
+        raise ApplicationError(why, type="StartRefused", non_retryable=True) from None
+    return answer
 
 
 def forged_start(request: RunRequest, state: RunState, info: workflow.Info) -> str | None:

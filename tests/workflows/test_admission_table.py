@@ -1,0 +1,164 @@
+"""The admission's table in the code (workflows/admission.py, ADMISSION) is the one in
+docs/architecture.md, row for row; and its decision, walked row by row over what
+Temporal's record could say, refuses every carried state but a continuation's own."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from durable_agents.workflows import admission
+from durable_agents.workflows.activity_io import OtherRun, RunOrigin
+from durable_agents.workflows.admission import ADMISSION, Beginning
+from durable_agents.workflows.contracts import DelegatedBy, ForkSpec, RunRequest
+from durable_agents.workflows.people_inputs import SignedDecision
+from durable_agents.workflows.state import RunState
+
+DOC = Path(__file__).parents[2] / "docs" / "architecture.md"
+OURS = OtherRun(found=True, workflow_type="AgentWorkflow", task_queue="q", on_this_queue=True)
+
+
+def documented_rows() -> dict[str, tuple[str, str]]:
+    text = DOC.read_text()
+    section = text.split("## Admission: one for every way a run comes about", 1)[1]
+    rows = {}
+    for line in section.split("\n## ", 1)[0].splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if line.startswith("| ") and len(cells) == 3 and cells[0] != "beginning":
+            rows[cells[0]] = (cells[1], cells[2])
+    return rows
+
+
+def test_the_documented_table_is_the_codes() -> None:
+    coded = {b.value: (rule.trusts, rule.shown_by) for b, rule in ADMISSION.items()}
+    assert documented_rows() == coded
+    assert set(ADMISSION) == set(Beginning)
+
+
+@dataclass
+class Parent:
+    workflow_id: str = "parent"
+    run_id: str = "p1"
+
+
+@dataclass
+class Info:
+    """The fields of workflow.Info the admission reads."""
+
+    workflow_id: str = "victim-r1"
+    first_execution_run_id: str = "r1"
+    continued_run_id: str | None = None
+    attempt: int = 1
+    parent: Parent | None = None
+    task_queue: str = "q"
+
+
+def state_of(info: Info, identity: str | None = "victim-r1@r1") -> RunState:
+    state = RunState.start(
+        info.workflow_id, RunRequest(goal="g"), __import__("datetime").datetime(2026, 1, 1)
+    )
+    state.identity = identity
+    return state
+
+
+ELSEWHERE = OURS.model_copy(update={"on_this_queue": False})
+DELEGATED = DelegatedBy(run_id="parent", step=1, tool_call_id="c")
+SCHEDULE_GRANT = SignedDecision.model_construct(run="schedule:nightly")  # type: ignore[call-arg]
+CARRIES = RunRequest(goal="g", resume_state_packed="eJwDAAAAAAE=")
+CONTINUED = Info(continued_run_id="r0")
+GOOD_ORIGIN = RunOrigin(initiator="continue_as_new", previous=OURS, continued_into_this=True)
+
+
+def test_a_continuation_with_its_own_record_is_admitted() -> None:
+    info = CONTINUED
+    assert admission.refusal(CARRIES, info, GOOD_ORIGIN, state_of(info)) is None  # type: ignore[arg-type]
+
+
+# Each hostile case: (request, info, origin, identity, what the refusal says).
+HOSTILE = {
+    "fresh start carrying a state": (CARRIES, Info(), None, "victim-r1@r1", "may not carry"),
+    "retry attempt carrying a state": (
+        CARRIES, Info(continued_run_id="r0", attempt=2), None, "victim-r1@r1", "retry run",
+    ),
+    "cron run carrying a state": (
+        CARRIES, CONTINUED, GOOD_ORIGIN.model_copy(update={"initiator": "cron"}),
+        "victim-r1@r1", "cron run is never a continuation",
+    ),
+    "retry initiator carrying a state": (
+        CARRIES, CONTINUED, GOOD_ORIGIN.model_copy(update={"initiator": "retry"}),
+        "victim-r1@r1", "retry run is never a continuation",
+    ),
+    "previous run gone": (
+        CARRIES, CONTINUED, GOOD_ORIGIN.model_copy(update={"previous": OtherRun(found=False)}),
+        "victim-r1@r1", "cannot be shown",
+    ),
+    "previous run someone else's": (
+        CARRIES, CONTINUED,
+        GOOD_ORIGIN.model_copy(update={"previous": OURS.model_copy(update={"workflow_type": "X"})}),
+        "victim-r1@r1", "continued from a X",
+    ),
+    "previous run on another queue": (
+        CARRIES, CONTINUED,
+        GOOD_ORIGIN.model_copy(update={"previous": ELSEWHERE}),
+        "victim-r1@r1", "not from a run of this deployment",
+    ),
+    "previous run continued into another input": (
+        CARRIES, CONTINUED, GOOD_ORIGIN.model_copy(update={"continued_into_this": False}),
+        "victim-r1@r1", "did not continue as new into this run",
+    ),
+    "empty identity": (CARRIES, CONTINUED, GOOD_ORIGIN, None, "belongs to another run"),
+    "another identity": (CARRIES, CONTINUED, GOOD_ORIGIN, "victim-r1@r9", "belongs to another"),
+    "child of a parent gone": (
+        RunRequest(goal="g", delegated_by=DELEGATED),
+        Info(parent=Parent()), RunOrigin(initiator="start", parent=OtherRun(found=False)),
+        "victim-r1@r1", "cannot be shown",
+    ),
+    "run_agent from another queue": (
+        RunRequest(goal="g"), Info(parent=Parent()),
+        RunOrigin(initiator="start", parent=ELSEWHERE),
+        "victim-r1@r1", "not by a run of this deployment",
+    ),
+    "odd id": (RunRequest(goal="g"), Info(workflow_id="victim-r1@r1"), None, "x", "run id"),
+    "id with a newline": (RunRequest(goal="g"), Info(workflow_id="a\nb"), None, "x", "run id"),
+    "id with a path": (RunRequest(goal="g"), Info(workflow_id="../etc"), None, "x", "run id"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", list(HOSTILE))
+def test_a_hostile_beginning_is_refused_in_one_line(case: str) -> None:
+    request, info, origin, identity, says = HOSTILE[case]
+    refused = admission.before_parsing(request, info)  # type: ignore[arg-type]
+    if refused is None:
+        assert origin is not None, case
+        state = state_of(info, identity)
+        refused = admission.refusal(request, info, origin, state)  # type: ignore[arg-type]
+    assert refused is not None and refused.startswith("refused: ") and "\n" not in refused
+    assert says in refused, refused
+
+
+def test_each_beginning_is_told_apart() -> None:
+    """beginning_of, for each row: a way added to Beginning without being told apart
+    here fails."""
+    told = {
+        Beginning.FRESH: (RunRequest(goal="g"), Info(), None),
+        Beginning.CONTINUED: (CARRIES, CONTINUED, GOOD_ORIGIN),
+        Beginning.CRON: (RunRequest(goal="g"), CONTINUED, RunOrigin(initiator="cron")),
+        Beginning.RETRY: (RunRequest(goal="g"), Info(continued_run_id="r0", attempt=2), None),
+        Beginning.CHILD: (
+            RunRequest(goal="g", delegated_by=DELEGATED), Info(parent=Parent()), None,
+        ),
+        Beginning.RUN_AGENT: (RunRequest(goal="g"), Info(parent=Parent()), None),
+        Beginning.FORK: (
+            RunRequest(goal="g", fork=ForkSpec(parent_run_id="p", state={})), Info(), None,
+        ),
+        Beginning.SHADOW: (RunRequest.model_validate({"goal": "g", "shadow": {}}), Info(), None),
+        Beginning.SCHEDULED: (
+            RunRequest(goal="g").model_copy(update={"subject_grant": SCHEDULE_GRANT}),
+            Info(), None,
+        ),
+    }  # fmt: skip
+    assert set(told) == set(Beginning)
+    for beginning, (request, info, origin) in told.items():
+        assert admission.beginning_of(request, info, origin) is beginning  # type: ignore[arg-type]
