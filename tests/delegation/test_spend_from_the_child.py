@@ -5,11 +5,18 @@ lets anyone forge it. Time-skipping server, scripted model."""
 from __future__ import annotations
 
 import base64
+import dataclasses
 import json
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
+import pytest
+from temporalio.exceptions import ApplicationError
+from temporalio.testing import ActivityEnvironment
+
 from durable_agents import RunBudget, RunPolicy
+from durable_agents.activities.child_spend import child_spend
 from durable_agents.testing import AgentTestbed
 from durable_agents.workflows.contracts import ChildSpend, Spend
 from durable_agents.workflows.people_inputs import BudgetRaise, StatePatch
@@ -79,6 +86,69 @@ async def test_a_report_forged_with_what_the_childs_history_holds_changes_nothin
     # What the parent shows is the child's own spend, read while the child still runs.
     assert own is not None and own.tokens > 0 and summary.delegations[0].spent == own
     assert token is None  # nothing in the start input to forge a report with
+
+
+async def test_a_report_carrying_a_token_changes_nothing_either(time_env):
+    """A token is no key to the parent's figures: neither a guessed one nor one shaped as
+    an old-style run's (a uuid) makes the report's amount count."""
+    policy = RunPolicy(approve_all_side_effects=True)  # the child waits: its spend stays put
+    async with AgentTestbed(triage, model=model_with_a_report(), env=time_env) as bed:
+        temporal = bed.client.temporal
+        run = await bed.start("triage", "Ticket 15", policy=policy)
+        child = await run.next_sub_agent()
+        await child.next_approval()
+        parent = temporal.get_workflow_handle(run.run_id)
+        for token in ("a-guessed-token", str(uuid.uuid4())):
+            forged = ChildSpend(child_id=child.run_id, spent=FORGED, token=token)
+            await parent.signal("child_spent", forged)
+        await run.pause(by="probe")  # taken after the forged reports: they were seen by then
+        await eventually(lambda: _paused(run))
+        summary = await run.summary()
+        own = (await child.summary()).spent
+        await run.cancel(by="probe")
+        assert (await run.result()).status == (await child.result()).status == "cancelled"
+    assert summary.spent is not None and summary.spent.usd < FORGED.usd
+    assert summary.spent.tokens < FORGED.tokens
+    assert own is not None and own.tokens > 0 and summary.delegations[0].spent == own
+
+
+async def test_only_the_callers_own_sub_agent_is_read(time_env):
+    """`child_spend` asked, as one run, for another run of ours on the same queue (a run
+    of its own, or another run's sub-agent) is refused for good: only a run Temporal
+    records as the caller's child is read."""
+    policy = RunPolicy(approve_all_side_effects=True)
+    async with AgentTestbed(triage, model=model_with_a_report(), env=time_env) as bed:
+        temporal = bed.client.temporal
+        run = await bed.start("triage", "Ticket 16", policy=policy)
+        child = await run.next_sub_agent()
+        await child.next_approval()
+        other = await bed.start("triage", "Ticket 17", policy=policy)
+        others_child = await other.next_sub_agent()
+        await others_child.next_approval()
+        caller = await temporal.get_workflow_handle(run.run_id).describe()
+        env = ActivityEnvironment(client=temporal)
+        env.info = dataclasses.replace(
+            env.info,
+            workflow_id=caller.id,
+            workflow_run_id=caller.run_id,
+            workflow_type=caller.workflow_type,
+            task_queue=caller.task_queue,
+        )
+        read = await env.run(child_spend, child.run_id)
+        refusals = []
+        for stranger in (other.run_id, others_child.run_id):
+            with pytest.raises(ApplicationError) as refused:
+                await env.run(child_spend, stranger)
+            refusals.append(refused.value)
+        own = (await child.summary()).spent
+        for handle, sub in ((run, child), (other, others_child)):
+            await handle.cancel(by="probe")
+            assert (await handle.result()).status == (await sub.result()).status == "cancelled"
+    assert caller.task_queue == bed.task_queue
+    assert own is not None and own.tokens > 0 and read == own
+    for refusal in refusals:
+        assert refusal.non_retryable
+        assert f"is no sub-agent of {run.run_id}" in str(refusal)
 
 
 async def test_no_update_or_query_answers_with_a_token_and_no_history_holds_one(time_env):

@@ -9,7 +9,9 @@ import asyncio
 import pytest
 from temporalio.client import WorkflowFailureError
 
+from durable_agents import Agent
 from durable_agents.control import runs
+from durable_agents.testing import AgentTestbed, ScriptedModel, say
 from durable_agents.workflows.contract_base import BudgetLimits
 from durable_agents.workflows.contracts import RunBudget, RunLimits, RunRequest
 from durable_agents.workflows.floors import (
@@ -20,7 +22,7 @@ from durable_agents.workflows.floors import (
     tighter_budget,
 )
 from durable_agents.workflows.people_inputs import Actor
-from tests.conftest import run_id
+from tests.conftest import eventually, run_id
 
 DECLARED = RunBudget(usd=0.5, tool_calls=10)
 
@@ -81,6 +83,53 @@ async def test_a_start_above_the_agents_budget_is_refused_and_none_takes_the_age
     empty = RunRequest(goal="Ticket 12", agent="triage", budget=RunBudget())
     rid = run_id("empty")
     await runs.start_run(client, settings, empty, rid)
-    state = await runs.get_state(client, rid)
+
+    async def adopted():  # the agent's record is taken in the run's first task
+        state = await runs.get_state(client, rid)
+        return state if state.agent is not None else None
+
+    state = await eventually(adopted)
     assert state.budget is not None and state.budget.usd == 0.5
     await runs.cancel(client, rid, Actor(by="test"))
+
+
+# The guards a request may only lower, as the product states them (docs/architecture.md,
+# "Admission"): written here, not read from LIMIT_FLOORS, so loosening the table fails.
+GUARDS = {
+    "max_turns_per_step",
+    "max_plan_attempts",
+    "model_timeout_seconds",
+    "model_max_attempts",
+    "tool_timeout_seconds",
+}
+
+
+def test_the_guards_are_floors() -> None:
+    assert {name for name, rule in LIMIT_FLOORS.items() if rule == "lower"} == GUARDS
+
+
+async def test_a_start_asking_looser_limits_alone_is_refused(time_env) -> None:
+    """An agent that declares two turns a step, started (through a plain client) with
+    limits only and five turns: refused in one line before any activity."""
+    careful = Agent(
+        name="careful",
+        instructions="Answer.",
+        tools=[],
+        planning=False,
+        limits=RunLimits(max_turns_per_step=2),
+    )
+    async with AgentTestbed(careful, model=ScriptedModel([say("Done.")]), env=time_env) as bed:
+        client = bed.client.temporal
+        request = RunRequest(goal="g", agent="careful", limits=RunLimits(max_turns_per_step=5))
+        rid = run_id("loose-limits")
+        await client.start_workflow(
+            "AgentWorkflow", request, id=rid, task_queue=bed.settings.task_queue
+        )
+        with pytest.raises(WorkflowFailureError) as failed:
+            await client.get_workflow_handle(rid).result()
+        history = await client.get_workflow_handle(rid).fetch_history()
+    said = str(getattr(failed.value.cause, "message", failed.value.cause))
+    assert said == (
+        "refused: the requested limits loosen the agent's: max_turns_per_step must be 2 or less"
+    )
+    assert not any(e.HasField("activity_task_scheduled_event_attributes") for e in history.events)
