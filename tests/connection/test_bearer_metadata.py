@@ -17,7 +17,11 @@ from pathlib import Path
 
 import pytest
 
-from durable_agents.runtime.connection import ConnectionSettingsError, connection
+from durable_agents.runtime.connection import (
+    ConnectionSettingsError,
+    bearer_metadata,
+    connection,
+)
 from durable_agents.runtime.settings import Settings
 from tests.conftest import settings_for
 from tests.connection.proxy import API_KEY, tls_proxy
@@ -153,6 +157,25 @@ def test_what_counts_as_bearer_metadata(tmp_path, monkeypatch):
         connection(settings)
     tls_on = settings.model_copy(update={"temporal_tls": True})
     assert connection(tls_on).rpc_metadata["authorization"] == "token-without-a-scheme"
+
+
+@pytest.mark.parametrize(
+    "metadata",
+    [
+        {"Authorization": "token"},
+        {"AUTHORIZATION": "token"},
+        {"authorization": "token"},
+        {"Proxy-Authorization": "token"},
+        {"x-gateway-auth": "bearer x"},
+        {"x-gateway-auth": "BEARER x"},
+        {"x-gateway-auth": "Basic y"},
+        {"x-gateway-auth": "basic y"},
+    ],
+)
+def test_a_credential_counts_in_any_case(metadata):
+    """gRPC metadata names and HTTP scheme names are case-insensitive: a profile's
+    `Authorization` or a gateway's `BEARER …` is a credential like any other spelling."""
+    assert bearer_metadata({"x-tenant": "acme", **metadata}) == list(metadata)
 
 
 async def test_bearer_metadata_over_tls_is_sent_and_lets_the_request_in(dev_env, tmp_path):

@@ -74,3 +74,13 @@ def test_a_protection_off_does_not_fail_the_command(tmp_path):
     assert done.returncode == 0, done.stdout + done.stderr
     lines = [line for line in done.stdout.splitlines() if "protections" in line]
     assert len(lines) == 3 and all(" off" in line for line in lines), done.stdout
+
+
+async def test_an_agent_that_hands_money_to_a_sub_agent_is_named(tmp_path):
+    """The desk moves no money itself but delegates to the refund agent, which does: its
+    runs hand their unsigned policy down, so doctor names the desk too."""
+    settings = Settings(data_dir=tmp_path, modules="tests.control.paying_desk")
+    says = [f.says for f in await diagnose(settings, {"protections"})]
+    named = [line for line in says if line.startswith("signed decisions off for agent desk,")]
+    assert len(named) == 1 and "(refund.issue_refund)" in named[0], says
+    assert any(line.startswith("signed decisions off for agent refund,") for line in says)

@@ -91,3 +91,17 @@ def test_only_agents_that_move_money_are_tightened(tmp_path):
     assert signed_for_payments(invoice, own, keys) is own
     with pytest.raises(ValueError, match="not JSON"):
         trusted_keys_from("console=abc")
+
+
+def test_an_agent_that_delegates_to_one_that_moves_money_is_tightened(tmp_path):
+    """A sub-agent runs under the policy its parent hands it: the desk, which moves no
+    money itself, is signed because the refund agent it hands work to does."""
+    registry = load_registry(["tests.control.paying_desk"])
+    _, trusted = console_key_made_at_setup(tmp_path)
+    keys = trusted_keys_from(trusted.read_text())
+    desk = registry.agent("desk")
+    assert all(tool.amount_field is None for tool in desk.all_tools)
+    assert money_tools(desk) == ["refund.issue_refund"]
+    tightened = signed_for_payments(desk, desk.policy, keys)
+    assert tightened is not None and tightened.require_signed_decisions
+    assert set(tightened.trusted_keys) == {"console"}
