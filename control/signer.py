@@ -13,7 +13,7 @@ from typing import Any
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from durable_agents.runtime.settings import Settings
-from durable_agents.workflows.people_inputs import SignedDecision
+from durable_agents.workflows.people_inputs import ON_REQUESTS, SignedDecision
 from durable_agents.workflows.records import ApprovalRequest, Question, RunEvent
 from durable_agents.workflows.signing import (
     NEWEST,
@@ -109,8 +109,15 @@ class Signer:
         moment: RunEvent | None = None,
     ) -> SignedDecision:
         """v3 (bound to `moment`) where the run takes it and the signer saw a moment;
-        else v2 (a run on an older build takes no v3), or v1 for a run that takes v1."""
+        else v2 (a run on an older build takes no v3), or v1 for a run that takes v1. A
+        decision or answer for a run that takes v3 is signed only bound: the run counts
+        no other (one bound to no moment would count again after a rewind)."""
         bound = version >= NEWEST and moment is not None
+        if version >= NEWEST and moment is None and action in ON_REQUESTS:
+            raise ValueError(
+                "the run's latest moment could not be read, and its decisions count only "
+                "signed for one: try again"
+            )
         return sign(
             self.key,
             self.key_id,

@@ -80,5 +80,12 @@ ADMITTED = "admitted-from-the-record"
 # path: a request's budget or limits replaced the agent's.
 LIMITS_FLOOR = "budget-and-limits-are-floors"
 
+# Decisions and answers count only signed v3, bound to the moment their signer saw, and a
+# change signed for a run above counts in a sub-agent only where a parent passes it on
+# (pause, resume, a budget): workflows/signing.py `versions_taken`, workflows/signed_changes
+# .py. Asked where a run's policy requires signatures. Old path: v2, decisions and answers
+# bound to no moment, and any change signed for a run above counted.
+DECISIONS_BOUND = "decisions-bound-to-their-moment"
+
 # Every id above, read from this module itself: one written here is listed, none twice.
 ALL = tuple(value for name, value in list(globals().items()) if name.isupper() and name != "ALL")

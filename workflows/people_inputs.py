@@ -56,6 +56,9 @@ Action = Literal[
 
 # The actions signed for a request or question (its id is the signature's request_id).
 ON_REQUESTS: frozenset[Action] = frozenset({"approve", "reject", "answer"})
+# The changes a run passes on to the sub-agent it waits on (`RunContext.forward`): a
+# signature naming a run above counts in a sub-agent for these only.
+FORWARDED: frozenset[Action] = frozenset({"pause", "resume", "raise_budget"})
 
 
 class SignedDecision(CompactModel):

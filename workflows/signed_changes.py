@@ -13,10 +13,17 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from durable_agents.workflows.people_inputs import Answer, BudgetRaise, Decision, SignedDecision
+from durable_agents.workflows.people_inputs import (
+    FORWARDED,
+    Answer,
+    BudgetRaise,
+    Decision,
+    SignedDecision,
+)
 from durable_agents.workflows.records import SignedUse
 from durable_agents.workflows.signing import (
     FRESH_FOR,
+    NEWEST,
     Action,
     Expected,
     answer_digest,
@@ -129,6 +136,12 @@ def change_error(
         used=frozenset(use.nonce for use in state.signed_nonces),
     )
     error = _error(state, signed, wanted)
+    above = signed.run if signed is not None and signed.run != state.store_key else None
+    # Signed for a run above: the parent passes on pause, resume and budgets, having
+    # checked them there; anything else sent straight here was never checked.
+    passed_on = action in FORWARDED or runs is not None or state.signature_version < NEWEST
+    if error is None and above and not passed_on:
+        return f"a {action} signed for run {above} counts only there: sign it for this run"
     if error is None and signed is not None and signed.run == state.store_key:
         # A change bound to a moment of this run counts in that timeline only: a copy sent
         # after a rewind (its nonce forgotten with the state) finds the moment gone.

@@ -44,8 +44,8 @@ from durable_agents.workflows.records import RunEvent
 MESSAGE_V1 = "durable-agents/decision/v1"
 MESSAGE_V2 = "durable-agents/change/v2"
 MESSAGE_V3 = "durable-agents/change/v3"
-# The version a run takes from the `every-change-signed` patch on (RunState.signature_
-# version), which tells its signers whether to bind a decision or answer (v3) or not.
+# The version a run takes from the `decisions-bound-to-their-moment` patch on (RunState.
+# signature_version), which tells its signers to bind a decision or answer (v3).
 NEWEST = 3
 # A signer's clock may run this far ahead of the worker's (or behind a request's time).
 CLOCK_SKEW = timedelta(minutes=5)
@@ -83,10 +83,12 @@ def binding_error(nonce: str, kept: list[RunEvent]) -> str | None:
 
 def versions_taken(version: int, action: Action) -> tuple[int, ...]:
     """The signature versions a run that takes `version` counts for this action: a v3 run
-    counts v2 too (changes are v2; a decision signed v2 is bound to no moment)."""
+    takes decisions and answers bound to a moment (v3) only, and changes as v2 (their
+    nonce carries the moment): a v2 decision, bound to no moment, would count again after
+    a rewind (v3 runs: patch `decisions-bound-to-their-moment`)."""
     if version < NEWEST:
         return (version,)
-    return (2, 3) if action in ON_REQUESTS else (2,)
+    return (3,) if action in ON_REQUESTS else (2,)
 
 
 def moment_error(

@@ -12,7 +12,7 @@ from durable_agents.control.signer import Signer, kept_signer
 from durable_agents.workflows.contracts import RunPolicy, TrustedKey
 from durable_agents.workflows.people_inputs import DecideRequest, Decision
 from durable_agents.workflows.records import ApprovalStatus, RunStatus
-from durable_agents.workflows.signing import arguments_digest, new_key, sign
+from durable_agents.workflows.signing import NEWEST, arguments_digest, moment_tag, new_key, sign
 from durable_agents.workflows.state import RunState
 from tests.console.live import LiveConsole, signed_in
 from tests.console.runs_for_console import waiting_payment
@@ -54,23 +54,34 @@ async def test_only_a_decision_signed_for_this_request_counts(
 
     # A forged signature: another key, claiming the console's key id.
     forger, _ = new_key()
-    forged = Signer(forger, "console").approval(state.store_key, "cfo", True, request)
+    # Each signed as our signers sign for this run: v3, at the moment they saw.
+    seen, their_moment = (
+        await runs.latest_moment(client, rid),
+        await runs.latest_moment(client, other.run_id),
+    )
+    forged = Signer(forger, "console").approval(
+        state.store_key, "cfo", True, request, "", NEWEST, seen
+    )
     await _refused_update(
         client, rid, DecideRequest(approve=True, by="cfo", signed=forged), "forged signature"
     )
     # A real signature, made for the other run's request, replayed here.
-    theirs = console_key.approval(other.store_key, "cfo", True, other.pending_approvals[0])
+    theirs = console_key.approval(
+        other.store_key, "cfo", True, other.pending_approvals[0], "", NEWEST, their_moment
+    )
     await _refused_update(
         client, rid, DecideRequest(approve=True, by="cfo", signed=theirs), "(run differs)"
     )
     # A real signature over arguments edited after signing (a smaller amount shown).
     edited = request.model_copy(update={"arguments": {**request.arguments, "amount": "1.00"}})
-    shown = console_key.approval(state.store_key, "cfo", True, edited)
+    shown = console_key.approval(state.store_key, "cfo", True, edited, "", NEWEST, seen)
     await _refused_update(
         client, rid, DecideRequest(approve=True, by="cfo", signed=shown), "(digest differs)"
     )
     # A person's own key signs only for them.
-    for_mallory = Signer(cfo_key, "cfo-laptop").approval(state.store_key, "mallory", True, request)
+    for_mallory = Signer(cfo_key, "cfo-laptop").approval(
+        state.store_key, "mallory", True, request, "", NEWEST, seen
+    )
     await _refused_update(
         client,
         rid,
@@ -87,6 +98,8 @@ async def test_only_a_decision_signed_for_this_request_counts(
         request_id=request.request_id,
         digest=arguments_digest(request.arguments),
         at="2026-12-03T00:00:00+00:00",
+        version=NEWEST,
+        moment=moment_tag(seen) if seen is not None else None,
     )
     await _refused_update(
         client, rid, DecideRequest(approve=False, by="cfo", signed=as_approve), "(action differs)"

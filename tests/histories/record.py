@@ -446,6 +446,9 @@ BEHAVIOURS: dict[str, Callable[[Bench, str], Awaitable[Extra | None]]] = {
     # child's spend read from the child's own run.
     "conversation-admitted": conversation_admitted,
     "sub-agent-admitted": sub_agent_admitted,
+    # Signed changes with decisions and answers bound to their moment (v3, patch
+    # `decisions-bound-to-their-moment`); `signed-changes` is the side from before it.
+    "signed-moments": signed_changes,
 }
 # The behaviours recorded as a build from before these patches.
 BUILT_BEFORE: dict[str, tuple[str, ...]] = {

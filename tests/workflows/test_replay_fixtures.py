@@ -36,7 +36,7 @@ def test_every_behaviour_has_a_fixture():
     behaviours |= {"conversation", "conversation-continued", "sub-agent", "mcp-call"}
     behaviours |= {"evaluator-rule", "budget-raised", "budget-stopped", "budget-deadline"}
     behaviours |= {"opened-in-one", "conversation-admitted", "conversation-admitted-continued"}
-    behaviours |= {"sub-agent-admitted", "sub-agent-admitted-child"}
+    behaviours |= {"sub-agent-admitted", "sub-agent-admitted-child", "signed-moments"}
     assert set(MANIFEST) == behaviours
     assert {p.stem for p in HISTORIES.glob("*.json")} - {"manifest"} == behaviours
 

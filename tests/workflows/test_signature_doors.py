@@ -327,7 +327,8 @@ def test_a_signature_that_fails_does_not_count(kind: str, failure: str):
 
 def test_our_signers_bind_decisions_and_answers_to_the_moment_they_saw():
     """Where a run takes v3, the signer binds; where it takes v2 (a run on an older build)
-    or it saw no moment, it signs v2 as before, which such a run counts."""
+    it signs v2 as before; for a run that takes v3 and a moment it did not see, it
+    refuses to sign (the run counts no unbound decision)."""
     for kind in ON_REQUESTS:
         case = new_case(kind)
         seen = moment_tag(case.state.events[-1])
@@ -338,6 +339,7 @@ def test_our_signers_bind_decisions_and_answers_to_the_moment_they_saw():
                               step=1, requested_at=asked)  # fmt: skip
     signer, saw = Signer(new_key()[0], "k"), moments(1, 1, asked)[0]
     older_build = signer.approval("r@1", "alice", True, request, "", 2, saw)
-    unseen = signer.approval("r@1", "alice", True, request, "", NEWEST, None)
-    assert (older_build.v, older_build.moment) == (2, None) == (unseen.v, unseen.moment)
+    with pytest.raises(ValueError, match="latest moment could not be read"):
+        signer.approval("r@1", "alice", True, request, "", NEWEST, None)
+    assert (older_build.v, older_build.moment) == (2, None)
     assert "moment" not in older_build.model_dump(mode="json")  # as an older worker reads it

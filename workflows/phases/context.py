@@ -197,12 +197,17 @@ class RunContext:
 
     def settle_signatures(self) -> None:
         """Which signatures this run takes (workflows/signing.py), asked once its policy
-        requires them: v3 (and v2) from the `every-change-signed` patch on, v1 before it."""
+        requires them: v3 from the `decisions-bound-to-their-moment` patch on, v2 from
+        `every-change-signed`, v1 before it."""
         if self.signatures_settled or not self.state.policy.require_signed_decisions:
             return
         self.signatures_settled = True
-        newest = signing.NEWEST if workflow.patched(patches.EVERY_CHANGE_SIGNED) else 1
-        self.state.signature_version = newest
+        if not workflow.patched(patches.EVERY_CHANGE_SIGNED):
+            self.state.signature_version = 1
+        elif workflow.patched(patches.DECISIONS_BOUND):
+            self.state.signature_version = signing.NEWEST
+        else:
+            self.state.signature_version = 2
 
     def cancel_holds(self) -> bool:
         """Whether a cancel was asked for and must take hold now (asked where it matters)."""
