@@ -14,7 +14,7 @@ from durable_agents.workflows.activity_io import OtherRun, RunOrigin
 from durable_agents.workflows.admission import ADMISSION, Beginning
 from durable_agents.workflows.contracts import DelegatedBy, ForkSpec, RunRequest
 from durable_agents.workflows.people_inputs import SignedDecision
-from durable_agents.workflows.state import RunState
+from durable_agents.workflows.state import MAX_PACKED_STATE_CHARS, RunState
 
 DOC = Path(__file__).parents[2] / "docs" / "architecture.md"
 OURS = OtherRun(found=True, workflow_type="AgentWorkflow", task_queue="q", on_this_queue=True)
@@ -119,6 +119,10 @@ HOSTILE = {
         RunRequest(goal="g"), Info(parent=Parent()),
         RunOrigin(initiator="start", parent=ELSEWHERE),
         "victim-r1@r1", "not by a run of this deployment",
+    ),
+    "packed state past the bound": (
+        RunRequest(goal="g", resume_state_packed="A" * (MAX_PACKED_STATE_CHARS + 1)),
+        CONTINUED, GOOD_ORIGIN, "victim-r1@r1", f"over {MAX_PACKED_STATE_CHARS} characters",
     ),
     "odd id": (RunRequest(goal="g"), Info(workflow_id="victim-r1@r1"), None, "x", "run id"),
     "id with a newline": (RunRequest(goal="g"), Info(workflow_id="a\nb"), None, "x", "run id"),

@@ -32,9 +32,10 @@ def test_every_limit_has_a_floor_rule() -> None:
 
 @pytest.mark.parametrize("name", sorted(BudgetLimits.model_fields))
 def test_a_budget_figure_above_the_agents_is_refused(name: str) -> None:
-    declared = RunBudget(**{name: 5})
-    with pytest.raises(FloorLoosened, match=f"{name} must be 5"):
-        budget_within(RunBudget(**{name: 6}), declared)
+    declared = RunBudget(**{name: 100})
+    with pytest.raises(FloorLoosened, match=f"{name} must be 100"):
+        budget_within(RunBudget(**{name: 101}), declared)  # no tolerance, however small
+    assert budget_within(RunBudget(**{name: 100}), declared) == declared
     assert budget_within(RunBudget(**{name: 4}), declared) == RunBudget(**{name: 4})
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from durable_agents.workflows.contracts import DelegatedBy
-from durable_agents.workflows.people_inputs import FORWARDED
+from durable_agents.workflows.people_inputs import FORWARDED, ON_REQUESTS
 from durable_agents.workflows.signing import moment_tag, sign
 from tests.workflows.test_signature_doors import CHANGE_SAYS, moments, new_case
 
@@ -69,7 +69,26 @@ def test_a_change_signed_for_the_run_above_counts_only_where_it_is_passed_on(kin
     case.state.delegated_by = DelegatedBy(run_id="p", step=1, tool_call_id="c1", identities=["p@1"])
     for_the_parent = case.resigned(run="p@1")
     error = case.verdict(for_the_parent)
-    if kind in FORWARDED:
+    if kind in PASSED_ON:
         assert error is None, error
     else:
         assert error is not None and "counts only there: sign it for this run" in error, error
+
+
+# What a parent passes on to the sub-agent it waits on, as the product states it (written
+# here, not read from FORWARDED: a kind added there would count, unchecked, in every child).
+PASSED_ON = {"pause", "resume", "raise_budget"}
+
+
+def test_what_a_parent_passes_on_is_pause_resume_and_a_budget():
+    assert FORWARDED == PASSED_ON
+
+
+@pytest.mark.parametrize("kind", sorted(ON_REQUESTS))
+def test_a_decision_signed_for_the_run_above_does_not_count_in_a_sub_agent(kind: str):
+    """A decision or answer is the run's own: one signed for its parent, even at the
+    sub-agent's own moment, does not count in the sub-agent."""
+    case = new_case(kind)
+    case.state.delegated_by = DelegatedBy(run_id="p", step=1, tool_call_id="c1", identities=["p@1"])
+    error = case.verdict(case.resigned(run="p@1"))
+    assert error is not None and "\n" not in error, error
