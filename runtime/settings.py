@@ -14,6 +14,7 @@ from pydantic import (
     ConfigDict,
     Field,
     SecretStr,
+    ValidationError,
     field_validator,
     model_validator,
 )
@@ -374,6 +375,18 @@ def load_settings(**overrides: object) -> Settings:
         return Settings(_env_file=file or None, **overrides)  # type: ignore[arg-type]
     except SettingsError as err:  # a list setting that is no JSON, say: one line, no trace
         raise SettingsInvalid(f'{err} (list settings are JSON, e.g. ["alice"])') from None
+    except ValidationError as err:  # a setting out of bounds, or two that do not go together
+        raise SettingsInvalid(settings_error(err)) from None
+
+
+def settings_error(err: ValidationError) -> str:
+    """A settings validation error in one line: each problem, with the setting it names."""
+    said = []
+    for problem in err.errors():
+        where = ".".join(str(part) for part in problem["loc"])
+        message = problem["msg"].removeprefix("Value error, ")
+        said.append(f"{where.upper()}: {message}" if where else message)
+    return "; ".join(said).replace("\n", " ")
 
 
 class SettingsFileMissing(ValueError):

@@ -47,6 +47,18 @@ def test_one_memory_per_key_found_by_its_words_in_its_namespace(sql_database, ke
     assert store.prune("9999-01-01") == 1 and store.namespaces() == {}
 
 
+def test_a_key_used_in_one_namespace_answers_no_memory_of_another(sql_database):
+    """A write is once per key, but only within the namespace that made it: a key met again
+    under another subject is refused, not answered with the first subject's memory id as
+    if this write had been kept."""
+    store = MemoryStore(sql_database)
+    janes = remember(store, "customer/jane", "Jane prefers email", "key-1")
+    with pytest.raises(ValueError, match=r"^key 'key-1' was used in another namespace$"):
+        remember(store, "customer/omar", "Omar prefers phone", "key-1")
+    assert store.listing("customer/omar") == []
+    assert [m.memory_id for m in store.listing("customer/jane")] == [janes]
+
+
 def test_a_key_rotation_keeps_older_memories_findable(sql_database):
     old = MemoryStore(sql_database, Keyring.parse(f"k1={K1}"))
     remember(old, "customer/jane", "Jane prefers email", "key-1")

@@ -170,11 +170,14 @@ def test_what_counts_as_bearer_metadata(tmp_path, monkeypatch):
         {"x-gateway-auth": "BEARER x"},
         {"x-gateway-auth": "Basic y"},
         {"x-gateway-auth": "basic y"},
+        {"x-gateway-auth": " Bearer x"},
+        {"x-gateway-auth": "\tbasic y"},
     ],
 )
 def test_a_credential_counts_in_any_case(metadata):
     """gRPC metadata names and HTTP scheme names are case-insensitive: a profile's
-    `Authorization` or a gateway's `BEARER …` is a credential like any other spelling."""
+    `Authorization` or a gateway's `BEARER …` is a credential like any other spelling,
+    and so is one behind the whitespace a careless env file or TOML string leaves."""
     assert bearer_metadata({"x-tenant": "acme", **metadata}) == list(metadata)
 
 

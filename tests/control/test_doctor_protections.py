@@ -84,3 +84,13 @@ async def test_an_agent_that_hands_money_to_a_sub_agent_is_named(tmp_path):
     named = [line for line in says if line.startswith("signed decisions off for agent desk,")]
     assert len(named) == 1 and "(refund.issue_refund)" in named[0], says
     assert any(line.startswith("signed decisions off for agent refund,") for line in says)
+
+
+async def test_a_trusted_keys_file_without_the_flag_is_no_protection(tmp_path):
+    """The worker signs money-moving agents only with AGENT_REQUIRE_SIGNED_PAYMENTS on: a
+    keys file set without it signs nothing, so doctor still names each such agent."""
+    _, trusted = console_key_made_at_setup(tmp_path)
+    keys_only = plain(tmp_path).model_copy(update={"trusted_keys_file": trusted})
+    says = [f.says for f in await diagnose(keys_only, {"protections"})]
+    assert any(line.startswith("signed decisions off for agent invoice,") for line in says), says
+    assert any(line.startswith("signed decisions off for agent refund,") for line in says), says

@@ -13,10 +13,13 @@ import sys
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 
 from durable_agents.control import runs
 from durable_agents.control.runs import RunError
 from durable_agents.control.signer import read_signer
+from durable_agents.runtime.settings import Settings, SettingsInvalid
+from durable_agents.worker.activities import payment_keys
 from durable_agents.worker.main import build_worker
 from durable_agents.workflows.contracts import RunPolicy, RunRequest, TrustedKey
 from durable_agents.workflows.people_inputs import DecideRequest
@@ -105,3 +108,38 @@ def test_an_agent_that_delegates_to_one_that_moves_money_is_tightened(tmp_path):
     tightened = signed_for_payments(desk, desk.policy, keys)
     assert tightened is not None and tightened.require_signed_decisions
     assert set(tightened.trusted_keys) == {"console"}
+
+
+@pytest.mark.parametrize("text", ["{}", '{"trusted_keys": {}}'])
+def test_a_trusted_keys_file_with_no_keys_is_refused(text: str, tmp_path: Path) -> None:
+    """No keys would leave every money-moving agent unsigned while the flag says signed:
+    the worker stops in one line instead of running them as if the flag were off."""
+    with pytest.raises(ValueError, match=r"^no keys: give \{\"trusted_keys\""):
+        trusted_keys_from(text)
+    empty = tmp_path / "trusted-keys.json"
+    empty.write_text(text)
+    settings = Settings(data_dir=tmp_path, require_signed_payments=True, trusted_keys_file=empty)
+    with pytest.raises(SettingsInvalid, match="no keys") as refused:
+        payment_keys(settings)
+    assert str(refused.value).startswith(f"AGENT_TRUSTED_KEYS_FILE {empty}: ")
+    assert "\n" not in str(refused.value)
+
+
+def test_a_missing_trusted_keys_file_stops_the_worker(tmp_path: Path) -> None:
+    """A file named but not there (a volume not mounted, say) is no "no keys": the worker
+    must not start the money-moving agents unsigned."""
+    missing = tmp_path / "not-mounted" / "trusted-keys.json"
+    settings = Settings(data_dir=tmp_path, require_signed_payments=True, trusted_keys_file=missing)
+    with pytest.raises(SettingsInvalid) as refused:
+        payment_keys(settings)
+    said = str(refused.value)
+    assert said == f"AGENT_TRUSTED_KEYS_FILE {missing}: No such file or directory", said
+
+
+def test_signed_payments_without_a_trusted_keys_file_are_refused(tmp_path: Path) -> None:
+    """The flag alone would sign nothing (there is no key to trust): the settings refuse
+    it, naming both settings, rather than leave the worker to run payments unsigned."""
+    with pytest.raises(ValidationError, match="AGENT_REQUIRE_SIGNED_PAYMENTS needs") as refused:
+        Settings(data_dir=tmp_path, require_signed_payments=True)
+    [problem] = refused.value.errors()
+    assert "AGENT_TRUSTED_KEYS_FILE" in problem["msg"] and "\n" not in problem["msg"]

@@ -11,8 +11,10 @@ from temporalio.common import VersioningBehavior
 from durable_agents.activities.stores import Stores
 from durable_agents.control import pruning, runs
 from durable_agents.infra.temporal_setup import set_up_namespace
+from durable_agents.workflows.activity_io import PruneRequest
 from durable_agents.workflows.contracts import RunRequest
 from durable_agents.workflows.people_inputs import Actor
+from durable_agents.workflows.prune import PruneWorkflow
 from tests.conftest import (
     PRUNE_NOW,
     approve_when_asked,
@@ -76,6 +78,53 @@ async def behaviour(client, rid) -> VersioningBehavior:
     return VersioningBehavior(
         described.raw_description.workflow_execution_info.versioning_info.behavior
     )
+
+
+def ghost_run(settings, name: str, *, old: bool) -> str:
+    """Stored rows of a run Temporal does not know (its retention removed the run), last
+    written now or long ago; its store key."""
+    key = f"{run_id(name)}@first-run-gone"
+    transcript = Stores.open(settings).transcript
+    transcript.put(key, 1, {"role": "user", "content": "pay INV-1001"})
+    if old:
+        with transcript.db.transaction() as tx:
+            tx.execute(
+                "UPDATE transcript SET created_at = '2020-01-01T00:00:00+00:00' WHERE run_id = ?",
+                (key,),
+            )
+    return key
+
+
+async def test_a_prune_younger_than_the_retention_in_days_deletes_nothing(dev_env, settings):
+    """AGENT_RETENTION_DAYS counts days: two days asked of a seven-day deployment is
+    refused, by `agentctl prune` and by the worker whoever starts the prune."""
+    old = ghost_run(settings, "ghost-old", old=True)
+    with pytest.raises(runs.RunError, match="below this deployment's retention of 7 days"):
+        await pruning.prune(dev_env.client, settings, "2d", dry_run=False)
+    report = await dev_env.client.execute_workflow(
+        PruneWorkflow.run,
+        PruneRequest(older_than_seconds=2 * 86400, dry_run=False),
+        id=run_id("prune-2d"),
+        task_queue=settings.task_queue,
+    )
+    assert report.refused is not None and "retention of 7 days" in report.refused
+    assert report.pruned == [] and report.rows_deleted == 0
+    assert Stores.open(settings).transcript.rows_of(old) == 1
+
+
+async def test_a_run_temporal_forgot_goes_only_once_its_last_write_is_old(dev_env, settings):
+    """With no close time to go by, a run Temporal no longer shows is judged by our last
+    write for it: its rows go only once that is older than the age asked, as a closed
+    run's go only once it closed that long ago."""
+    recent, old = (
+        ghost_run(settings, "ghost-recent", old=False),
+        ghost_run(settings, "ghost-old", old=True),
+    )
+    report = await pruning.prune(dev_env.client, settings, "7d", dry_run=False)
+    assert old in report.pruned and recent not in report.pruned, report
+    assert report.kept_recent >= 1
+    transcript = Stores.open(settings).transcript
+    assert (transcript.rows_of(recent), transcript.rows_of(old)) == (1, 0)
 
 
 def test_ages_are_parsed_or_refused():

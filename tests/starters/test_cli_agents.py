@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 
 import pytest
 from typer.testing import CliRunner
@@ -138,3 +141,27 @@ def test_a_list_setting_that_is_no_json_is_one_line_not_a_traceback(name: str) -
     lines = [line for line in done.stderr.splitlines() if line.strip()]
     assert done.returncode == 1 and len(lines) == 1, done.stderr
     assert lines[0].startswith("error: error parsing value for field") and "JSON" in lines[0]
+
+
+@pytest.mark.parametrize(
+    ("env", "names"),
+    [
+        ({"AGENT_REQUIRE_SIGNED_PAYMENTS": "1"}, "AGENT_TRUSTED_KEYS_FILE"),
+        ({"AGENT_REQUIRE_SEALED_INPUTS": "1"}, "AGENT_ENCRYPTION_KEYS"),
+    ],
+)
+def test_settings_that_do_not_go_together_are_one_line(env: dict[str, str], names: str):
+    """A protection switched on without what it needs stops agentctl in one line, never
+    with a validation traceback (agentctl's own entry point, as a person runs it)."""
+    command = "from durable_agents.starters.cli import main; main()"
+    done = subprocess.run(
+        [sys.executable, "-c", command, "agents"],
+        env={**os.environ, "AGENT_TEMPORAL_PORT": str(free_port()), **env},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    said = done.stderr.strip()
+    assert done.returncode == 1, (done.returncode, said)
+    assert said.startswith("error: ") and "\n" not in said, said
+    assert names in said, said
