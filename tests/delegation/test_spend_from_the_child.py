@@ -12,13 +12,22 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from temporalio.client import (
+    Client,
+    DescribeWorkflowInput,
+    Interceptor,
+    OutboundInterceptor,
+    WorkflowExecutionDescription,
+)
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
 from durable_agents import RunBudget, RunPolicy
 from durable_agents.activities.child_spend import child_spend
+from durable_agents.client import RunHandle
 from durable_agents.testing import AgentTestbed
-from durable_agents.workflows.contracts import ChildSpend, Spend
+from durable_agents.workflows.agent import AgentWorkflow
+from durable_agents.workflows.contracts import ChildSpend, RunRequest, Spend
 from durable_agents.workflows.people_inputs import BudgetRaise, StatePatch
 from tests.conftest import eventually
 from tests.delegation.agents import model_with_a_report, triage
@@ -149,6 +158,76 @@ async def test_only_the_callers_own_sub_agent_is_read(time_env):
     for refusal in refusals:
         assert refusal.non_retryable
         assert f"is no sub-agent of {run.run_id}" in str(refusal)
+
+
+class _IdTakenOnceDescribed(Interceptor):
+    """A client on which the first describe of `workflow_id` is followed, before its
+    answer comes back, by `take_the_id` (which closes that run and starts another under
+    the same id): the race between `child_spend`'s describe and its query, made to happen."""
+
+    def __init__(self, workflow_id: str, take_the_id: Any) -> None:
+        self.workflow_id = workflow_id
+        self.take_the_id = take_the_id
+
+    def intercept_client(self, next: OutboundInterceptor) -> OutboundInterceptor:
+        outer = self
+
+        class Outbound(OutboundInterceptor):
+            async def describe_workflow(
+                self, input: DescribeWorkflowInput
+            ) -> WorkflowExecutionDescription:
+                described = await super().describe_workflow(input)
+                if input.id == outer.workflow_id and outer.take_the_id is not None:
+                    take, outer.take_the_id = outer.take_the_id, None
+                    await take()
+                return described
+
+        return Outbound(next)
+
+
+async def test_the_run_described_is_the_run_read_though_a_newer_one_took_its_id(time_env):
+    """`child_spend` reads the sub-agent run it described and checked: when, between the
+    two, the child closed and someone started another run under its id (with another
+    spend), the answer is still the described child's spend, never the newcomer's."""
+    policy = RunPolicy(approve_all_side_effects=True)  # the child waits: its spend stays put
+    async with AgentTestbed(triage, model=model_with_a_report(), env=time_env) as bed:
+        temporal = bed.client.temporal
+        run = await bed.start("triage", "Ticket 18", policy=policy)
+        child = await run.next_sub_agent()
+        await child.next_approval()
+        own = (await child.summary()).spent
+        caller = await temporal.get_workflow_handle(run.run_id).describe()
+        newcomer = RunHandle(temporal, child.run_id)
+
+        async def take_the_id() -> None:
+            await run.cancel(by="probe")  # the child closes with its parent
+            assert (await run.result()).status == (await child.result()).status == "cancelled"
+            request = RunRequest(
+                goal="Report on Y, at length. " * 40, agent="research", policy=policy
+            )
+            await temporal.start_workflow(
+                AgentWorkflow.run, request, id=child.run_id, task_queue=bed.task_queue
+            )
+            await newcomer.next_approval()  # it has spent, and waits
+
+        race = _IdTakenOnceDescribed(child.run_id, take_the_id)
+        config = temporal.config()
+        config["interceptors"] = [race]
+        racing = Client(**config)
+        env = ActivityEnvironment(client=racing)
+        env.info = dataclasses.replace(
+            env.info,
+            workflow_id=caller.id,
+            workflow_run_id=caller.run_id,
+            workflow_type=caller.workflow_type,
+            task_queue=caller.task_queue,
+        )
+        read = await env.run(child_spend, child.run_id)
+        newer = (await newcomer.summary()).spent
+        await newcomer.cancel(by="probe")
+        assert (await newcomer.result()).status == "cancelled"
+    assert own is not None and own.tokens > 0 and newer is not None and newer != own
+    assert read == own
 
 
 async def test_no_update_or_query_answers_with_a_token_and_no_history_holds_one(time_env):
