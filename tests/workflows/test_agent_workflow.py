@@ -4,10 +4,12 @@ model over HTTP: the plan, the approval gate, and what goes back to the model.""
 from __future__ import annotations
 
 import logging
+from collections.abc import AsyncIterator
 from datetime import timedelta
 
 import pytest
 from temporalio.client import WorkflowFailureError
+from temporalio.testing import WorkflowEnvironment
 
 from durable_agents.activities.stores import Stores
 from durable_agents.control import runs
@@ -15,9 +17,20 @@ from durable_agents.worker.main import build_worker
 from durable_agents.workflows.contracts import RunRequest
 from durable_agents.workflows.people_inputs import Actor, Decision
 from durable_agents.workflows.records import ApprovalStatus, QuestionStatus, RunStatus, StepStatus
-from tests.conftest import count_effects, eventually, key_of, run_id
+from tests.conftest import count_effects, eventually, key_of, run_id, start_time_skipping
 
 pytestmark = pytest.mark.usefixtures("ts_worker")
+
+
+@pytest.fixture(scope="module")
+async def time_env() -> AsyncIterator[WorkflowEnvironment]:
+    """A time-skipping server of this module's own: its tests skip hours and a day, and
+    on the session's server every run other tests left open fires its timers as the clock
+    moves (a day's skip there has outlasted the RPC). The module's worker and settings
+    (`ts_worker`, `ts_settings`) take this one."""
+    env = await start_time_skipping()
+    yield env
+    await env.shutdown()
 
 
 async def waiting_approval(client, rid):
@@ -171,10 +184,7 @@ async def test_an_approval_past_its_deadline_is_rejected(time_env, ts_settings):
     client, rid = time_env.client, run_id("deadline")
     await runs.start_run(client, ts_settings, RunRequest(goal="pay", label="pay-invoice"), rid)
     await waiting_approval(client, rid)
-    # An hour at a time: every open run on the shared server fires its timers as the clock
-    # moves, and one call skipping a day for all of them has outlasted the RPC's timeout.
-    for _ in range(25):
-        await time_env.sleep(timedelta(hours=1))
+    await time_env.sleep(timedelta(hours=25))
     result = await runs.wait_result(client, rid)
     state = await runs.get_state(client, rid)
     assert state.approvals[0].status is ApprovalStatus.REJECTED
