@@ -495,5 +495,8 @@ async def test_a_continued_run_reset_to_its_first_task_is_admitted_again(
             reset_reapply_exclude_types=[ResetReapplyExcludeType.RESET_REAPPLY_EXCLUDE_TYPE_SIGNAL],
         )
     )
+    # The pause may have been carried into this run by its continue-as-new (it continued
+    # between the pause and its taking hold): resumed, it goes on either way.
+    await runs.resume(client, rid, Actor(by="ops"))
     outcome = await runs.wait_for_outcome(client, rid)
     assert outcome["status"] == "completed", outcome
