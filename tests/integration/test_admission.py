@@ -407,24 +407,8 @@ async def test_a_chain_whose_earlier_run_is_gone_is_refused_and_a_fork_goes_on(
     it as "checked back then"; the operator forks the run from its last moment, as the
     refusal says, and the fork goes on to its end."""
     client, rid = dev_env.client, run_id("long-chain")
-    request = RunRequest.model_validate(
-        {
-            "goal": "long",
-            "scenario": "long?steps=30&reply_bytes=64",
-            "limits": {"continue_as_new_after_events": 60},
-        }
-    )
     async with build_worker(client, settings):
-        await runs.start_run(client, settings, request, rid)
-
-        async def continued_and_paused() -> bool:
-            state = await runs.get_state(client, rid)
-            continued = len(await timeline.chain_runs(client, rid)) > 1
-            if continued and not state.pause_requested:
-                await runs.pause(client, rid, Actor(by="ops"))
-            return continued and state.status.value == "paused"
-
-        await until(continued_and_paused)
+        await continued_and_paused(client, settings, rid, steps=30)
     [first, *_] = await timeline.chain_runs(client, rid)
     current = (await client.get_workflow_handle(rid).describe()).run_id
     assert first.run != current
@@ -462,23 +446,7 @@ async def test_a_continued_run_reset_to_its_first_task_is_admitted_again(
     "reset to first workflow task") asks the admission again as a new run the previous
     run's continue-as-new did not name: the reset's own record links it, and it goes on."""
     client, rid = dev_env.client, run_id("reset-chain")
-    request = RunRequest.model_validate(
-        {
-            "goal": "long",
-            "scenario": "long?steps=12&reply_bytes=64",
-            "limits": {"continue_as_new_after_events": 60},
-        }
-    )
-    await runs.start_run(client, settings, request, rid)
-
-    async def continued_and_paused() -> bool:
-        state = await runs.get_state(client, rid)
-        continued = len(await timeline.chain_runs(client, rid)) > 1
-        if continued and not state.pause_requested:
-            await runs.pause(client, rid, Actor(by="ops"))
-        return continued and state.status.value == "paused"
-
-    await until(continued_and_paused)
+    await continued_and_paused(client, settings, rid, steps=12)
     history = await client.get_workflow_handle(rid).fetch_history()
     first_task = next(
         e.event_id for e in history.events if e.HasField("workflow_task_completed_event_attributes")
@@ -500,3 +468,25 @@ async def test_a_continued_run_reset_to_its_first_task_is_admitted_again(
     await runs.resume(client, rid, Actor(by="ops"))
     outcome = await runs.wait_for_outcome(client, rid)
     assert outcome["status"] == "completed", outcome
+
+
+async def continued_and_paused(client: Client, settings: Settings, rid: str, steps: int) -> None:
+    """A long run started, continued as new at least once, then paused there (a worker
+    must be serving `settings`' queue)."""
+    request = RunRequest.model_validate(
+        {
+            "goal": "long",
+            "scenario": f"long?steps={steps}&reply_bytes=64",
+            "limits": {"continue_as_new_after_events": 60},
+        }
+    )
+    await runs.start_run(client, settings, request, rid)
+
+    async def paused_after_continuing() -> bool:
+        state = await runs.get_state(client, rid)
+        continued = len(await timeline.chain_runs(client, rid)) > 1
+        if continued and not state.pause_requested:
+            await runs.pause(client, rid, Actor(by="ops"))
+        return continued and state.status.value == "paused"
+
+    await until(paused_after_continuing)
