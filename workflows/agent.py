@@ -50,7 +50,7 @@ with workflow.unsafe.imports_passed_through():
     from durable_agents.workflows.state import EventPage, RunState, RunSummary, carried_state
 
 # The phases are imported as workflow code (the strict sandbox checks them too).
-from durable_agents.workflows.phases.beginnings import Beginnings, forged_start, run_identity
+from durable_agents.workflows.phases.beginnings import Beginnings, forged_start
 from durable_agents.workflows.phases.budget import Budget
 from durable_agents.workflows.phases.context import (
     CHILD_SPENT,
@@ -161,7 +161,7 @@ class AgentWorkflow:
         ) is not None:
             raise ApplicationError(misplaced, type="StartRefused", non_retryable=True)
         if not request.resumes and self._ctx.opening_patched(patches.RUN_IDENTITY):
-            self.state.identity = run_identity(workflow.info())
+            self.state.identity = admission.own_identity(workflow.info())
         self._ctx.settle_signatures()
         fresh = not request.resumes and request.fork is None
         if fresh and self.state.agent is None and self._ctx.opening_patched(patches.AGENT_RECORD):

@@ -39,7 +39,7 @@ from durable_agents.workflows.whatif import ShadowSpec
 
 class RunFields(BaseModel):
     run_id: str  # the workflow id: what people name the run by
-    # The run's identity across its chain (agent.run_identity), under which its transcript,
+    # The run's identity across its chain (admission.own_identity), under which its transcript,
     # model memo and ledger rows are stored. None in runs started before it existed: their
     # data stays under the workflow id.
     identity: str | None = None

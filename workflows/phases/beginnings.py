@@ -49,7 +49,7 @@ with workflow.unsafe.imports_passed_through():
     from durable_agents.workflows.memory import MemoryDeclarationError, resolve_namespace
     from durable_agents.workflows.people_inputs import SignedDecision
     from durable_agents.workflows.policy import loosening, policy_floor
-    from durable_agents.workflows.records import IDENTITY_SEPARATOR, workflow_id_of
+    from durable_agents.workflows.records import workflow_id_of
     from durable_agents.workflows.state import RunState
     from durable_agents.workflows.subject_grants import SCHEDULE_PREFIX, grant_error
     from durable_agents.workflows.tools import (
@@ -354,10 +354,8 @@ async def asked(name: str, arg: Any, result: type[Asked], summary: str) -> Asked
 def forged_start(request: RunRequest, state: RunState, info: workflow.Info) -> str | None:
     """Why a start request may not be taken: carried state or a parent that Temporal says
     this run does not have (a caller would then write under another run's identity)."""
-    if request.resumes:
-        if info.continued_run_id is None:
-            return "refused: a start request may not carry a run's state (resume_state)"
-        mine = run_identity(info)
+    if request.resumes:  # one no continue-as-new began: refused before parsing (admission)
+        mine = admission.own_identity(info)
         if state.run_id != info.workflow_id or state.identity not in (None, mine):
             return "refused: the carried state belongs to another run"
     elif request.delegated_by is not None:
@@ -365,12 +363,6 @@ def forged_start(request: RunRequest, state: RunState, info: workflow.Info) -> s
         if parent is None or parent.workflow_id != request.delegated_by.run_id:
             return "refused: delegated_by names a run that did not start this one"
     return None
-
-
-def run_identity(info: workflow.Info) -> str:
-    """Who owns a run's stored data: the workflow id with the first execution's run id,
-    which continue-as-new and reset keep and a reused workflow id does not (invariant 9)."""
-    return f"{info.workflow_id}{IDENTITY_SEPARATOR}{info.first_execution_run_id}"
 
 
 def first_difference(ours: RunState, theirs: RunState) -> str | None:
