@@ -135,14 +135,7 @@ async def test_only_the_callers_own_sub_agent_is_read(time_env):
         others_child = await other.next_sub_agent()
         await others_child.next_approval()
         caller = await temporal.get_workflow_handle(run.run_id).describe()
-        env = ActivityEnvironment(client=temporal)
-        env.info = dataclasses.replace(
-            env.info,
-            workflow_id=caller.id,
-            workflow_run_id=caller.run_id,
-            workflow_type=caller.workflow_type,
-            task_queue=caller.task_queue,
-        )
+        env = acting_for(temporal, caller)
         read = await env.run(child_spend, child.run_id)
         refusals = []
         for stranger in (other.run_id, others_child.run_id):
@@ -214,14 +207,7 @@ async def test_the_run_described_is_the_run_read_though_a_newer_one_took_its_id(
         config = temporal.config()
         config["interceptors"] = [race]
         racing = Client(**config)
-        env = ActivityEnvironment(client=racing)
-        env.info = dataclasses.replace(
-            env.info,
-            workflow_id=caller.id,
-            workflow_run_id=caller.run_id,
-            workflow_type=caller.workflow_type,
-            task_queue=caller.task_queue,
-        )
+        env = acting_for(racing, caller)
         read = await env.run(child_spend, child.run_id)
         newer = (await newcomer.summary()).spent
         await newcomer.cancel(by="probe")
@@ -254,3 +240,16 @@ async def test_no_update_or_query_answers_with_a_token_and_no_history_holds_one(
     assert raised["usd"] == 60
     assert tokens_in([edited, raised, *queried]) == []
     assert tokens_in([list(payloads(history)) for history in histories]) == []
+
+
+def acting_for(client: Client, caller: Any) -> ActivityEnvironment:
+    """An activity environment whose calling run is `caller` (a run's description)."""
+    env = ActivityEnvironment(client=client)
+    env.info = dataclasses.replace(
+        env.info,
+        workflow_id=caller.id,
+        workflow_run_id=caller.run_id,
+        workflow_type=caller.workflow_type,
+        task_queue=caller.task_queue,
+    )
+    return env
