@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import re
-from functools import cache
+from functools import cache, lru_cache
 from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import parse_qsl
@@ -215,8 +215,12 @@ def filler(size: int, seed: int) -> str:
     return " ".join(out)[:size]
 
 
+@lru_cache(maxsize=8)
 def long_scenario(steps: int, reply_bytes: int) -> Scenario:
-    """N steps, each one model turn that records progress and completes the step."""
+    """N steps, each one model turn that records progress and completes the step. Kept
+    (read-only, as every scenario is): made anew for each request, its N replies of
+    filler cost the offline model more than answering, and on a benchmark's shared cores
+    that was charged to whoever runs beside it."""
     turns = [
         [
             Turn(
