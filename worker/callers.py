@@ -13,7 +13,8 @@ interceptor the plugin adds to the worker):
   and a continued run continued from a run of ours (each shown by Temporal: a run it no
   longer shows is a refusal, never "checked back then");
 - the run identity the input names (`run_id`, or a transcript copy's `to_run_id`) is the
-  calling run's own: its workflow id, and the first run id of its chain;
+  calling run's own: its workflow id, and the first run id of its chain; a step's input
+  that names none (activity_io.OWN_RUN) is given that identity here, from the record;
 - on a what-if worker, the run (or the root of its sub-agent tree) is one the what-if
   started itself (`admits`).
 
@@ -30,10 +31,12 @@ from typing import Any
 
 import temporalio.client
 import temporalio.worker
+from pydantic import BaseModel
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
+from durable_agents.workflows.activity_io import OWN_RUN
 from durable_agents.workflows.admission import RETENTION_ADVICE
 from durable_agents.workflows.records import IDENTITY_SEPARATOR
 
@@ -112,11 +115,26 @@ class CallerCheck(temporalio.worker.Interceptor):
         if (foreign := await self._foreign_parent(workflow_id, facts, info.task_queue)) is not None:
             return foreign
         named = _run_named(args)
-        if named is not None and not _is_own(named, workflow_id, facts.first_run_id):
+        if named not in (None, OWN_RUN) and not _is_own(named, workflow_id, facts.first_run_id):
             return f"the input names run {named!r}, not the calling run {workflow_id}"
         if self.admits is not None and not await self._admitted(workflow_id, run_id, facts):
             return f"run {workflow_id} was not started by this what-if"
         return None
+
+    async def own_identity(self, info: activity.Info, arg: Any) -> Any:
+        """The input with the calling run's own identity as the run it names (it named
+        activity_io.OWN_RUN): the workflow id and its chain's first run id, as Temporal
+        records them (checked and kept by `refusal`, just before)."""
+        workflow_id, run_id = info.workflow_id or "", info.workflow_run_id or ""
+        facts = await self.facts(workflow_id, run_id)
+        if facts is None or not facts.first_run_id or not isinstance(arg, BaseModel):
+            raise ApplicationError(
+                f"refused: run {workflow_id} has no identity Temporal shows",
+                type=REFUSED,
+                non_retryable=True,
+            )
+        identity = f"{workflow_id}{IDENTITY_SEPARATOR}{facts.first_run_id}"
+        return arg.model_copy(update={"run_id": identity})
 
     async def facts(self, workflow_id: str, run_id: str) -> RunFacts | None:
         key = (workflow_id, run_id)
@@ -221,6 +239,8 @@ class _Checked(temporalio.worker.ActivityInboundInterceptor):
         if why is not None:
             activity.logger.warning("refused %s: %s", info.activity_type, why)
             raise ApplicationError(f"refused: {why}", type=REFUSED, non_retryable=True)
+        if input.args and _run_named(input.args[0]) == OWN_RUN:
+            input.args = [await self.check.own_identity(info, input.args[0]), *input.args[1:]]
         return await self.next.execute_activity(input)
 
 

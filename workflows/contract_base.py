@@ -48,8 +48,39 @@ class CompactModel(StrictModel):
     def _without_nones(self, handler: SerializerFunctionWrapHandler) -> Any:
         data = handler(self)
         if isinstance(data, dict):
-            return {key: value for key, value in data.items() if value is not None}
+            return {key: value for key, value in data.items() if not self._left_out(key, value)}
         return data
+
+    def _left_out(self, name: str, value: Any) -> bool:
+        return value is None
+
+
+class StepPayload(CompactModel):
+    """What a step's activities take and give, written twice in every step's history: a
+    field at its default is not written either (`false`, `[]`, a default number), since
+    reading it back gives the default again. So a default here is part of what every
+    recorded history means: never change one; add a field instead."""
+
+    def _left_out(self, name: str, value: Any) -> bool:
+        if value is None:
+            return True
+        defaults = _DEFAULTS.get(type(self))
+        if defaults is None:
+            defaults = _DEFAULTS[type(self)] = _defaults_of(type(self))
+        return name in defaults and bool(getattr(self, name) == defaults[name])
+
+
+# Each step payload class's defaults, made once (a factory's too): compared, never handed
+# out, so one shared list or model is safe.
+_DEFAULTS: dict[type[BaseModel], dict[str, Any]] = {}
+
+
+def _defaults_of(cls: type[BaseModel]) -> dict[str, Any]:
+    return {
+        name: field.get_default(call_default_factory=True, validated_data={})
+        for name, field in cls.model_fields.items()
+        if not field.is_required()
+    }
 
 
 NAME = Field(min_length=1, max_length=100)

@@ -101,7 +101,7 @@ def test_no_phase_reaches_state_it_was_not_handed():
     made = vars(fresh_context())
     assert set(made) == {
         "state", "published", "signatures_settled", "step_with_status", "opened_in_one",
-        "active_child", "sending",
+        "active_child", "sending", "identity_named",
     }  # fmt: skip
 
 

@@ -25,8 +25,9 @@ from temporalio.exceptions import (
 with workflow.unsafe.imports_passed_through():
     from pydantic import BaseModel
 
-    from durable_agents.workflows import patches, signing, timeline
+    from durable_agents.workflows import admission, patches, signing, timeline
     from durable_agents.workflows import search_attributes as sa
+    from durable_agents.workflows.activity_io import OWN_RUN
     from durable_agents.workflows.agent_records import AgentRecord, ToolRecord
     from durable_agents.workflows.agents import BEFORE_AGENTS, Agent
     from durable_agents.workflows.contract_base import preview
@@ -89,6 +90,19 @@ class RunContext:
         self.active_child: str | None = None
         # Signals sent and not yet delivered (spend reports, forwarded pauses).
         self.sending: set[asyncio.Task[None]] = set()
+        self.identity_named = False  # this Temporal run's first model call named it
+
+    def run_named(self, *, model_call: bool = False) -> str:
+        """The run a step's input names (activity_io.OWN_RUN): its store key where that is
+        not the run's own identity, or on the first model call of this Temporal run; else
+        OWN_RUN, which the worker's caller check fills in from Temporal's record."""
+        key = self.state.store_key
+        if key != admission.own_identity(workflow.info()):
+            return key
+        if model_call and not self.identity_named:
+            self.identity_named = True
+            return key
+        return OWN_RUN
 
     def registry(self) -> AgentRegistry:
         return served(workflow.info().task_queue)

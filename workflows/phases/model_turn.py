@@ -45,7 +45,7 @@ class ModelTurns(Phase):
         await self.ctx.pause_point()
         await self.budget.within("model")
         call = ModelCallInput(
-            run_id=self.state.store_key,
+            run_id=self.ctx.run_named(model_call=True),
             append=self.state.drain_outbox(),
             reply_seq=self.state.take_seq(),
             tools=list(tools),

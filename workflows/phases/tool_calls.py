@@ -138,7 +138,7 @@ class ToolCalls(Phase):
         derived = key is not None and call_key == call.id
         memory = spec.name in MEMORY_TOOLS and self.state.memory_namespace is not None
         tool_input = ToolCallInput(
-            run_id=self.state.store_key,
+            run_id=self.ctx.run_named(),
             step=step.index,
             tool_call_id=call.id,
             name=spec.name,
