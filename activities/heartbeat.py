@@ -18,21 +18,22 @@ INTERVAL_SECONDS = 1.0
 async def heartbeating(interval: float | None = None) -> AsyncIterator[None]:
     """Heartbeat every `interval` seconds (default INTERVAL_SECONDS, read at each call)."""
     every = INTERVAL_SECONDS if interval is None else interval
+    loop = asyncio.get_running_loop()
+    next_beat: asyncio.TimerHandle
 
-    async def beat() -> None:
-        # The first beat after one interval: an activity that ends sooner (most do) costs
-        # the server no heartbeat call at all.
-        while True:
-            await asyncio.sleep(every)
-            activity.heartbeat()
+    def beat() -> None:
+        nonlocal next_beat
+        activity.heartbeat()
+        next_beat = loop.call_later(every, beat)
 
-    task = asyncio.create_task(beat())
+    # The first beat after one interval: an activity that ends sooner (most do) costs the
+    # server no heartbeat call, and the worker only a timer (no task to start and cancel,
+    # which every model and tool call paid). The timer runs in this activity's context.
+    next_beat = loop.call_later(every, beat)
     try:
         yield
     finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+        next_beat.cancel()
 
 
 async def finish_even_if_cancelled(work: Awaitable[T]) -> T:
