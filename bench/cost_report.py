@@ -11,8 +11,8 @@ OURS = "durable-agents"
 COST_COLUMNS: tuple[tuple[str, str, str, tuple[str, float]], ...] = (
     ("actions", "billable actions", "{:.3f}", ("plus", 0.05)),
     ("events", "history events", "{:.2f}", ("times", 0.0)),
-    ("bytes", "stored bytes", "{:,.0f}", ("times", 1.6)),
-    ("worker_cpu_ms", "worker CPU-ms", "{:.2f}", ("times", 1.3)),
+    ("bytes", "stored bytes", "{:,.0f}", ("times", 1.5)),
+    ("worker_cpu_ms", "worker CPU-ms", "{:.2f}", ("times", 1.2)),
     ("server_cpu_ms", "dev server CPU-ms", "{:.2f}", ("times", 1.3)),
 )
 WAITING_TARGET_KB = 100
