@@ -380,7 +380,7 @@ def signed_decision(
 ) -> DecideRequest:
     """The decision signed for the request it names in this state, and its arguments;
     bound to `moment` (`latest_moment`, read after the state) where the run takes v3."""
-    if (error := state.decision_error(request.as_decision(), request.approve)) is not None:
+    if (error := state.decision_error(request)) is not None:
         raise RunError(f"refused: {error}")
     target = state.find_pending_approval(request.request_id)
     assert target is not None, "decision_error() found it"

@@ -233,12 +233,14 @@ class AgentWorkflow:
     @workflow.signal
     def approve(self, *payload: Any) -> None:
         if (decision := signal_input("approve", payload, Decision)) is not None:
-            as_signal("decision", lambda: self._people.decide(decision, True))
+            decided = DecideRequest.with_verdict(decision, approve=True)
+            as_signal("decision", lambda: self._people.decide(decided))
 
     @workflow.signal
     def reject(self, *payload: Any) -> None:
         if (decision := signal_input("reject", payload, Decision)) is not None:
-            as_signal("decision", lambda: self._people.decide(decision, False))
+            decided = DecideRequest.with_verdict(decision, approve=False)
+            as_signal("decision", lambda: self._people.decide(decided))
 
     @workflow.signal(name="answer")
     def answer_signal(self, *payload: Any) -> None:
@@ -335,12 +337,12 @@ class AgentWorkflow:
         # Checked again here, not only in the validator: two updates validated in one
         # activation must not both win, and a forged or unsigned decision is recorded.
         request = update_input("decide", payload, DecideRequest)
-        return as_update(lambda: self._people.decide(request.as_decision(), request.approve))
+        return as_update(lambda: self._people.decide(request))
 
     @decide.validator
     def _validate_decide(self, *payload: Any) -> None:
         request = update_input("decide", payload, DecideRequest)
-        refuse_if(self.state.decision_error(request.as_decision(), request.approve))
+        refuse_if(self.state.decision_error(request))
 
     @workflow.update(name="submit_answer")
     def submit_answer(self, *payload: Any) -> Question:

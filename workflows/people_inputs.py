@@ -97,7 +97,9 @@ class Decision(StrictModel):
 
 
 class DecideRequest(StrictModel):
-    """Update payload for `decide`: the same decision, with an answer back."""
+    """A decision with its verdict: the `decide` update's payload (with an answer back),
+    and how every decision travels inside a run (the `approve` and `reject` signals'
+    become one, `with_verdict`), so the verdict never goes beside it as a bool."""
 
     request_id: str | None = Field(default=None, max_length=200)
     approve: bool
@@ -109,6 +111,11 @@ class DecideRequest(StrictModel):
         return Decision(
             request_id=self.request_id, by=self.by, comment=self.comment, signed=self.signed
         )
+
+    @classmethod
+    def with_verdict(cls, decision: Decision, *, approve: bool) -> DecideRequest:
+        """A signal's decision with the verdict its signal's name gave it."""
+        return cls(approve=approve, **decision.model_dump())
 
 
 class Answer(StrictModel):

@@ -17,7 +17,7 @@ from durable_agents.workflows.people_inputs import (
     FORWARDED,
     Answer,
     BudgetRaise,
-    Decision,
+    DecideRequest,
     SignedDecision,
 )
 from durable_agents.workflows.records import SignedUse
@@ -67,13 +67,11 @@ def forwarded_raise_error(state: RunState, raise_: BudgetRaise) -> str | None:
     return None
 
 
-def decision_error(
-    state: RunState, decision: Decision, approved: bool, now: datetime
-) -> str | None:
+def decision_error(state: RunState, decision: DecideRequest, now: datetime) -> str | None:
     """Why a decision that RunState.decision_error() accepted still does not count."""
     request = state.find_pending_approval(decision.request_id)
     assert request is not None, "checked after RunState.decision_error()"
-    action: Action = "approve" if approved else "reject"
+    action: Action = "approve" if decision.approve else "reject"
     if state.signature_version == 1:
         digest = arguments_digest(request.arguments)
     else:

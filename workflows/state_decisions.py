@@ -8,7 +8,7 @@ from datetime import datetime
 from typing import TypeVar
 
 from durable_agents.workflows.contract_base import preview
-from durable_agents.workflows.people_inputs import Answer, Decision
+from durable_agents.workflows.people_inputs import Answer, DecideRequest
 from durable_agents.workflows.records import (
     ApprovalRequest,
     ApprovalStatus,
@@ -39,7 +39,7 @@ class DecisionRules(RunFields):
         """The request a decision names, or the only one waiting when it names none."""
         return _named_or_only(self.pending_approvals, request_id, lambda a: a.request_id)
 
-    def decision_error(self, decision: Decision, approved: bool = False) -> str | None:
+    def decision_error(self, decision: DecideRequest) -> str | None:
         """Why this decision cannot apply now; None when it can."""
         if self.status.is_closed:
             return f"the run is {self.status.value}"
@@ -64,15 +64,15 @@ class DecisionRules(RunFields):
             return f"more than one request had the id {request.request_id}: name it"
         if not self.policy.may_decide(request.tool, decision.by, request.escalated):
             return f"{decision.by} may not decide {request.tool} requests in this run"
-        if request.is_budget and approved:
+        if request.is_budget and decision.approve:
             return "a spent budget is not approved but raised (raise_budget), or rejected to stop"
         return None
 
-    def decide(self, decision: Decision, approved: bool, now: datetime) -> ApprovalRequest:
+    def apply_decision(self, decision: DecideRequest, now: datetime) -> ApprovalRequest:
         """Apply a decision that decision_error() accepted."""
         request = self.find_pending_approval(decision.request_id)
-        assert request is not None, "decide() called for a decision that cannot apply"
-        request.status = ApprovalStatus.APPROVED if approved else ApprovalStatus.REJECTED
+        assert request is not None, "apply_decision() for a decision that cannot apply"
+        request.status = ApprovalStatus.APPROVED if decision.approve else ApprovalStatus.REJECTED
         request.decided_by = decision.by
         request.decided_at = now
         request.comment = decision.comment

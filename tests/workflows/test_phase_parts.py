@@ -13,7 +13,7 @@ from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
 from durable_agents.workflows.agent import AgentWorkflow
 from durable_agents.workflows.contracts import RunBudget, RunRequest
-from durable_agents.workflows.people_inputs import Decision
+from durable_agents.workflows.people_inputs import DecideRequest
 from durable_agents.workflows.phases import (
     beginnings,
     budget,
@@ -145,8 +145,8 @@ class BudgetAlone:
     @workflow.signal
     def decide(self, approve: bool) -> None:
         [request] = self.ctx.state.pending_approvals
-        decision = Decision(request_id=request.request_id, by="alice")
-        self.ctx.state.decide(decision, approve, workflow.now())
+        decision = DecideRequest(approve=approve, request_id=request.request_id, by="alice")
+        self.ctx.state.apply_decision(decision, workflow.now())
 
 
 async def test_the_budget_part_runs_alone_in_a_workflow_of_its_own(time_env):

@@ -28,7 +28,7 @@ from durable_agents.workflows.people_inputs import (
     Actor,
     Answer,
     BudgetRaise,
-    Decision,
+    DecideRequest,
     RewindRequest,
     SignedDecision,
     StatePatch,
@@ -186,9 +186,11 @@ CHANGE_SAYS: dict[str, Any] = {
 
 def _decision(approved: bool) -> Judge:
     def judge(case: Case, signed: SignedDecision | None, now: datetime) -> str | None:
-        decision = Decision(request_id="call-1", by="alice", comment="ok", signed=signed)
-        return case.state.decision_error(decision, approved) or signed_changes.decision_error(
-            case.state, decision, approved, now
+        decision = DecideRequest(
+            approve=approved, request_id="call-1", by="alice", comment="ok", signed=signed
+        )
+        return case.state.decision_error(decision) or signed_changes.decision_error(
+            case.state, decision, now
         )
 
     return judge

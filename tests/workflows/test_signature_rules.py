@@ -11,7 +11,7 @@ from datetime import UTC, datetime, timedelta
 from durable_agents.control.signer import Signer
 from durable_agents.workflows import signed_changes
 from durable_agents.workflows.contracts import RunPolicy, TrustedKey
-from durable_agents.workflows.people_inputs import Answer, BudgetRaise, Decision
+from durable_agents.workflows.people_inputs import Answer, BudgetRaise, DecideRequest
 from durable_agents.workflows.records import (
     ApprovalRequest,
     ApprovalStatus,
@@ -58,25 +58,27 @@ def test_a_decision_binds_its_tool_step_comment_and_time():
     pending = request(NOW)
     state.request_approval(pending)
     good = signer.approval(state.store_key, "cfo", True, pending, "ok")
-    decided = Decision(request_id="call-1", by="cfo", comment="ok", signed=good)
-    assert signed_changes.decision_error(state, decided, True, LATER) is None
+    decided = DecideRequest(approve=True, request_id="call-1", by="cfo", comment="ok", signed=good)
+    assert signed_changes.decision_error(state, decided, LATER) is None
     # The same signature with other words for the model: the comment is covered.
-    other_words = Decision(request_id="call-1", by="cfo", comment="pay mallory", signed=good)
-    assert "digest differs" in refused(
-        signed_changes.decision_error(state, other_words, True, LATER)
+    other_words = DecideRequest(
+        approve=True, request_id="call-1", by="cfo", comment="pay mallory", signed=good
     )
+    assert "digest differs" in refused(signed_changes.decision_error(state, other_words, LATER))
     # Signed for the same id on another tool or step.
     for lookalike in (request(NOW, tool="refund"), request(NOW, step=2)):
         signed = signer.approval(state.store_key, "cfo", True, lookalike, "ok")
-        decision = Decision(request_id="call-1", by="cfo", comment="ok", signed=signed)
-        assert "digest differs" in refused(
-            signed_changes.decision_error(state, decision, True, LATER)
+        decision = DecideRequest(
+            approve=True, request_id="call-1", by="cfo", comment="ok", signed=signed
         )
+        assert "digest differs" in refused(signed_changes.decision_error(state, decision, LATER))
     # Signed before the request existed (an old signature for an id the model reused).
     early = good.model_copy(update={"at": (NOW - timedelta(hours=1)).isoformat()})
-    decision = Decision(request_id="call-1", by="cfo", comment="ok", signed=early)
+    decision = DecideRequest(
+        approve=True, request_id="call-1", by="cfo", comment="ok", signed=early
+    )
     assert "older than the request" in refused(
-        signed_changes.decision_error(state, decision, True, LATER)
+        signed_changes.decision_error(state, decision, LATER)
     )
 
 
@@ -90,7 +92,9 @@ def test_a_decision_ends_with_its_requests_deadline():
     pending = request(NOW, deadline=deadline)
     state.request_approval(pending)
     signed = signer.approval(state.store_key, "cfo", True, pending, "ok")
-    decision = Decision(request_id="call-1", by="cfo", comment="ok", signed=signed)
+    decision = DecideRequest(
+        approve=True, request_id="call-1", by="cfo", comment="ok", signed=signed
+    )
     question = Question(question_id="q-1", question="Which?", step=1, asked_at=NOW,
                         deadline=deadline)  # fmt: skip
     state.ask(question)
@@ -102,7 +106,7 @@ def test_a_decision_ends_with_its_requests_deadline():
         (deadline + timedelta(minutes=6), False),
     ):
         for error in (
-            signed_changes.decision_error(state, decision, True, now),
+            signed_changes.decision_error(state, decision, now),
             signed_changes.answer_error(state, answer, now),
         ):
             assert (error is None) == counts, (now, error)
@@ -110,7 +114,7 @@ def test_a_decision_ends_with_its_requests_deadline():
     # A run recorded before the rule replays as it ran: the late decision counted then.
     state.people_checks = 1
     late = deadline + timedelta(minutes=6)
-    assert signed_changes.decision_error(state, decision, True, late) is None
+    assert signed_changes.decision_error(state, decision, late) is None
 
 
 def test_a_reused_request_id_needs_naming_and_never_skips_the_decided_check():
@@ -119,11 +123,11 @@ def test_a_reused_request_id_needs_naming_and_never_skips_the_decided_check():
     first = request(NOW, status=ApprovalStatus.APPROVED, decided_by="cfo")
     state.approvals.append(first)
     state.request_approval(request(NOW))  # the model used call-1 again
-    unnamed = state.decision_error(Decision(by="cfo"), True)
+    unnamed = state.decision_error(DecideRequest(approve=True, by="cfo"))
     assert unnamed is not None and "more than one request had the id call-1" in unnamed
-    assert state.decision_error(Decision(request_id="call-1", by="cfo"), True) is None
-    state.decide(Decision(request_id="call-1", by="cfo"), True, LATER)
-    again = state.decision_error(Decision(request_id="call-1", by="cfo"), True)
+    assert state.decision_error(DecideRequest(approve=True, request_id="call-1", by="cfo")) is None
+    state.apply_decision(DecideRequest(approve=True, request_id="call-1", by="cfo"), LATER)
+    again = state.decision_error(DecideRequest(approve=True, request_id="call-1", by="cfo"))
     assert again is not None and "already approved by cfo" in again
 
 

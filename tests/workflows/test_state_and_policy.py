@@ -12,7 +12,7 @@ from pydantic import ValidationError
 from durable_agents.examples.invoice import PayInvoiceArgs
 from durable_agents.workflows.agent_records import ToolRecord
 from durable_agents.workflows.contracts import DelegatedBy, RunPolicy, RunRequest
-from durable_agents.workflows.people_inputs import Decision, StatePatch
+from durable_agents.workflows.people_inputs import DecideRequest, StatePatch
 from durable_agents.workflows.policy import approval_rule, idempotency_key
 from durable_agents.workflows.records import (
     ApprovalRequest,
@@ -96,17 +96,24 @@ def test_a_decision_applies_to_the_named_or_only_pending_request():
                 requested_at=NOW,
             )
         )
-    assert "several approvals are pending" in (state.decision_error(Decision(by="a")) or "")
-    assert state.decision_error(Decision(request_id="nope", by="a")) == "no approval request 'nope'"
-    decided = state.decide(Decision(request_id="c2", by="a", comment="ok"), False, NOW)
+    assert "several approvals are pending" in (
+        state.decision_error(DecideRequest(approve=True, by="a")) or ""
+    )
+    assert (
+        state.decision_error(DecideRequest(approve=True, request_id="nope", by="a"))
+        == "no approval request 'nope'"
+    )
+    decided = state.apply_decision(
+        DecideRequest(approve=False, request_id="c2", by="a", comment="ok"), NOW
+    )
     assert decided.status is ApprovalStatus.REJECTED
     assert state.status is RunStatus.AWAITING_APPROVAL  # c1 still waits
-    assert state.decision_error(Decision(request_id="c2", by="b")) == (
+    assert state.decision_error(DecideRequest(approve=True, request_id="c2", by="b")) == (
         "request c2 was already rejected by a"
     )
-    state.decide(Decision(by="a"), True, NOW)
+    state.apply_decision(DecideRequest(approve=True, by="a"), NOW)
     assert state.status is RunStatus.RUNNING
-    assert state.decision_error(Decision(by="a")) == "no approval is pending"
+    assert state.decision_error(DecideRequest(approve=True, by="a")) == "no approval is pending"
 
 
 def test_only_named_approvers_may_decide_and_escalation_hands_over():

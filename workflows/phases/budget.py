@@ -43,7 +43,7 @@ class Budget(Phase):
         )
         self.state.request_approval(request)
         self.ctx.moment(EventKind.BUDGET_REACHED, reason)
-        await self.people.decide_budget(request)
+        await self.people.wait_for_budget(request)
         if request.status is ApprovalStatus.APPROVED:
             return
         stop = Actor(by=request.decided_by or "?", reason=f"stopped at its budget: {reason}")

@@ -19,7 +19,7 @@ from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
     from durable_agents.workflows.event_kinds import EventKind
-    from durable_agents.workflows.people_inputs import Answer, Decision
+    from durable_agents.workflows.people_inputs import Answer, DecideRequest
     from durable_agents.workflows.records import (
         ApprovalRequest,
         ApprovalStatus,
@@ -39,17 +39,17 @@ from durable_agents.workflows.phases.context import DEADLINE_ACTOR, Phase, RunFa
 class People(Protocol):
     """Each method returns once the request or question is no longer pending."""
 
-    async def decide(self, request: ApprovalRequest) -> None: ...
+    async def wait_for_decision(self, request: ApprovalRequest) -> None: ...
 
-    async def answer(self, question: Question) -> None: ...
+    async def wait_for_answer(self, question: Question) -> None: ...
 
-    async def decide_budget(self, request: ApprovalRequest) -> None: ...
+    async def wait_for_budget(self, request: ApprovalRequest) -> None: ...
 
 
 class WaitingForPeople(Phase):
     """Real people: a durable wait, up to the policy's deadline."""
 
-    async def decide(self, request: ApprovalRequest) -> None:
+    async def wait_for_decision(self, request: ApprovalRequest) -> None:
         def decided() -> bool:
             return request.status is not ApprovalStatus.PENDING
 
@@ -62,19 +62,22 @@ class WaitingForPeople(Phase):
                 decided, f"{request.request_id} (approve {request.tool}, escalated)"
             )
         if not decided():
-            late = Decision(
-                request_id=request.request_id, by=DEADLINE_ACTOR, comment="no decision in time"
+            late = DecideRequest(
+                request_id=request.request_id,
+                approve=False,
+                by=DEADLINE_ACTOR,
+                comment="no decision in time",
             )
-            self.state.decide(late, False, workflow.now())
+            self.state.apply_decision(late, workflow.now())
             self.ctx.moment(EventKind.DEADLINE_PASSED, f"{request.tool} rejected")
 
-    async def answer(self, question: Question) -> None:
+    async def wait_for_answer(self, question: Question) -> None:
         asked = f"{question.question_id} (answer a question)"
         if not await self.ctx.wait(lambda: question.status is not QuestionStatus.PENDING, asked):
             self.state.expire(question, workflow.now())
             self.ctx.moment(EventKind.DEADLINE_PASSED, "question expired")
 
-    async def decide_budget(self, request: ApprovalRequest) -> None:
+    async def wait_for_budget(self, request: ApprovalRequest) -> None:
         decided = await self.ctx.wait(
             lambda: request.status is not ApprovalStatus.PENDING,
             f"{request.request_id} (raise the budget)",
@@ -82,16 +85,19 @@ class WaitingForPeople(Phase):
         # Published as the wait ended, before a late rejection (what runs recorded).
         self.ctx.publish()
         if not decided:
-            late = Decision(
-                request_id=request.request_id, by=DEADLINE_ACTOR, comment="no raise in time"
+            late = DecideRequest(
+                request_id=request.request_id,
+                approve=False,
+                by=DEADLINE_ACTOR,
+                comment="no raise in time",
             )
-            self.state.decide(late, False, workflow.now())
+            self.state.apply_decision(late, workflow.now())
 
 
 class RecordedDecisions(Phase):
     """A what-if run: the recorded run's decisions and answers, taken in order."""
 
-    async def decide(self, request: ApprovalRequest) -> None:
+    async def wait_for_decision(self, request: ApprovalRequest) -> None:
         shadow = self._shadow()
         found = shadow.take_decision(request.tool, request.arguments)
         if found is not None:
@@ -104,13 +110,15 @@ class RecordedDecisions(Phase):
         else:
             by, comment = POLICY_ACTOR, "not asked in the recorded run"
             approved = shadow.unmatched == "approve"
-        decision = Decision(request_id=request.request_id, by=by, comment=comment)
-        self.state.decide(decision, approved, workflow.now())
+        decision = DecideRequest(
+            request_id=request.request_id, approve=approved, by=by, comment=comment
+        )
+        self.state.apply_decision(decision, workflow.now())
         self.ctx.moment(
             EventKind.APPROVED if approved else EventKind.REJECTED, f"{request.tool} by {by}"
         )
 
-    async def answer(self, question: Question) -> None:
+    async def wait_for_answer(self, question: Question) -> None:
         """The recorded answer to the same question, else none (the model hears that no
         answer came), or the what-if stops."""
         shadow = self._shadow()
@@ -126,10 +134,12 @@ class RecordedDecisions(Phase):
         else:
             self.state.expire(question, workflow.now())
 
-    async def decide_budget(self, request: ApprovalRequest) -> None:
+    async def wait_for_budget(self, request: ApprovalRequest) -> None:
         """A what-if raises no budget: it stops there (publishing nothing until it ends)."""
-        refused = Decision(request_id=request.request_id, by=WHATIF_ACTOR, comment="no raise")
-        self.state.decide(refused, False, workflow.now())
+        refused = DecideRequest(
+            request_id=request.request_id, approve=False, by=WHATIF_ACTOR, comment="no raise"
+        )
+        self.state.apply_decision(refused, workflow.now())
 
     def _shadow(self) -> ShadowSpec:
         shadow = self.state.shadow

@@ -130,7 +130,7 @@ class Gate(Phase):
         )
         self.state.request_approval(request)
         self.ctx.moment(EventKind.APPROVAL_REQUESTED, f"{spec.name} ({rule})")
-        await self.people.decide(request)
+        await self.people.wait_for_decision(request)
         self.ctx.publish()
         return request
 
@@ -145,7 +145,7 @@ class Gate(Phase):
         )
         self.state.ask(question)
         self.ctx.moment(EventKind.QUESTION_ASKED, preview(args.question, 80))
-        await self.people.answer(question)
+        await self.people.wait_for_answer(question)
         self.ctx.publish()
         if question.status is QuestionStatus.ANSWERED:
             text = f"answer from {question.answered_by}: {question.answer}"

@@ -16,7 +16,7 @@ from temporalio.exceptions import ApplicationError
 with workflow.unsafe.imports_passed_through():
     from durable_agents.workflows import signed_changes
     from durable_agents.workflows.event_kinds import EventKind
-    from durable_agents.workflows.people_inputs import Answer, Decision, SignedDecision
+    from durable_agents.workflows.people_inputs import Answer, DecideRequest, SignedDecision
     from durable_agents.workflows.records import ApprovalRequest, Question
     from durable_agents.workflows.signing import Action
 
@@ -38,16 +38,17 @@ class Refused(Exception):
 class PeopleActions(Phase):
     """A person's decision, answer or change, checked (and its signature) before it counts."""
 
-    def decide(self, decision: Decision, approved: bool) -> ApprovalRequest:
-        if (error := self.state.decision_error(decision, approved)) is not None:
+    def decide(self, decision: DecideRequest) -> ApprovalRequest:
+        """A person's decision, received: checked, then applied."""
+        if (error := self.state.decision_error(decision)) is not None:
             raise Refused(error, recorded=False)
         self.ctx.settle_signatures()
         now = workflow.now()
-        if error := signed_changes.decision_error(self.state, decision, approved, now):
+        if error := signed_changes.decision_error(self.state, decision, now):
             self.ctx.refuse(decision.by, error)
             raise Refused(error, recorded=True)
-        decided = self.state.decide(decision, approved, now)
-        self.ctx.moment(EventKind(decided.status.value), f"{decided.tool} by {decision.by}")
+        decided = self.state.apply_decision(decision, now)
+        self.ctx.moment(decided.status.moment, f"{decided.tool} by {decision.by}")
         return decided
 
     def answer(self, answer: Answer) -> Question:
