@@ -17,7 +17,6 @@ summary whenever it changes.
 from __future__ import annotations
 
 import asyncio
-import re
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -42,7 +41,6 @@ PREVIEW_CHARS = 400
 # How often a stream asks the run for news: the click-to-update delay is about this.
 POLL_SECONDS = 0.2
 ACTIVITY_KINDS = ("model", "tool")
-_SEQ = re.compile(r"\(seq (\d+)\)$")
 
 
 async def event_page(client: Client, run_id: str, after: int) -> EventPage:
@@ -141,7 +139,6 @@ async def from_history(client: Client, run_id: str, after: int, before: int) -> 
     events = []
     for moment in found.moments:
         if after < moment.index < before:
-            seq = _SEQ.search(moment.detail) if moment.kind in ACTIVITY_KINDS else None
             events.append(
                 RunEvent(
                     offset=moment.index,
@@ -150,7 +147,7 @@ async def from_history(client: Client, run_id: str, after: int, before: int) -> 
                     detail=moment.detail,
                     status=RunStatus(moment.status),
                     step=moment.current_step,
-                    seq=int(seq.group(1)) if seq else None,
+                    seq=moment.seq,
                 )
             )
     return events

@@ -11,6 +11,7 @@ from pydantic import BaseModel, Field, model_validator
 
 from durable_agents.workflows.activity_io import TokenUsage
 from durable_agents.workflows.contracts import Spend
+from durable_agents.workflows.event_kinds import EventKind
 
 T = TypeVar("T")
 RECENT_RESULTS_KEPT = 20
@@ -59,9 +60,19 @@ class PlanStep(BaseModel):
 
 
 class ApprovalStatus(StrEnum):
+    """A request's status; a decided one is named as the moment it was decided at, so the
+    two cannot drift apart (`moment`)."""
+
     PENDING = "pending"
-    APPROVED = "approved"
-    REJECTED = "rejected"
+    APPROVED = EventKind.APPROVED.value
+    REJECTED = EventKind.REJECTED.value
+
+    @property
+    def moment(self) -> EventKind:
+        """The kind of moment a request reached this status at (decided ones only)."""
+        if self is ApprovalStatus.PENDING:
+            raise ValueError("a pending request was not decided")
+        return EventKind(self.value)
 
 
 class RequestKind(StrEnum):

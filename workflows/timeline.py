@@ -44,6 +44,7 @@ class Moment:
     status: str
     current_step: int | None
     next_seq: int  # the transcript's next message then: an activity moment's reply is next_seq-1
+    seq: int | None  # the transcript entry the moment writes (a reply, a tool's result), if any
     store_key: str  # the key of the run's transcript (workflows/state.py RunState.store_key)
     # The whole state, kept as JSON (made at Rust speed, parsed when asked for: a deep copy
     # at every moment made rebuilding a long run quadratic in Python); None where the
@@ -125,15 +126,15 @@ def state_json(state: RunState, written: WrittenItems) -> str:
 _recordings: dict[str, list[_Recording]] = {}
 
 
-def offer(state: RunState, kind: str, detail: str) -> None:
+def offer(state: RunState, kind: str, detail: str, seq: int | None = None) -> None:
     recordings = _recordings.get(workflow.info().workflow_id)
     if not recordings or not workflow.unsafe.is_replaying():
         return
     for recording in list(recordings):
-        _keep(recording, state, kind, detail)
+        _keep(recording, state, kind, detail, seq)
 
 
-def _keep(recording: _Recording, state: RunState, kind: str, detail: str) -> None:
+def _keep(recording: _Recording, state: RunState, kind: str, detail: str, seq: int | None) -> None:
     if recording.runs is not None and workflow.info().run_id not in recording.runs:
         return
     if state.moment in recording.moments:
@@ -149,6 +150,7 @@ def _keep(recording: _Recording, state: RunState, kind: str, detail: str) -> Non
         status=state.status.value,
         current_step=state.current_step,
         next_seq=state.next_seq,
+        seq=seq,
         store_key=state.store_key,
         state_json=state_json(state, recording.written) if kept else None,
     )

@@ -84,6 +84,14 @@ async def test_events_older_than_the_state_keeps_come_from_the_history(
     offsets = [m["offset"] for m in _moments(seen)]
     final = await runs.get_state(client, state.run_id)
     assert offsets == list(range(1, final.moment + 1))
+    # The rebuilt model and tool moments name their transcript entry as a typed field of
+    # the timeline (never read back from their text): each carries its preview.
+    rebuilt = [
+        m
+        for m in _moments(seen)
+        if m["offset"] < state.events[0].offset and m["kind"] in ("model", "tool")
+    ]
+    assert rebuilt and all(m["preview"] for m in rebuilt), rebuilt
 
 
 async def test_the_events_query_refuses_bad_input(

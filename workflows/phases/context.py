@@ -202,7 +202,7 @@ class RunContext:
             self.publish()
         self.state.moment += 1
         self.state.note_moment(kind.value, detail, workflow.now(), seq)
-        timeline.offer(self.state, kind.value, detail)
+        timeline.offer(self.state, kind.value, detail, seq)
 
     def refuse(self, by: str, error: str) -> None:
         """A change that did not count: in the audit log and on the timeline."""
