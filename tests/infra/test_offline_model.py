@@ -77,6 +77,16 @@ def test_long_scenario_has_the_asked_size():
     assert all(len(turns[0].content or "") == 333 for turns in scenario.steps)
 
 
+def test_the_long_scenario_is_made_once_and_a_requests_faults_stay_its_own():
+    # Made once per size (remaking 100 replies per request cost the offline model more
+    # than answering); a request's faults never reach the kept scenario or another request.
+    faulty = load(ScenarioSpec.parse("long?steps=7&reply_bytes=333&fault=plan:429*2"))
+    plain = load(ScenarioSpec.parse("long?steps=7&reply_bytes=333"))
+    assert len(faulty.faults) == 1 and plain.faults == []
+    assert plain.steps is faulty.steps  # the same replies, not made again
+    assert load(ScenarioSpec.parse("long?steps=7&reply_bytes=333")).faults == []
+
+
 @pytest.mark.parametrize(
     "text", ["plan:418", "step:429", "nowhere:500", "plan:delay=x", "plan:429*"]
 )
