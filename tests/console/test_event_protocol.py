@@ -92,6 +92,13 @@ async def test_events_older_than_the_state_keeps_come_from_the_history(
         if m["offset"] < state.events[0].offset and m["kind"] in ("model", "tool")
     ]
     assert rebuilt and all(m["preview"] for m in rebuilt), rebuilt
+    # A moment that writes no transcript entry (an approval asked, a step begun) has none.
+    others = [
+        m
+        for m in _moments(seen)
+        if m["offset"] < state.events[0].offset and m["kind"] not in ("model", "tool")
+    ]
+    assert others and not any(m["preview"] for m in others), others
 
 
 async def test_the_events_query_refuses_bad_input(

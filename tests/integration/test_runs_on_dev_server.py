@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import pytest
@@ -12,6 +13,7 @@ from temporalio.worker import Replayer
 
 from bench.harness import history_bytes
 from durable_agents.control import runs
+from durable_agents.control.timeline import fetch_chain
 from durable_agents.examples.providers import Providers
 from durable_agents.workflows import search_attributes as sa
 from durable_agents.workflows.agent import AgentWorkflow
@@ -201,19 +203,39 @@ def step_inputs(history) -> list[tuple[str, dict[str, object]]]:
 
 async def test_a_step_names_its_run_once_and_the_worker_gives_it_its_identity(dev_env, settings):
     """A step's inputs name no run (70 bytes each, twice a step): the worker's caller check
-    gives each the calling run's identity from Temporal's record, so its effects are kept
-    under it as before; only the run's first model call names it, for a what-if to read."""
+    gives each the calling run's identity from Temporal's record, the chain's first run's
+    even after a continue-as-new, so its effects are kept under it as before; only each
+    Temporal run's first model call names it, for a what-if to read."""
     client, rid = dev_env.client, run_id("named")
-    await runs.start_run(client, settings, RunRequest(goal="b", label="long?steps=3"), rid)
+    request = RunRequest.model_validate(
+        {"goal": "b", "label": "long?steps=6", "limits": {"continue_as_new_after_events": 50}}
+    )
+    await runs.start_run(client, settings, request, rid)
     await runs.wait_result(client, rid)
-    history = await client.get_workflow_handle(rid).fetch_history()
-    started = history.events[0].workflow_execution_started_event_attributes
+    chain = await fetch_chain(client, rid)
+    assert len(chain) >= 2, "the run continued as new"
+    started = chain[0][1].events[0].workflow_execution_started_event_attributes
     identity = f"{rid}@{started.first_execution_run_id}"
-    inputs = step_inputs(history)
-    assert [name for name, _ in inputs].count("run_tool") == 3
-    assert inputs[0] == ("call_model", inputs[0][1]) and inputs[0][1]["run_id"] == identity
-    assert all("run_id" not in data for _, data in inputs[1:]), inputs
+    for _, history in chain:
+        inputs = step_inputs(history)
+        assert inputs[0][0] == "call_model" and inputs[0][1]["run_id"] == identity
+        assert all("run_id" not in data for _, data in inputs[1:]), inputs
     notes = Providers.open(settings.data_dir).records.effects(rid)
-    assert len(notes) == 3
+    assert len(notes) == 6
     assert all(e["run_id"] == identity for e in notes), notes
     assert all(e["idempotency_key"].startswith(f"{identity}/step-") for e in notes), notes
+
+
+async def test_a_bare_approve_signal_decides_the_only_waiting_request(dev_env, settings):
+    """`temporal workflow signal --name approve --input '{}'`: the decision travels with
+    its verdict (the signal's name) and counts, by "anonymous" as the payload's default."""
+    client, rid = dev_env.client, run_id("bare")
+    await runs.start_run(client, settings, RunRequest(goal="pay", label="pay-invoice"), rid)
+    for _ in range(600):
+        if (await runs.get_summary(client, rid)).status == RunStatus.AWAITING_APPROVAL:
+            break
+        await asyncio.sleep(0.05)
+    await client.get_workflow_handle(rid).signal("approve", {})
+    assert (await runs.wait_result(client, rid)).status == "completed"
+    decided = (await runs.get_state(client, rid)).approvals
+    assert [(a.status.value, a.decided_by) for a in decided] == [("approved", "anonymous")]

@@ -239,3 +239,19 @@ def test_a_fork_of_a_sub_agents_run_is_nobodys_child_and_keeps_finished_delegati
     assert [(d.child_id, d.inherited) for d in fork.delegations] == [("x", True)]
     assert fork.reusable_delegation("a", 1, "done") is not None
     assert fork.reusable_delegation("a", 1, "another task") is None
+
+
+def test_a_spent_budget_is_raised_or_rejected_never_approved():
+    state = new_state()
+    state.set_plan(["a"], NOW)
+    asked = ApprovalRequest.for_budget(
+        "budget-1", "model", "$0.50 spent", {"spent_usd": 0.5}, 1, NOW, NOW
+    )
+    state.request_approval(asked)
+    approve = DecideRequest(approve=True, request_id="budget-1", by="a")
+    assert state.decision_error(approve) == (
+        "a spent budget is not approved but raised (raise_budget), or rejected to stop"
+    )
+    reject = DecideRequest(approve=False, request_id="budget-1", by="a")
+    assert state.decision_error(reject) is None
+    assert state.apply_decision(reject, NOW).status is ApprovalStatus.REJECTED
