@@ -61,12 +61,19 @@ async def test_a_turn_streams_into_the_live_log_and_the_history_keeps_the_reply(
     texts = list(shown(entries).values())
     assert texts[0] == reply.reply and texts[-1] == refunded.reply
     # The history holds each model call's reply whole, as without streaming; no delta.
+    model_calls = {
+        event.event_id
+        for event in history.events
+        if event.activity_task_scheduled_event_attributes.activity_type.name == "call_model"
+    }
     replies = [
-        json.loads(event.activity_task_completed_event_attributes.result.payloads[0].data)
+        json.loads(done.result.payloads[0].data)
         for event in history.events
         if event.HasField("activity_task_completed_event_attributes")
+        and (done := event.activity_task_completed_event_attributes).scheduled_event_id
+        in model_calls
     ]
-    previews = [r.get("content_preview") for r in replies if "seq" in r and "memoized" in r]
+    previews = [r.get("content_preview") for r in replies]
     assert reply.reply in previews and refunded.reply in previews
 
 
