@@ -62,13 +62,7 @@ class WaitingForPeople(Phase):
                 decided, f"{request.request_id} (approve {request.tool}, escalated)"
             )
         if not decided():
-            late = DecideRequest(
-                request_id=request.request_id,
-                approve=False,
-                by=DEADLINE_ACTOR,
-                comment="no decision in time",
-            )
-            self.state.apply_decision(late, workflow.now())
+            self._rejected_late(request, "no decision in time")
             self.ctx.moment(EventKind.DEADLINE_PASSED, f"{request.tool} rejected")
 
     async def wait_for_answer(self, question: Question) -> None:
@@ -85,13 +79,14 @@ class WaitingForPeople(Phase):
         # Published as the wait ended, before a late rejection (what runs recorded).
         self.ctx.publish()
         if not decided:
-            late = DecideRequest(
-                request_id=request.request_id,
-                approve=False,
-                by=DEADLINE_ACTOR,
-                comment="no raise in time",
-            )
-            self.state.apply_decision(late, workflow.now())
+            self._rejected_late(request, "no raise in time")
+
+    def _rejected_late(self, request: ApprovalRequest, comment: str) -> None:
+        """No decision before the deadline: rejected by it."""
+        late = DecideRequest(
+            request_id=request.request_id, approve=False, by=DEADLINE_ACTOR, comment=comment
+        )
+        self.state.apply_decision(late, workflow.now())
 
 
 class RecordedDecisions(Phase):
