@@ -121,6 +121,16 @@ async def time_env() -> AsyncIterator[WorkflowEnvironment]:
 
 
 @pytest.fixture(scope="module")
+async def own_time_env() -> AsyncIterator[WorkflowEnvironment]:
+    """A time-skipping server of the module's own, for a module that moves the clock: on
+    the session's server every run other tests left open fires its timers as it moves (a
+    day's skip there has outlasted the RPC). Such a module names it its `time_env`."""
+    env = await start_time_skipping()
+    yield env
+    await env.shutdown()
+
+
+@pytest.fixture(scope="module")
 async def own_clock() -> AsyncIterator[WorkflowEnvironment]:
     """A time-skipping server of the module's own: days skipped there do not move the
     clock of the tests sharing the session's (signatures there are checked against it)."""

@@ -4,7 +4,6 @@ model over HTTP: the plan, the approval gate, and what goes back to the model.""
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
 from datetime import timedelta
 
 import pytest
@@ -17,20 +16,15 @@ from durable_agents.worker.main import build_worker
 from durable_agents.workflows.contracts import RunRequest
 from durable_agents.workflows.people_inputs import Actor, Decision
 from durable_agents.workflows.records import ApprovalStatus, QuestionStatus, RunStatus, StepStatus
-from tests.conftest import count_effects, eventually, key_of, run_id, start_time_skipping
+from tests.conftest import count_effects, eventually, key_of, run_id
 
 pytestmark = pytest.mark.usefixtures("ts_worker")
 
 
 @pytest.fixture(scope="module")
-async def time_env() -> AsyncIterator[WorkflowEnvironment]:
-    """A time-skipping server of this module's own: its tests skip hours and a day, and
-    on the session's server every run other tests left open fires its timers as the clock
-    moves (a day's skip there has outlasted the RPC). The module's worker and settings
-    (`ts_worker`, `ts_settings`) take this one."""
-    env = await start_time_skipping()
-    yield env
-    await env.shutdown()
+def time_env(own_time_env: WorkflowEnvironment) -> WorkflowEnvironment:
+    """This module moves the clock: a server of its own (conftest `own_time_env`)."""
+    return own_time_env
 
 
 async def waiting_approval(client, rid):

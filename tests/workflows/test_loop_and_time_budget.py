@@ -4,7 +4,6 @@ next tool call at its limit and asks a person. Scripted model, time-skipping ser
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from datetime import timedelta
 
 import pytest
@@ -14,18 +13,14 @@ from durable_agents import RunBudget
 from durable_agents.examples.refund import refund_agent
 from durable_agents.testing import AgentTestbed, ScriptedModel, call, say
 from durable_agents.workflows import prompts
-from tests.conftest import start_time_skipping
 from tests.delegation.agents import research
 from tests.delegation.test_budget import budget_request
 
 
 @pytest.fixture(scope="module")
-async def time_env() -> AsyncIterator[WorkflowEnvironment]:
-    """A time-skipping server of this module's own: its tests move the clock, and on the
-    session's server every run other tests left open fires its timers as it moves."""
-    env = await start_time_skipping()
-    yield env
-    await env.shutdown()
+def time_env(own_time_env: WorkflowEnvironment) -> WorkflowEnvironment:
+    """This module moves the clock: a server of its own (conftest `own_time_env`)."""
+    return own_time_env
 
 
 async def test_a_plain_loops_cut_short_answer_goes_on(time_env):

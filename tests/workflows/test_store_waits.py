@@ -7,7 +7,6 @@ once and the waits are skipped."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator
 
 import pytest
 from temporalio.api.enums.v1 import EventType
@@ -17,16 +16,13 @@ from durable_agents.control import conversations, runs
 from durable_agents.testing import ScriptedModel, say
 from durable_agents.worker.main import build_worker
 from durable_agents.workflows.contracts import RunLimits
-from tests.conftest import eventually, start_time_skipping
+from tests.conftest import eventually
 
 
 @pytest.fixture(scope="module")
-async def time_env() -> AsyncIterator[WorkflowEnvironment]:
-    """A time-skipping server of this module's own: its tests move the clock, and on the
-    session's server every run other tests left open fires its timers as it moves."""
-    env = await start_time_skipping()
-    yield env
-    await env.shutdown()
+def time_env(own_time_env: WorkflowEnvironment) -> WorkflowEnvironment:
+    """This module moves the clock: a server of its own (conftest `own_time_env`)."""
+    return own_time_env
 
 
 async def store_waits(client, cid) -> list[str]:
