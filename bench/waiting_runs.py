@@ -156,9 +156,20 @@ async def measure(total: int, cache: int | None) -> list[str]:
     ]
 
 
+MAX_RUNS = 100_000  # ids are made before anything starts: a typo's 10**9 is refused
+
+
+def run_count(text: str) -> int:
+    """An argparse type: 1 to MAX_RUNS runs."""
+    value = positive(text)
+    if value > MAX_RUNS:
+        raise argparse.ArgumentTypeError(f"must be {MAX_RUNS:,} or fewer: {text!r}")
+    return value
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(prog="waiting_runs.py", description=__doc__)
-    parser.add_argument("--runs", type=positive, default=10_000, help="runs left waiting")
+    parser.add_argument("--runs", type=run_count, default=10_000, help="runs left waiting")
     parser.add_argument("--cache", type=positive, default=None, help="the worker's cache")
     parser.add_argument("--results", type=Path, default=RESULTS_DIR)
     args = parser.parse_args()
