@@ -34,6 +34,7 @@ from durable_agents.runtime.settings import Settings
 from durable_agents.workflows.contract_base import preview
 from durable_agents.workflows.records import RunEvent, RunStatus
 from durable_agents.workflows.state import EventPage, RunState
+from durable_agents.workflows.state import event_page as page_of
 
 # 2: `delta` and `segment` events, asked for with ?deltas=1; otherwise as version 1.
 PROTOCOL_VERSION = 2
@@ -183,7 +184,7 @@ async def rendered_moments(state: RunState, previews: Previews) -> tuple[list[di
     """The moments a run page shows as it is served (those the state keeps and that are
     over), and the offset its live stream starts after: the page never asks for what it
     already shows, and a long run's page costs no replay of its history."""
-    page = state.event_page(0)
+    page = page_of(state, 0)
     shown = []
     for event in page.events:
         if not is_over(event, page):

@@ -380,9 +380,9 @@ def signed_decision(
 ) -> DecideRequest:
     """The decision signed for the request it names in this state, and its arguments;
     bound to `moment` (`latest_moment`, read after the state) where the run takes v3."""
-    if (error := state.decision_error(request)) is not None:
+    if (error := state.requests.decision_error(request)) is not None:
         raise RunError(f"refused: {error}")
-    target = state.find_pending_approval(request.request_id)
+    target = state.requests.find_pending_approval(request.request_id)
     assert target is not None, "decision_error() found it"
     signed = signer.approval(
         state.store_key,
@@ -401,9 +401,9 @@ def signed_answer(
 ) -> Answer:
     """The answer signed for the question it names in this state, and its text (bound to
     `moment` as a decision is)."""
-    if (error := state.answer_error(reply)) is not None:
+    if (error := state.requests.answer_error(reply)) is not None:
         raise RunError(f"refused: {error}")
-    question = state.find_pending_question(reply.question_id)
+    question = state.requests.find_pending_question(reply.question_id)
     assert question is not None, "answer_error() found it"
     signed = signer.answer(
         state.store_key, reply.by, question, reply.answer, state.signature_version, moment

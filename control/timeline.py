@@ -45,7 +45,7 @@ from durable_agents.workflows.agent import AgentWorkflow
 from durable_agents.workflows.contracts import ForkSpec, RunRequest
 from durable_agents.workflows.people_inputs import RewindRequest, StatePatch
 from durable_agents.workflows.registry import AgentRegistry, serve_for_replay
-from durable_agents.workflows.state import RunState, carried_state
+from durable_agents.workflows.state import RunState, carried_state, forked, patch_error
 from durable_agents.workflows.timeline import Moment
 
 # The workflow code installed here: what a replay checks a history against.
@@ -275,7 +275,7 @@ async def fork(
     moment = (await rebuild(client, run_id, only={moment_index})).at(moment_index)
     state = moment.state
     if edit is not None:
-        error = state.forked("check", run_id, moment.at).patch_error(edit)
+        error = patch_error(forked(state, "check", run_id, moment.at), edit)
         if error is not None:
             raise RunError(f"the edit is refused: {error}")
     new_id = check_run_id(new_id or new_run_id())

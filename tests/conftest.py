@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pydantic import BaseModel
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
@@ -380,3 +381,10 @@ def pay_invoice_call(store_key: str, call_id: str = "call-1") -> ToolCallInput:
         result_seq=7,
         idempotency_key=f"{store_key}/step-3/{call_id}",
     )
+
+
+def arrange(state: BaseModel, **fields: Any) -> None:
+    """Set fields of a run's state as a test needs them, the way a stored or carried state
+    would hold them (RunState refuses assignments: a run writes only through its records)."""
+    for name, value in fields.items():
+        BaseModel.__setattr__(state, name, value)

@@ -47,7 +47,16 @@ with workflow.unsafe.imports_passed_through():
         StatePatch,
     )
     from durable_agents.workflows.records import ApprovalRequest, Question
-    from durable_agents.workflows.state import EventPage, RunState, RunSummary, carried_state
+    from durable_agents.workflows.state import (
+        EventPage,
+        RunState,
+        RunSummary,
+        apply_patch,
+        carried_state,
+        event_page,
+        for_readers,
+        patch_error,
+    )
 
 # The phases are imported as workflow code (the strict sandbox checks them too).
 from durable_agents.workflows.phases.beginnings import Beginnings, forged_start
@@ -96,7 +105,7 @@ class AgentWorkflow:
         if carried is not None:
             # Our own state, carried over a continue-as-new: the chain goes on.
             state = carried
-            state.chain += 1
+            state.origin.continued()
         else:
             state = RunState.start(workflow.info().workflow_id, request, workflow.now())
         self._ctx = RunContext(state)
@@ -107,7 +116,7 @@ class AgentWorkflow:
             self._beginnings.start_as_fork(request.fork)
         self._wire(self._ctx)
         if self._ctx.opening_patched(patches.PEOPLE_CHECKED):
-            self.state.people_checks = 2
+            self.state.signatures.check_people(2)
         self._telling: asyncio.Task[str] | None = None
 
     def _carried(self, request: RunRequest) -> RunState | None:
@@ -161,7 +170,7 @@ class AgentWorkflow:
         ) is not None:
             raise ApplicationError(misplaced, type="StartRefused", non_retryable=True)
         if not request.resumes and self._ctx.opening_patched(patches.RUN_IDENTITY):
-            self.state.identity = admission.own_identity(workflow.info())
+            self.state.origin.take_identity(admission.own_identity(workflow.info()))
         self._ctx.settle_signatures()
         fresh = not request.resumes and request.fork is None
         if fresh and self.state.agent is None and self._ctx.opening_patched(patches.AGENT_RECORD):
@@ -202,7 +211,7 @@ class AgentWorkflow:
             # Cancelled: by a person (`cancel`), by Temporal (an activity it was running
             # stopped for it: workflows/phases/activity_call.py), or stopped where it asked
             # people to let it go on (RunStopped: the cancel is in their name already).
-            self.state.cancel(workflow.now())
+            self.state.lifecycle.cancel(workflow.now())
             self._ctx.moment(EventKind.CANCELLED, self.state.cancel_requested_by or "temporal")
             if self.state.cancel_requested_by is None:
                 # Cancelled through Temporal itself (Web UI, `temporal workflow cancel`):
@@ -214,7 +223,7 @@ class AgentWorkflow:
         except (RunFailed, ActivityError) as err:
             # A rule of the run broken, or an activity that failed for good.
             self._ctx.fail(err)
-        self.state.complete(answer, workflow.now())
+        self.state.lifecycle.complete(answer, workflow.now())
         self._ctx.moment(EventKind.COMPLETED, preview(answer, 80))
         return RunResult(
             run_id=self.state.run_id,
@@ -254,7 +263,7 @@ class AgentWorkflow:
         if self.state.status.is_closed or self.state.pause_requested:
             return
         if self._people.counts("pause", actor.by, actor.signed, actor.what_it_says()):
-            self.state.request_pause(actor, workflow.now())
+            self.state.lifecycle.request_pause(actor, workflow.now())
             self._ctx.moment(EventKind.PAUSE_REQUESTED, actor.by)
             self._ctx.forward("pause", actor)
 
@@ -265,7 +274,7 @@ class AgentWorkflow:
         if not self._people.counts("resume", actor.by, actor.signed, actor.what_it_says()):
             return
         if self.state.pause_requested:
-            self.state.resume(actor, workflow.now())
+            self.state.lifecycle.resume(actor, workflow.now())
             self._ctx.moment(EventKind.RESUMED, actor.by)
         self._ctx.forward("resume", actor)
 
@@ -277,7 +286,7 @@ class AgentWorkflow:
             return
         if not self._people.counts("cancel", actor.by, actor.signed, actor.what_it_says()):
             return
-        self.state.request_cancel(actor, workflow.now())
+        self.state.lifecycle.request_cancel(actor, workflow.now())
         self._ctx.moment(EventKind.CANCEL_REQUESTED, actor.by)
         if self._telling is not None:
             self._telling.cancel()
@@ -288,7 +297,7 @@ class AgentWorkflow:
         as it only takes trust away; passed on to a running sub-agent."""
         if (revoked := signal_input("revoke_keys", payload, KeyRevocation)) is None:
             return
-        if self.state.revoke_keys(revoked, workflow.now()):
+        if self.state.signatures.revoke(revoked, workflow.now()):
             self._ctx.moment(EventKind.KEYS_REVOKED, ", ".join(revoked.key_ids))
         self._ctx.forward("revoke_keys", revoked)
 
@@ -299,7 +308,7 @@ class AgentWorkflow:
         dropped."""
         if (report := signal_input(CHILD_SPENT, payload, ChildSpend)) is None:
             return
-        if not self.state.child_spent(report.child_id, report.spent, report.token):
+        if not self.state.budget_book.child_spent(report.child_id, report.spent, report.token):
             workflow.logger.warning(
                 "child_spent dropped: %s is no running sub-agent", report.child_id
             )
@@ -309,7 +318,7 @@ class AgentWorkflow:
         """A new budget sent by the parent (a person raised the tree's budget there)."""
         if (raise_ := signal_input("budget", payload, BudgetRaise)) is None:
             return
-        if (error := self.state.budget_raise_error(raise_, workflow.now())) is not None:
+        if (error := self.state.budget_book.budget_raise_error(raise_, workflow.now())) is not None:
             workflow.logger.warning("budget ignored: %s", error)
             return
         if (error := signed_changes.forwarded_raise_error(self.state, raise_)) is not None:
@@ -342,7 +351,7 @@ class AgentWorkflow:
     @decide.validator
     def _validate_decide(self, *payload: Any) -> None:
         request = update_input("decide", payload, DecideRequest)
-        refuse_if(self.state.decision_error(request))
+        refuse_if(self.state.requests.decision_error(request))
 
     @workflow.update(name="submit_answer")
     def submit_answer(self, *payload: Any) -> Question:
@@ -352,37 +361,39 @@ class AgentWorkflow:
     @submit_answer.validator
     def _validate_answer(self, *payload: Any) -> None:
         answer = update_input("submit_answer", payload, Answer)
-        refuse_if(self.state.answer_error(answer))
+        refuse_if(self.state.requests.answer_error(answer))
 
     @workflow.update
     def edit(self, *payload: Any) -> RunState:
         patch = update_input("edit", payload, StatePatch)
-        refuse_if(self.state.patch_error(patch))
+        refuse_if(patch_error(self.state, patch))
         self._people.must_count("edit", patch.by, patch.signed, patch.changes())
-        self.state.apply_patch(patch, workflow.now())
+        apply_patch(self.state, patch, workflow.now())
         self._ctx.moment(EventKind.EDITED, patch.by)
         # The answer lands in the history: the kept events stay out (the events query has
         # them), and so do the spend-report tokens of runs that have them, as in a query.
-        return self.state.for_readers().model_copy(update={"events": []})
+        return for_readers(self.state).model_copy(update={"events": []})
 
     @edit.validator
     def _validate_edit(self, *payload: Any) -> None:
-        refuse_if(self.state.patch_error(update_input("edit", payload, StatePatch)))
+        refuse_if(patch_error(self.state, update_input("edit", payload, StatePatch)))
 
     @workflow.update(name="authorize_rewind")
     def authorize_rewind(self, *payload: Any) -> str:
         """`agentctl rewind` asks first, so a run that requires signed changes checks who
         rewinds it (and records it) before the reset; the reset itself is Temporal's."""
         request = update_input("authorize_rewind", payload, RewindRequest)
-        refuse_if(self.state.rewind_error(request.moment))
+        refuse_if(self.state.moments.rewind_error(request.moment))
         self._people.must_count("rewind", request.by, request.signed, request.what_it_says())
-        self.state.log(workflow.now(), request.by, "rewind_authorized", f"to {request.moment}")
+        self.state.audit_log.log(
+            workflow.now(), request.by, "rewind_authorized", f"to {request.moment}"
+        )
         return f"rewind to moment {request.moment} authorized for {request.by}"
 
     @authorize_rewind.validator
     def _validate_rewind(self, *payload: Any) -> None:
         request = update_input("authorize_rewind", payload, RewindRequest)
-        refuse_if(self.state.rewind_error(request.moment))
+        refuse_if(self.state.moments.rewind_error(request.moment))
 
     # -- conversations (workflows/phases/conversation.py) ---------------------------------
 
@@ -435,7 +446,7 @@ class AgentWorkflow:
             return
         if self._people.counts("end_conversation", actor.by, actor.signed, actor.what_it_says()):
             convo.closed, convo.closed_by = True, actor.by
-            self.state.log(workflow.now(), actor.by, "conversation_closed", actor.reason)
+            self.state.audit_log.log(workflow.now(), actor.by, "conversation_closed", actor.reason)
             self._ctx.moment(EventKind.CONVERSATION_CLOSED, actor.by)
 
     @workflow.query(name="conversation")
@@ -459,7 +470,7 @@ class AgentWorkflow:
 
     @workflow.query(name="state")
     def get_state(self, *_: Any) -> RunState:
-        return self.state.for_readers()
+        return for_readers(self.state)
 
     @workflow.query(name="summary")
     def get_summary(self, *_: Any) -> RunSummary:
@@ -469,7 +480,7 @@ class AgentWorkflow:
     def get_events(self, *payload: Any) -> EventPage:
         """The run's events after an offset (docs/events.md): `{"after": N}`, or nothing
         for all it keeps. Answers without touching the history."""
-        return self.state.event_page(events_after(payload))
+        return event_page(self.state, events_after(payload))
 
     @workflow.query(name="pending_approvals")
     def get_pending_approvals(self, *_: Any) -> list[ApprovalRequest]:

@@ -69,7 +69,7 @@ def forwarded_raise_error(state: RunState, raise_: BudgetRaise) -> str | None:
 
 def decision_error(state: RunState, decision: DecideRequest, now: datetime) -> str | None:
     """Why a decision that RunState.decision_error() accepted still does not count."""
-    request = state.find_pending_approval(decision.request_id)
+    request = state.requests.find_pending_approval(decision.request_id)
     assert request is not None, "checked after RunState.decision_error()"
     action: Action = "approve" if decision.approve else "reject"
     if state.signature_version == 1:
@@ -91,7 +91,7 @@ def decision_error(state: RunState, decision: DecideRequest, now: datetime) -> s
 
 def answer_error(state: RunState, answer: Answer, now: datetime) -> str | None:
     """Why an answer that RunState.answer_error() accepted still does not count."""
-    question = state.find_pending_question(answer.question_id)
+    question = state.requests.find_pending_question(answer.question_id)
     assert question is not None, "checked after RunState.answer_error()"
     if state.signature_version == 1:
         digest = answer_digest(answer.answer)
@@ -154,7 +154,7 @@ def note_used(state: RunState, signed: SignedDecision | None, now: datetime) -> 
         return
     fresh = [use for use in state.signed_nonces if use.at >= now - FRESH_FOR]
     at = datetime.fromisoformat(signed.at)
-    state.signed_nonces = [*fresh, SignedUse(nonce=signed.request_id, at=at)]
+    state.signatures.remember_nonces([*fresh, SignedUse(nonce=signed.request_id, at=at)])
 
 
 def _moment_error(state: RunState, signed: SignedDecision | None) -> str | None:

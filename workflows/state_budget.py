@@ -1,41 +1,72 @@
-"""The rules of a run's budget and its sub-agents: what is spent (the tree's), what a
-next call may cost, a raise (which approves the budget request waiting, a decision), and
-each delegation from start to answer."""
+"""The budget book, a record of the run's state: its budget, what it spent (the tree's),
+what a next call may cost, a raise (which approves the budget request waiting, a
+decision), and each delegation from start to answer."""
 
 from __future__ import annotations
 
 import json
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
+from durable_agents.workflows.activity_io import TokenUsage
 from durable_agents.workflows.contract_base import preview
 from durable_agents.workflows.contracts import RunBudget, Spend
 from durable_agents.workflows.people_inputs import BudgetRaise
 from durable_agents.workflows.records import (
     BUDGET_REQUEST,
     DELEGATE_ANSWER_CHARS,
-    ApprovalStatus,
     Delegation,
 )
-from durable_agents.workflows.state_decisions import DecisionRules
+from durable_agents.workflows.state_decisions import latest
+from durable_agents.workflows.state_write import write
+
+if TYPE_CHECKING:
+    from durable_agents.workflows.state_fields import RunState
 
 
-class BudgetRules(DecisionRules):
+class BudgetBook:
+    """What the run may spend and what it spent: its own calls and its sub-agents'."""
+
+    OWNS: ClassVar[frozenset[str]] = frozenset(
+        {"budget", "usage", "tool_calls", "last_call", "delegations"}
+    )
+
+    def __init__(self, state: RunState) -> None:
+        self._s = state
+
+    @property
+    def budget(self) -> RunBudget | None:
+        return self._s.budget
+
     @property
     def own_spend(self) -> Spend:
-        tokens = self.usage.input_tokens + self.usage.output_tokens
-        return Spend(usd=self.usage.cost_usd, tokens=tokens, tool_calls=self.tool_calls)
+        usage = self._s.usage
+        tokens = usage.input_tokens + usage.output_tokens
+        return Spend(usd=usage.cost_usd, tokens=tokens, tool_calls=self._s.tool_calls)
 
     @property
     def spent(self) -> Spend:
         """What the run and every sub-agent it delegated to have spent."""
         total = self.own_spend
-        for delegation in self.delegations:
+        for delegation in self._s.delegations:
             total = total.plus(delegation.spent)
         return total
 
     def elapsed(self, now: datetime) -> float:
-        return max(0.0, (now - self.created_at).total_seconds())
+        return max(0.0, (now - self._s.created_at).total_seconds())
+
+    def set_budget(self, budget: RunBudget | None) -> None:
+        """The budget the run starts with (its agent's, or a tighter one asked for)."""
+        write(self._s, self, budget=budget)
+
+    def record_usage(self, usage: TokenUsage, *, memoized: bool) -> None:
+        self._s.usage.add(usage, memoized=memoized)
+        if not memoized:
+            tokens = usage.input_tokens + usage.output_tokens
+            write(self._s, self, last_call=Spend(usd=usage.cost_usd, tokens=tokens))
+
+    def count_tool_call(self) -> None:
+        write(self._s, self, tool_calls=self._s.tool_calls + 1)
 
     def budget_error(self, call: str, now: datetime) -> str | None:
         """Why the next call (`model`, `tool` or `delegate`) would pass the budget."""
@@ -76,7 +107,7 @@ class BudgetRules(DecisionRules):
             "budget": self.budget.model_dump(exclude_none=True),
             "spent": self.spent.model_dump(),
             "seconds": round(self.elapsed(now), 1),
-            "next_call": (self.last_call or Spend()).model_dump(include={"usd", "tokens"}),
+            "next_call": (self._s.last_call or Spend()).model_dump(include={"usd", "tokens"}),
         }
 
     def remaining_budget(self, now: datetime, child: Delegation) -> RunBudget | None:
@@ -105,12 +136,12 @@ class BudgetRules(DecisionRules):
         )
 
     def budget_raise_error(self, raise_: BudgetRaise, now: datetime) -> str | None:
-        if self.status.is_closed:
-            return f"the run is {self.status.value}"
+        if self._s.status.is_closed:
+            return f"the run is {self._s.status.value}"
         limits = raise_.limits()
         if not limits:
             return "give a new limit: usd, tokens, tool_calls or seconds"
-        if not self.policy.may_decide(BUDGET_REQUEST, raise_.by):
+        if not self._s.policy.may_decide(BUDGET_REQUEST, raise_.by):
             return f"{raise_.by} may not change this run's budget"
         spent = self.spent
         below = {
@@ -128,26 +159,24 @@ class BudgetRules(DecisionRules):
         """Apply a raise that budget_raise_error() accepted; a budget request waiting is
         approved by it (the run checks again, and asks again if still over)."""
         base = self.budget.model_dump() if self.budget else {}
-        self.budget = RunBudget.model_validate(base | raise_.limits())
+        budget = RunBudget.model_validate(base | raise_.limits())
+        write(self._s, self, budget=budget)
         detail = json.dumps(raise_.limits(), sort_keys=True)
-        for request in self.pending_approvals:
-            if request.is_budget:
-                request.status = ApprovalStatus.APPROVED
-                request.decided_by, request.decided_at = raise_.by, now
-                request.comment = raise_.comment or f"budget raised: {detail}"
-        self._leave_wait()
-        self.log(now, raise_.by, "budget_raised", detail)
-        return self.budget
+        comment = raise_.comment or f"budget raised: {detail}"
+        self._s.requests.approve_budget_requests(raise_.by, comment, now)
+        self._s.lifecycle.leave_wait()
+        self._s.audit_log.log(now, raise_.by, "budget_raised", detail)
+        return budget
 
     def delegation(self, child_id: str) -> Delegation | None:
-        return next((d for d in self.delegations if d.child_id == child_id), None)
+        return next((d for d in self._s.delegations if d.child_id == child_id), None)
 
     def reusable_delegation(self, agent: str, step: int, task: str) -> Delegation | None:
         """A finished delegation of the run this one was forked from, for the same task."""
         return next(
             (
                 d
-                for d in self.delegations
+                for d in self._s.delegations
                 if d.inherited
                 and d.status == "completed"
                 and (d.agent, d.step, d.task) == (agent, step, preview(task, 500))
@@ -156,9 +185,11 @@ class BudgetRules(DecisionRules):
         )
 
     def start_delegation(self, delegation: Delegation, now: datetime) -> None:
-        self.delegations.append(delegation)
-        self.tool_calls += 1
-        self.log(now, "model", "delegated", f"{delegation.agent}: {delegation.child_id}")
+        self._s.delegations.append(delegation)
+        self.count_tool_call()
+        self._s.audit_log.log(
+            now, "model", "delegated", f"{delegation.agent}: {delegation.child_id}"
+        )
 
     def child_spent(self, child_id: str, spent: Spend, token: str | None = None) -> bool:
         """A running child reports its spend (after each call); False if unknown. Where
@@ -203,4 +234,25 @@ class BudgetRules(DecisionRules):
         delegation.answer = preview(answer, DELEGATE_ANSWER_CHARS) if answer else None
         if spent is not None:
             delegation.spent = spent
-        self.log(now, "system", "delegate_answered", f"{child_id}: {status}")
+        self._s.audit_log.log(now, "system", "delegate_answered", f"{child_id}: {status}")
+
+    def forked(self) -> None:
+        """In a fork: a sub-agent's finished answer is reused for the same task; one still
+        running belonged to the parent's moment and is not the fork's."""
+        write(
+            self._s,
+            self,
+            delegations=[
+                d.model_copy(update={"inherited": True})
+                for d in self._s.delegations
+                if d.status != "running"
+            ],
+        )
+
+    def trim(self, kept: int) -> None:
+        """The latest `kept` finished delegations, and every one still running."""
+        write(
+            self._s,
+            self,
+            delegations=latest(self._s.delegations, kept, lambda d: d.status == "running"),
+        )

@@ -1,11 +1,12 @@
-"""The rules of a person's decisions and answers: what waits for whom, which decision or
-answer counts, and what it changes (workflows/signed_changes.py checks signatures)."""
+"""The requests to people, a record of the run's state: its approvals and questions, what
+waits for whom, which decision or answer counts, and what it changes
+(workflows/signed_changes.py checks signatures)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime
-from typing import TypeVar
+from typing import TYPE_CHECKING, ClassVar, TypeVar
 
 from durable_agents.workflows.contract_base import preview
 from durable_agents.workflows.people_inputs import Answer, DecideRequest
@@ -16,24 +17,35 @@ from durable_agents.workflows.records import (
     QuestionStatus,
     RunStatus,
 )
-from durable_agents.workflows.state_fields import RunFields
+from durable_agents.workflows.state_write import write
 from durable_agents.workflows.tools import ASK_HUMAN
+
+if TYPE_CHECKING:
+    from durable_agents.workflows.state_fields import RunState
 
 T = TypeVar("T")
 
 
-class DecisionRules(RunFields):
+class PeopleRequests:
+    """What the run asked of people: approvals of tool calls (and of a spent budget) and
+    questions, each with its decision or answer once given."""
+
+    OWNS: ClassVar[frozenset[str]] = frozenset({"approvals", "questions"})
+
+    def __init__(self, state: RunState) -> None:
+        self._s = state
+
     @property
     def pending_approvals(self) -> list[ApprovalRequest]:
-        return [a for a in self.approvals if a.status is ApprovalStatus.PENDING]
+        return [a for a in self._s.approvals if a.status is ApprovalStatus.PENDING]
 
     def request_approval(self, request: ApprovalRequest) -> None:
-        self.approvals.append(request)
-        self.status = RunStatus.AWAITING_APPROVAL
-        self.log(request.requested_at, "policy", "approval_requested", request.tool)
+        self._s.approvals.append(request)
+        self._s.lifecycle.wait_for(RunStatus.AWAITING_APPROVAL)
+        self._s.audit_log.log(request.requested_at, "policy", "approval_requested", request.tool)
 
     def requests_named(self, request_id: str) -> int:
-        return sum(1 for a in self.approvals if a.request_id == request_id)
+        return sum(1 for a in self._s.approvals if a.request_id == request_id)
 
     def find_pending_approval(self, request_id: str | None) -> ApprovalRequest | None:
         """The request a decision names, or the only one waiting when it names none."""
@@ -41,10 +53,10 @@ class DecisionRules(RunFields):
 
     def decision_error(self, decision: DecideRequest) -> str | None:
         """Why this decision cannot apply now; None when it can."""
-        if self.status.is_closed:
-            return f"the run is {self.status.value}"
+        if self._s.status.is_closed:
+            return f"the run is {self._s.status.value}"
         if decision.request_id is not None:
-            named = [a for a in self.approvals if a.request_id == decision.request_id]
+            named = [a for a in self._s.approvals if a.request_id == decision.request_id]
             if not named:
                 return f"no approval request {decision.request_id!r}"
             if not any(a.status is ApprovalStatus.PENDING for a in named):
@@ -62,7 +74,7 @@ class DecisionRules(RunFields):
             return f"several approvals are pending; name one of {', '.join(pending)}"
         if decision.request_id is None and self.requests_named(request.request_id) > 1:
             return f"more than one request had the id {request.request_id}: name it"
-        if not self.policy.may_decide(request.tool, decision.by, request.escalated):
+        if not self._s.policy.may_decide(request.tool, decision.by, request.escalated):
             return f"{decision.by} may not decide {request.tool} requests in this run"
         if request.is_budget and decision.approve:
             return "a spent budget is not approved but raised (raise_budget), or rejected to stop"
@@ -76,38 +88,35 @@ class DecisionRules(RunFields):
         request.decided_by = decision.by
         request.decided_at = now
         request.comment = decision.comment
-        self._leave_wait()
-        self.log(now, decision.by, request.status.value, f"{request.tool} {request.request_id}")
+        self._s.lifecycle.leave_wait()
+        self._s.audit_log.log(
+            now, decision.by, request.status.value, f"{request.tool} {request.request_id}"
+        )
         return request
-
-    def rewind_error(self, moment: int) -> str | None:
-        if moment > self.moment:
-            return f"the run has no moment {moment} yet (it is at {self.moment})"
-        return None
-
-    def refuse(self, by: str, error: str, now: datetime) -> None:
-        """Record a decision that did not count, and why (the audit keeps every attempt)."""
-        self.log(now, "policy", "decision_refused", preview(f"{by}: {error}", 500))
 
     def escalate(self, request: ApprovalRequest, deadline: datetime, now: datetime) -> None:
         request.escalated = True
         request.deadline = deadline
-        self.log(now, "deadline", "escalated", f"{request.tool} {request.request_id}")
+        self._s.audit_log.log(now, "deadline", "escalated", f"{request.tool} {request.request_id}")
 
     @property
     def pending_questions(self) -> list[Question]:
-        return [q for q in self.questions if q.status is QuestionStatus.PENDING]
+        return [q for q in self._s.questions if q.status is QuestionStatus.PENDING]
 
     def ask(self, question: Question) -> None:
-        self.questions.append(question)
-        self.status = RunStatus.AWAITING_INPUT
-        self.log(question.asked_at, "model", "question_asked", preview(question.question, 80))
+        self._s.questions.append(question)
+        self._s.lifecycle.wait_for(RunStatus.AWAITING_INPUT)
+        self._s.audit_log.log(
+            question.asked_at, "model", "question_asked", preview(question.question, 80)
+        )
 
     def answer_error(self, answer: Answer) -> str | None:
-        if self.status.is_closed:
-            return f"the run is {self.status.value}"
+        if self._s.status.is_closed:
+            return f"the run is {self._s.status.value}"
         if answer.question_id is not None:
-            known = next((q for q in self.questions if q.question_id == answer.question_id), None)
+            known = next(
+                (q for q in self._s.questions if q.question_id == answer.question_id), None
+            )
             if known is None:
                 return f"no question {answer.question_id!r}"
             if known.status is not QuestionStatus.PENDING:
@@ -117,7 +126,7 @@ class DecisionRules(RunFields):
             return "no question is pending" if not self.pending_questions else "name the question"
         if question.options is not None and answer.answer not in question.options:
             return f"answer must be one of {', '.join(question.options)}"
-        if self.people_checks >= 2 and not self.policy.may_decide(ASK_HUMAN, answer.by):
+        if self._s.people_checks >= 2 and not self._s.policy.may_decide(ASK_HUMAN, answer.by):
             return f"{answer.by} may not answer this run's questions"
         return None
 
@@ -128,26 +137,69 @@ class DecisionRules(RunFields):
         question.answer = answer.answer
         question.answered_by = answer.by
         question.answered_at = now
-        self._leave_wait()
-        self.log(now, answer.by, "answered", question.question_id)
+        self._s.lifecycle.leave_wait()
+        self._s.audit_log.log(now, answer.by, "answered", question.question_id)
         return question
 
     def expire(self, question: Question, now: datetime) -> None:
         question.status = QuestionStatus.EXPIRED
-        self._leave_wait()
-        self.log(now, "deadline", "question_expired", question.question_id)
+        self._s.lifecycle.leave_wait()
+        self._s.audit_log.log(now, "deadline", "question_expired", question.question_id)
 
     def find_pending_question(self, question_id: str | None) -> Question | None:
         """The question an answer names, or the only one waiting when it names none."""
         return _named_or_only(self.pending_questions, question_id, lambda q: q.question_id)
 
-    def _leave_wait(self) -> None:
-        if self.pending_approvals:
-            self.status = RunStatus.AWAITING_APPROVAL
-        elif self.pending_questions:
-            self.status = RunStatus.AWAITING_INPUT
-        elif not self.status.is_closed:
-            self.status = RunStatus.RUNNING if self.plan else RunStatus.PLANNING
+    def close_all(self, now: datetime) -> None:
+        """The run is cancelled: nothing it asked waits any more."""
+        for request in self.pending_approvals:
+            request.status = ApprovalStatus.REJECTED
+            request.decided_by = "cancelled"
+            request.decided_at = now
+        for question in self.pending_questions:
+            question.status = QuestionStatus.EXPIRED
+
+    def approve_budget_requests(self, by: str, comment: str, now: datetime) -> None:
+        """A raise approves the budget request waiting (the run checks again)."""
+        for request in self.pending_approvals:
+            if request.is_budget:
+                request.status = ApprovalStatus.APPROVED
+                request.decided_by, request.decided_at = by, now
+                request.comment = comment
+
+    def forked(self, restarting: set[int]) -> None:
+        """In a fork: what was decided before the fork's moment stays; what the restarting
+        step asked, or what still waited, is asked again."""
+        write(
+            self._s,
+            self,
+            approvals=[
+                a
+                for a in self._s.approvals
+                if a.step not in restarting and a.status is not ApprovalStatus.PENDING
+            ],
+            questions=[
+                q
+                for q in self._s.questions
+                if q.step not in restarting and q.status is not QuestionStatus.PENDING
+            ],
+        )
+
+    def trim(self, kept: int) -> None:
+        """The latest `kept` closed requests of each kind, and every one still waiting."""
+        write(
+            self._s,
+            self,
+            approvals=latest(self._s.approvals, kept, lambda a: a.status is ApprovalStatus.PENDING),
+            questions=latest(self._s.questions, kept, lambda q: q.status is QuestionStatus.PENDING),
+        )
+
+
+def latest(records: list[T], kept: int, still_open: Callable[[T], bool]) -> list[T]:
+    """The records still open and the latest `kept` of the others, in their order."""
+    closed = [i for i, record in enumerate(records) if not still_open(record)]
+    dropped = set(closed[:-kept]) if kept else set(closed)
+    return [record for i, record in enumerate(records) if i not in dropped]
 
 
 def _named_or_only(pending: list[T], wanted: str | None, key: Callable[[T], str]) -> T | None:

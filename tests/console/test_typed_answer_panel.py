@@ -9,6 +9,7 @@ from durable_agents.console.web import templates
 from durable_agents.workflows.agent_records import AgentRecord, OutputRecord
 from durable_agents.workflows.contracts import RunRequest
 from durable_agents.workflows.state import RunState
+from tests.conftest import arrange
 
 
 def panel(state: RunState) -> str:
@@ -17,16 +18,19 @@ def panel(state: RunState) -> str:
 
 def test_the_typed_answer_is_shown_with_its_type():
     state = RunState.start("r1", RunRequest(goal="Decide", agent="triage"), datetime.now(UTC))
-    state.agent = AgentRecord(
-        name="triage",
-        instructions_digest="d",
-        tools=[],
-        output=OutputRecord(name="TriageDecision", schema_digest="s", attempts=3),
+    arrange(
+        state,
+        agent=AgentRecord(
+            name="triage",
+            instructions_digest="d",
+            tools=[],
+            output=OutputRecord(name="TriageDecision", schema_digest="s", attempts=3),
+        ),
     )
-    state.complete('{"refund": true}', datetime.now(UTC))
-    state.output = {"refund": True, "reason": "<b>charged twice</b>"}
+    state.lifecycle.complete('{"refund": true}', datetime.now(UTC))
+    arrange(state, output={"refund": True, "reason": "<b>charged twice</b>"})
     shown = panel(state)
     assert "Typed answer (TriageDecision)" in shown and 'id="typed-answer"' in shown
     assert "\\u003cb\\u003echarged twice" in shown and "<b>charged" not in shown
-    state.output = None
+    arrange(state, output=None)
     assert "typed-answer" not in panel(state)

@@ -44,7 +44,7 @@ from durable_agents.workflows.contracts import DelegatedBy, ForkSpec, RunPolicy,
 from durable_agents.workflows.people_inputs import Actor
 from durable_agents.workflows.state import RunState, pack_state
 from durable_agents.workflows.whatif import ShadowSpec
-from tests.conftest import run_id, settings_for
+from tests.conftest import arrange, run_id, settings_for
 from tests.integration.test_outside_callers import (
     FakeParent,
     Smuggled,
@@ -61,7 +61,7 @@ REFUND = RunRequest(goal="Refund jane 80 EUR", agent="refund", label="refund-loo
 def carried(wid: str, **request: Any) -> RunRequest:
     """A start carrying a state an attacker made: no policy, no identity."""
     state = RunState.start(wid, REFUND, datetime.now(UTC))
-    state.policy = RunPolicy()
+    arrange(state, policy=RunPolicy())
     return REFUND.model_copy(update={"resume_state_packed": pack_state(state), **request})
 
 

@@ -70,4 +70,4 @@ async def test_sigkill_mid_run_loses_nothing_and_repeats_nothing(
     # that was in flight, never one already stored.
     served = completions(model_server, state.store_key)
     assert STEPS + 2 <= served <= STEPS + 3
-    assert len(state.completed_steps) == STEPS
+    assert len(state.steps.completed) == STEPS

@@ -235,7 +235,7 @@ class TestQuestionsAndEdits:
         result = await runs.wait_result(client, rid)
         state = await runs.get_state(client, rid)
         assert result.status == "completed" and state.goal == "Stop early"
-        assert len(state.plan) == kept + 1 and len(state.completed_steps) == kept + 1
+        assert len(state.plan) == kept + 1 and len(state.steps.completed) == kept + 1
         assert [(e.actor, e.action) for e in state.audit if e.actor == "eve"] == [
             ("eve", "pause_requested"),
             ("eve", "edited"),

@@ -210,7 +210,7 @@ async def test_a_long_run_continues_as_new_and_its_timeline_spans_the_chain(dev_
     state = await runs.get_state(client, rid)
 
     assert result.status == "completed"
-    assert state.chain >= 3 and len(state.completed_steps) == 25
+    assert state.chain >= 3 and len(state.steps.completed) == 25
     assert count_effects(settings, rid, "note") == 25  # each step's effect once
     found = await timeline.rebuild(client, rid)
     assert len(found.chain) == state.chain

@@ -67,7 +67,7 @@ async def test_runs_in_flight_on_the_previous_main_finish_on_this_code(
 
         async def mid_chain() -> bool:
             state = await runs.get_state(client, long)
-            return state.chain >= 2 and len(state.completed_steps) >= 4
+            return state.chain >= 2 and len(state.steps.completed) >= 4
 
         await eventually(mid_chain, within=120)
         await runs.pause(client, long, Actor(by="ops", reason="deploying"))
@@ -93,7 +93,7 @@ async def test_runs_in_flight_on_the_previous_main_finish_on_this_code(
         after = await runs.get_state(client, long)
     assert [r.status for r in results] == ["completed", "completed"]
     assert count_effects(settings, pay, "charge") == 1
-    assert after.chain >= before >= 2 and len(after.completed_steps) == 40
+    assert after.chain >= before >= 2 and len(after.steps.completed) == 40
     for rid in (pay, long):
         history = await client.get_workflow_handle(rid).fetch_history()
         failed = [

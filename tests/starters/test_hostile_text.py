@@ -17,6 +17,7 @@ from durable_agents.starters.terminal import SafeConsole
 from durable_agents.workflows.conversation_records import TurnReply
 from durable_agents.workflows.records import ApprovalRequest, PlanStep
 from durable_agents.workflows.state import RunState
+from tests.conftest import arrange
 
 HOSTILE = "pay [/] 10 EUR [conceal]and 9,000 EUR to mallory[/conceal] \x1b[2J\x1b]0;pwned\x07end"
 
@@ -43,18 +44,21 @@ def test_inbox_shows_hostile_arguments_whole():
 def test_show_prints_hostile_plan_titles_arguments_and_comments_as_text():
     now = datetime.now(UTC)
     state = RunState(run_id="run-1", goal=HOSTILE, created_at=now, updated_at=now)
-    state.plan = [PlanStep(index=1, title=HOSTILE, result=HOSTILE)]
-    state.approvals = [
-        ApprovalRequest(
-            request_id="call-[/]",
-            tool="pay_invoice",
-            arguments={"memo": HOSTILE},
-            reason=HOSTILE,
-            step=1,
-            requested_at=now,
-            comment=HOSTILE,
-        )
-    ]
+    arrange(state, plan=[PlanStep(index=1, title=HOSTILE, result=HOSTILE)])
+    arrange(
+        state,
+        approvals=[
+            ApprovalRequest(
+                request_id="call-[/]",
+                tool="pay_invoice",
+                arguments={"memo": HOSTILE},
+                reason=HOSTILE,
+                step=1,
+                requested_at=now,
+                comment=HOSTILE,
+            )
+        ],
+    )
     text = printed(state)
     assert text.count("[conceal]and 9,000 EUR to mallory[/conceal]") >= 4
     assert "call-[/]" in text

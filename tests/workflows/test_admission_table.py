@@ -15,6 +15,7 @@ from durable_agents.workflows.admission import ADMISSION, Beginning
 from durable_agents.workflows.contracts import DelegatedBy, ForkSpec, RunRequest
 from durable_agents.workflows.people_inputs import SignedDecision
 from durable_agents.workflows.state import MAX_PACKED_STATE_CHARS, RunState
+from tests.conftest import arrange
 
 DOC = Path(__file__).parents[2] / "docs" / "architecture.md"
 OURS = OtherRun(found=True, workflow_type="AgentWorkflow", task_queue="q", on_this_queue=True)
@@ -59,7 +60,7 @@ def state_of(info: Info, identity: str | None = "victim-r1@r1") -> RunState:
     state = RunState.start(
         info.workflow_id, RunRequest(goal="g"), __import__("datetime").datetime(2026, 1, 1)
     )
-    state.identity = identity
+    arrange(state, identity=identity)
     return state
 
 

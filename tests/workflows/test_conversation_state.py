@@ -11,7 +11,8 @@ from durable_agents.workflows.contracts import RunRequest
 from durable_agents.workflows.conversation_records import QueuedMessage
 from durable_agents.workflows.people_inputs import StatePatch
 from durable_agents.workflows.records import ApprovalRequest, ApprovalStatus, PlanStep
-from durable_agents.workflows.state import RunState
+from durable_agents.workflows.state import RunState, patch_error, trim_for_a_long_life
+from tests.conftest import arrange
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -29,33 +30,33 @@ def approval(i: int, status: ApprovalStatus) -> ApprovalRequest:
 
 def test_a_long_life_keeps_what_is_pending_and_the_latest_of_the_rest():
     state = conversation()
-    state.approvals = [approval(i, ApprovalStatus.APPROVED) for i in range(10)]
+    arrange(state, approvals=[approval(i, ApprovalStatus.APPROVED) for i in range(10)])
     state.approvals.insert(3, approval(99, ApprovalStatus.PENDING))
     for i in range(10):
-        state.log(NOW, "jo", "edited", str(i))
-    state.trim_for_a_long_life(kept=4)
+        state.audit_log.log(NOW, "jo", "edited", str(i))
+    trim_for_a_long_life(state, kept=4)
     assert [a.request_id for a in state.approvals] == ["r99", "r6", "r7", "r8", "r9"]
     assert [e.detail for e in state.audit] == ["6", "7", "8", "9"]
 
 
 def test_a_turns_calls_are_keyed_by_its_message_too():
     state = conversation()
-    assert state.call_key("call_1") == "call_1"  # between turns: nothing to add
+    assert state.thread.call_key("call_1") == "call_1"  # between turns: nothing to add
     assert state.conversation is not None
     state.conversation.queue.append(
         QueuedMessage(message_id="msg-a", text="refund", by="jo", received_at=NOW)
     )
-    state.start_step(PlanStep(index=2, title="jo: refund"), NOW)
-    assert state.call_key("call_1") == "msg-a/call_1"
+    state.steps.start_step(PlanStep(index=2, title="jo: refund"), NOW)
+    assert state.thread.call_key("call_1") == "msg-a/call_1"
     plain = RunState.start("r1", RunRequest(goal="g"), NOW)
-    plain.start_step(PlanStep(index=2, title="step"), NOW)
-    assert plain.call_key("call_1") == "call_1"  # runs that are no conversation: unchanged
+    plain.steps.start_step(PlanStep(index=2, title="step"), NOW)
+    assert plain.thread.call_key("call_1") == "call_1"  # runs that are no conversation: unchanged
 
 
 def test_a_conversations_steps_are_its_turns_not_an_edit():
     state = conversation()
-    state.start_step(PlanStep(index=1, title="jo: hi"), NOW)
-    error = state.patch_error(StatePatch(by="ed", pending_steps=["do this"]))
+    state.steps.start_step(PlanStep(index=1, title="jo: hi"), NOW)
+    error = patch_error(state, StatePatch(by="ed", pending_steps=["do this"]))
     assert error is not None and "send a message instead" in error
 
 

@@ -42,7 +42,7 @@ from durable_agents.workflows.phases.tool_calls import ToolCalls
 from durable_agents.workflows.phases.turn_loop import TurnLoop
 from durable_agents.workflows.records import BUDGET_REQUEST
 from durable_agents.workflows.state import RunState
-from tests.conftest import eventually
+from tests.conftest import arrange, eventually
 
 PHASES = {
     Budget: budget, ModelTurns: model_turn, Gate: gate, Delegating: delegating,
@@ -127,7 +127,7 @@ class BudgetAlone:
     def __init__(self, limit: int) -> None:
         request = RunRequest(goal="probe", budget=RunBudget(tool_calls=limit))
         self.ctx = RunContext(RunState.start(workflow.info().workflow_id, request, workflow.now()))
-        self.ctx.state.tool_calls = 1  # one call made
+        arrange(self.ctx.state, tool_calls=1)  # one call made
         self.budget = Budget(self.ctx, WaitingForPeople(self.ctx))
 
     @workflow.run
@@ -146,7 +146,7 @@ class BudgetAlone:
     def decide(self, approve: bool) -> None:
         [request] = self.ctx.state.pending_approvals
         decision = DecideRequest(approve=approve, request_id=request.request_id, by="alice")
-        self.ctx.state.apply_decision(decision, workflow.now())
+        self.ctx.state.requests.apply_decision(decision, workflow.now())
 
 
 async def test_the_budget_part_runs_alone_in_a_workflow_of_its_own(time_env):

@@ -10,6 +10,7 @@ import pytest
 from durable_agents.workflows.contracts import DelegatedBy
 from durable_agents.workflows.people_inputs import FORWARDED, ON_REQUESTS
 from durable_agents.workflows.signing import moment_tag, sign
+from tests.conftest import arrange
 from tests.workflows.test_signature_doors import CHANGE_SAYS, moments, new_case
 
 
@@ -31,7 +32,7 @@ def test_a_v3_moment_edited_to_the_moment_after_a_rewind_does_not_count(kind: st
     """Rewound past the signed moment and on again: the copy, edited to name the run's
     current moment, is refused as forged rather than counted in the new timeline."""
     case = new_case(kind)
-    case.state.events = [*case.state.events[:3], *moments(4, 5, case.now)]
+    arrange(case.state, events=[*case.state.events[:3], *moments(4, 5, case.now)])
     assert "the run was rewound" in (case.verdict(case.signed) or "")
     edited = case.signed.model_copy(update={"moment": moment_tag(case.state.events[-1])})
     error = case.verdict(edited)
@@ -66,7 +67,10 @@ def test_a_change_signed_for_the_run_above_counts_only_where_it_is_passed_on(kin
     on (pause, resume, a budget: the parent checked its signature and moment); any other
     change signed for the parent and sent straight to the child is refused."""
     case = new_case(kind)
-    case.state.delegated_by = DelegatedBy(run_id="p", step=1, tool_call_id="c1", identities=["p@1"])
+    arrange(
+        case.state,
+        delegated_by=DelegatedBy(run_id="p", step=1, tool_call_id="c1", identities=["p@1"]),
+    )
     for_the_parent = case.resigned(run="p@1")
     error = case.verdict(for_the_parent)
     if kind in PASSED_ON:
@@ -89,6 +93,9 @@ def test_a_decision_signed_for_the_run_above_does_not_count_in_a_sub_agent(kind:
     """A decision or answer is the run's own: one signed for its parent, even at the
     sub-agent's own moment, does not count in the sub-agent."""
     case = new_case(kind)
-    case.state.delegated_by = DelegatedBy(run_id="p", step=1, tool_call_id="c1", identities=["p@1"])
+    arrange(
+        case.state,
+        delegated_by=DelegatedBy(run_id="p", step=1, tool_call_id="c1", identities=["p@1"]),
+    )
     error = case.verdict(case.resigned(run="p@1"))
     assert error is not None and "\n" not in error, error

@@ -44,6 +44,7 @@ from durable_agents.workflows.signing import (
 )
 from durable_agents.workflows.state import RunState
 from durable_agents.workflows.subject_grants import grant_error
+from tests.conftest import arrange
 
 FAILURES = (
     "unsigned",
@@ -136,7 +137,7 @@ def new_case(kind: str) -> Case:
     )
     state = RunState(run_id="r", identity="r@1", goal="g", policy=policy, created_at=asked,
                      updated_at=asked, signature_version=NEWEST, people_checks=2)  # fmt: skip
-    state.events, state.moment = moments(1, 5, asked), 5
+    arrange(state, events=moments(1, 5, asked), moment=5)
     signer, latest = Signer(key, "k"), state.events[-1]
     deadline = now + timedelta(minutes=10)
     case: dict[str, Any] = {"kind": kind, "state": state, "key": key, "asked": asked}
@@ -145,14 +146,14 @@ def new_case(kind: str) -> Case:
         request = ApprovalRequest(request_id="call-1", tool="pay_invoice", reason="",
                                   arguments={"amount": "1250.00", "currency": "EUR"}, step=3,
                                   requested_at=asked, deadline=deadline)  # fmt: skip
-        state.request_approval(request)
+        state.requests.request_approval(request)
         approved = kind == "approve"
         signed = signer.approval("r@1", "alice", approved, request, "ok", NEWEST, latest)
         return Case(**case, judge=_decision(approved), signed=signed, request=request)
     if kind == "answer":
         question = Question(question_id="q-1", question="Which invoice?", step=2,
                             asked_at=asked, deadline=deadline)  # fmt: skip
-        state.ask(question)
+        state.requests.ask(question)
         signed = signer.answer("r@1", "alice", question, "INV-1", NEWEST, latest)
         return Case(**case, judge=_answer, signed=signed)
     if kind == "fork":
@@ -189,7 +190,7 @@ def _decision(approved: bool) -> Judge:
         decision = DecideRequest(
             approve=approved, request_id="call-1", by="alice", comment="ok", signed=signed
         )
-        return case.state.decision_error(decision) or signed_changes.decision_error(
+        return case.state.requests.decision_error(decision) or signed_changes.decision_error(
             case.state, decision, now
         )
 
@@ -198,7 +199,9 @@ def _decision(approved: bool) -> Judge:
 
 def _answer(case: Case, signed: SignedDecision | None, now: datetime) -> str | None:
     answer = Answer(question_id="q-1", answer="INV-1", by="alice", signed=signed)
-    return case.state.answer_error(answer) or signed_changes.answer_error(case.state, answer, now)
+    return case.state.requests.answer_error(answer) or signed_changes.answer_error(
+        case.state, answer, now
+    )
 
 
 def _change(action: Any, says: Any) -> Judge:
@@ -250,7 +253,7 @@ def future_dated(case: Case) -> tuple[SignedDecision | None, datetime, str]:
 def rewound(case: Case) -> tuple[SignedDecision | None, datetime, str]:
     # Back to moment 3, then on again: moments 4 and 5 are others now. The request (or
     # question) was asked again, the same: only the moment the signer saw tells it apart.
-    case.state.events = [*case.state.events[:3], *moments(4, 5, case.now)]
+    arrange(case.state, events=[*case.state.events[:3], *moments(4, 5, case.now)])
     return case.signed, case.now, "the run was rewound"
 
 
@@ -258,7 +261,7 @@ def revoked(case: Case) -> tuple[SignedDecision | None, datetime, str]:
     if case.kind == "subject":  # a subject key is revoked by taking it out of the setting
         case.keys.clear()
         return case.signed, case.now, "grants nothing here"
-    case.state.revoked_keys = ["k"]
+    arrange(case.state, revoked_keys=["k"])
     return case.signed, case.now, "was revoked"
 
 
@@ -271,7 +274,7 @@ def past_its_deadline(case: Case) -> tuple[SignedDecision | None, datetime, str]
 def after_an_escalation(case: Case) -> tuple[SignedDecision | None, datetime, str]:
     # alice signed while she could decide; the request escalated to the cfo meanwhile.
     assert case.request is not None
-    case.state.escalate(case.request, case.deadline + timedelta(hours=1), case.now)
+    case.state.requests.escalate(case.request, case.deadline + timedelta(hours=1), case.now)
     return case.signed, case.now, "alice may not decide pay_invoice requests"
 
 

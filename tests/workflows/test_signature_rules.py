@@ -21,6 +21,7 @@ from durable_agents.workflows.records import (
 )
 from durable_agents.workflows.signing import digest_of, new_key, sign
 from durable_agents.workflows.state import RunState
+from tests.conftest import arrange
 
 
 def times() -> tuple[datetime, datetime]:
@@ -56,7 +57,7 @@ def test_a_decision_binds_its_tool_step_comment_and_time():
     NOW, LATER = times()
     state, signer = signed_run(NOW)
     pending = request(NOW)
-    state.request_approval(pending)
+    state.requests.request_approval(pending)
     good = signer.approval(state.store_key, "cfo", True, pending, "ok")
     decided = DecideRequest(approve=True, request_id="call-1", by="cfo", comment="ok", signed=good)
     assert signed_changes.decision_error(state, decided, LATER) is None
@@ -88,16 +89,16 @@ def test_a_decision_ends_with_its_requests_deadline():
     NOW, LATER = times()
     deadline = LATER + timedelta(minutes=10)
     state, signer = signed_run(NOW)
-    state.people_checks = 2  # this release's rules (patch people-inputs-checked)
+    arrange(state, people_checks=2)  # this release's rules (patch people-inputs-checked)
     pending = request(NOW, deadline=deadline)
-    state.request_approval(pending)
+    state.requests.request_approval(pending)
     signed = signer.approval(state.store_key, "cfo", True, pending, "ok")
     decision = DecideRequest(
         approve=True, request_id="call-1", by="cfo", comment="ok", signed=signed
     )
     question = Question(question_id="q-1", question="Which?", step=1, asked_at=NOW,
                         deadline=deadline)  # fmt: skip
-    state.ask(question)
+    state.requests.ask(question)
     answer = Answer(question_id="q-1", answer="INV-1", by="dan",
                     signed=signer.answer(state.store_key, "dan", question, "INV-1"))  # fmt: skip
     for now, counts in (
@@ -112,7 +113,7 @@ def test_a_decision_ends_with_its_requests_deadline():
             assert (error is None) == counts, (now, error)
             assert counts or "deadline" in refused(error)
     # A run recorded before the rule replays as it ran: the late decision counted then.
-    state.people_checks = 1
+    arrange(state, people_checks=1)
     late = deadline + timedelta(minutes=6)
     assert signed_changes.decision_error(state, decision, late) is None
 
@@ -122,12 +123,17 @@ def test_a_reused_request_id_needs_naming_and_never_skips_the_decided_check():
     state, _ = signed_run(NOW)
     first = request(NOW, status=ApprovalStatus.APPROVED, decided_by="cfo")
     state.approvals.append(first)
-    state.request_approval(request(NOW))  # the model used call-1 again
-    unnamed = state.decision_error(DecideRequest(approve=True, by="cfo"))
+    state.requests.request_approval(request(NOW))  # the model used call-1 again
+    unnamed = state.requests.decision_error(DecideRequest(approve=True, by="cfo"))
     assert unnamed is not None and "more than one request had the id call-1" in unnamed
-    assert state.decision_error(DecideRequest(approve=True, request_id="call-1", by="cfo")) is None
-    state.apply_decision(DecideRequest(approve=True, request_id="call-1", by="cfo"), LATER)
-    again = state.decision_error(DecideRequest(approve=True, request_id="call-1", by="cfo"))
+    assert (
+        state.requests.decision_error(DecideRequest(approve=True, request_id="call-1", by="cfo"))
+        is None
+    )
+    state.requests.apply_decision(DecideRequest(approve=True, request_id="call-1", by="cfo"), LATER)
+    again = state.requests.decision_error(
+        DecideRequest(approve=True, request_id="call-1", by="cfo")
+    )
     assert again is not None and "already approved by cfo" in again
 
 
@@ -135,7 +141,7 @@ def test_answers_count_only_signed_for_their_question_and_text():
     NOW, LATER = times()
     state, signer = signed_run(NOW)
     question = Question(question_id="q-1", question="Which invoice?", step=1, asked_at=NOW)
-    state.ask(question)
+    state.requests.ask(question)
     unsigned = Answer(question_id="q-1", answer="INV-1", by="dan")
     assert "unsigned answer" in refused(signed_changes.answer_error(state, unsigned, LATER))
     forger, _ = new_key()
@@ -202,15 +208,17 @@ def test_a_change_bound_to_a_moment_counts_in_that_timeline_only():
     def moment(offset: int, at: datetime, kind: str = "model") -> RunEvent:
         return RunEvent(offset=offset, at=at, kind=kind, status=RunStatus.RUNNING)
 
-    state.events = [moment(i, NOW + timedelta(seconds=i)) for i in range(1, 6)]
+    arrange(state, events=[moment(i, NOW + timedelta(seconds=i)) for i in range(1, 6)])
     bound = signer.change(state.store_key, "ops", "pause", says, state.events[-1])
     assert signed_changes.change_error(state, "pause", "ops", bound, says, LATER) is None
     # Rewound to moment 3: moment 5 is gone.
-    state.events = state.events[:3]
+    arrange(state, events=state.events[:3])
     gone = signed_changes.change_error(state, "pause", "ops", bound, says, LATER)
     assert "moment 5, which this run does not hold now" in refused(gone)
     # It went on from there: moments 4 and 5 again, later.
-    state.events += [moment(i, LATER + timedelta(seconds=i)) for i in (4, 5)]
+    arrange(
+        state, events=[*state.events, *(moment(i, LATER + timedelta(seconds=i)) for i in (4, 5))]
+    )
     other = signed_changes.change_error(state, "pause", "ops", bound, says, LATER)
     assert "another moment 5 (the run was rewound)" in refused(other)
     # Bound to a moment both timelines share: it counts (that moment is the one signed for).

@@ -21,9 +21,16 @@ from durable_agents.workflows.records import (
     RunStatus,
     StepStatus,
 )
-from durable_agents.workflows.state import RunState, pack_state, unpack_state
+from durable_agents.workflows.state import (
+    RunState,
+    apply_patch,
+    forked,
+    pack_state,
+    patch_error,
+    unpack_state,
+)
 from durable_agents.workflows.timeline import WrittenItems, state_json
-from tests.conftest import EXAMPLE_AGENTS
+from tests.conftest import EXAMPLE_AGENTS, arrange
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -35,29 +42,29 @@ def new_state() -> RunState:
 def test_plan_steps_and_completion():
     state = new_state()
     assert state.status is RunStatus.PLANNING
-    state.set_plan(["a", "b"], NOW)
-    step = state.next_step()
+    state.steps.set_plan(["a", "b"], NOW)
+    step = state.steps.next_step()
     assert step is not None and step.index == 1
-    state.start_step(step, NOW)
+    state.steps.start_step(step, NOW)
     assert state.progress_line() == "step 1/2: a — running"
-    state.complete_step(step, "did a", NOW)
+    state.steps.complete_step(step, "did a", NOW)
     assert [s.status for s in state.plan] == [StepStatus.DONE, StepStatus.PENDING]
-    assert state.next_step().index == 2  # type: ignore[union-attr]
-    state.complete("answer", NOW)
+    assert state.steps.next_step().index == 2  # type: ignore[union-attr]
+    state.lifecycle.complete("answer", NOW)
     assert state.status is RunStatus.COMPLETED
 
 
 @pytest.mark.filterwarnings("ignore:Pydantic serializer warnings")  # the list title, on purpose
 def test_a_moments_state_written_from_items_already_written_reads_back_the_same():
     state, written = new_state(), WrittenItems()
-    state.set_plan([f"item {i}" for i in range(5)], NOW)
+    state.steps.set_plan([f"item {i}" for i in range(5)], NOW)
     for step in state.plan[:3]:  # steps done, one running, some not begun
-        state.start_step(step, NOW)
-        state.note_moment("model", step.title, NOW, None)
+        state.steps.start_step(step, NOW)
+        state.moments.reach("model", step.title, NOW, None)
         before = state_json(state, written)
         assert RunState.model_validate_json(before) == state
-        state.complete_step(step, f"did {step.title}", NOW)
-        state.note_moment("tool", step.title, NOW, None)
+        state.steps.complete_step(step, f"did {step.title}", NOW)
+        state.moments.reach("tool", step.title, NOW, None)
         after = state_json(state, written)
         assert RunState.model_validate_json(after) == state and after != before
         assert json.loads(after) == json.loads(state.model_dump_json())
@@ -76,17 +83,17 @@ def test_a_moments_state_written_from_items_already_written_reads_back_the_same(
 
 def test_sequence_numbers_are_never_reused():
     state = new_state()
-    state.queue_message("user", "hello")
-    seqs = [state.outbox[0].seq, state.take_seq(), state.take_seq()]
+    state.transcript.queue_message("user", "hello")
+    seqs = [state.outbox[0].seq, state.transcript.take_seq(), state.transcript.take_seq()]
     assert seqs == [0, 1, 2]
-    assert [m.seq for m in state.drain_outbox()] == [0] and state.outbox == []
+    assert [m.seq for m in state.transcript.drain_outbox()] == [0] and state.outbox == []
 
 
 def test_a_decision_applies_to_the_named_or_only_pending_request():
     state = new_state()
-    state.set_plan(["a"], NOW)
+    state.steps.set_plan(["a"], NOW)
     for rid in ("c1", "c2"):
-        state.request_approval(
+        state.requests.request_approval(
             ApprovalRequest(
                 request_id=rid,
                 tool="pay_invoice",
@@ -97,23 +104,26 @@ def test_a_decision_applies_to_the_named_or_only_pending_request():
             )
         )
     assert "several approvals are pending" in (
-        state.decision_error(DecideRequest(approve=True, by="a")) or ""
+        state.requests.decision_error(DecideRequest(approve=True, by="a")) or ""
     )
     assert (
-        state.decision_error(DecideRequest(approve=True, request_id="nope", by="a"))
+        state.requests.decision_error(DecideRequest(approve=True, request_id="nope", by="a"))
         == "no approval request 'nope'"
     )
-    decided = state.apply_decision(
+    decided = state.requests.apply_decision(
         DecideRequest(approve=False, request_id="c2", by="a", comment="ok"), NOW
     )
     assert decided.status is ApprovalStatus.REJECTED
     assert state.status is RunStatus.AWAITING_APPROVAL  # c1 still waits
-    assert state.decision_error(DecideRequest(approve=True, request_id="c2", by="b")) == (
+    assert state.requests.decision_error(DecideRequest(approve=True, request_id="c2", by="b")) == (
         "request c2 was already rejected by a"
     )
-    state.apply_decision(DecideRequest(approve=True, by="a"), NOW)
+    state.requests.apply_decision(DecideRequest(approve=True, by="a"), NOW)
     assert state.status is RunStatus.RUNNING
-    assert state.decision_error(DecideRequest(approve=True, by="a")) == "no approval is pending"
+    assert (
+        state.requests.decision_error(DecideRequest(approve=True, by="a"))
+        == "no approval is pending"
+    )
 
 
 def test_only_named_approvers_may_decide_and_escalation_hands_over():
@@ -165,13 +175,13 @@ def test_approval_comes_from_declared_risk_and_policy_only():
 
 def test_patch_changes_pending_steps_only_and_tells_the_model():
     state = new_state()
-    state.set_plan(["a", "b", "c"], NOW)
-    first = state.next_step()
+    state.steps.set_plan(["a", "b", "c"], NOW)
+    first = state.steps.next_step()
     assert first is not None
-    state.start_step(first, NOW)
+    state.steps.start_step(first, NOW)
     patch = StatePatch(by="ed", pending_steps=["x"], goal="new goal")
-    assert state.patch_error(patch) is None
-    state.apply_patch(patch, NOW)
+    assert patch_error(state, patch) is None
+    apply_patch(state, patch, NOW)
     assert [(s.index, s.title, s.status) for s in state.plan] == [
         (1, "a", StepStatus.RUNNING),
         (2, "x", StepStatus.PENDING),
@@ -181,7 +191,7 @@ def test_patch_changes_pending_steps_only_and_tells_the_model():
         "ed edited the run: the goal is now: new goal; the remaining steps are now: x."
     ]
     assert state.audit[-1].actor == "ed" and state.audit[-1].action == "edited"
-    assert state.patch_error(StatePatch(by="ed")) is not None  # changes nothing
+    assert patch_error(state, StatePatch(by="ed")) is not None  # changes nothing
 
 
 def test_idempotency_key_is_made_of_durable_identifiers():
@@ -215,12 +225,12 @@ def test_the_state_carried_over_continue_as_new_is_packed_and_unpacks_whole():
     """A long plan is carried twice per continue-as-new (the event and the next start):
     packed, a 2,000-step plan costs a fraction of its JSON."""
     state = new_state()
-    state.set_plan(
+    state.steps.set_plan(
         [f"Reconcile ledger account {i} against the bank feed" for i in range(2000)], NOW
     )
     for step in state.plan[:300]:
-        state.start_step(step, NOW)
-        state.complete_step(step, f"account {step.index} reconciled, no difference", NOW)
+        state.steps.start_step(step, NOW)
+        state.steps.complete_step(step, f"account {step.index} reconciled, no difference", NOW)
     packed = pack_state(state)
     assert unpack_state(packed) == state
     assert len(packed) * 4 < len(state.model_dump_json())
@@ -229,29 +239,29 @@ def test_the_state_carried_over_continue_as_new_is_packed_and_unpacks_whole():
 def test_a_fork_of_a_sub_agents_run_is_nobodys_child_and_keeps_finished_delegations():
     origin = DelegatedBy(run_id="parent", step=1, tool_call_id="c1", agent="triage")
     child = RunState.start("parent.1.c1.abc", RunRequest(goal="g", delegated_by=origin), NOW)
-    child.delegations = [
+    arrange(child, delegations=[
         Delegation(child_id="x", agent="a", tool="ask_a", step=1, tool_call_id="t", task="done",
                    status="completed", answer="42"),
         Delegation(child_id="y", agent="a", tool="ask_a", step=1, tool_call_id="u", task="going"),
-    ]  # fmt: skip
-    fork = child.forked("fork-1", "parent.1.c1.abc", NOW)
+    ])  # fmt: skip
+    fork = forked(child, "fork-1", "parent.1.c1.abc", NOW)
     assert child.delegated_by == origin and fork.delegated_by is None
     assert [(d.child_id, d.inherited) for d in fork.delegations] == [("x", True)]
-    assert fork.reusable_delegation("a", 1, "done") is not None
-    assert fork.reusable_delegation("a", 1, "another task") is None
+    assert fork.budget_book.reusable_delegation("a", 1, "done") is not None
+    assert fork.budget_book.reusable_delegation("a", 1, "another task") is None
 
 
 def test_a_spent_budget_is_raised_or_rejected_never_approved():
     state = new_state()
-    state.set_plan(["a"], NOW)
+    state.steps.set_plan(["a"], NOW)
     asked = ApprovalRequest.for_budget(
         "budget-1", "model", "$0.50 spent", {"spent_usd": 0.5}, 1, NOW, NOW
     )
-    state.request_approval(asked)
+    state.requests.request_approval(asked)
     approve = DecideRequest(approve=True, request_id="budget-1", by="a")
-    assert state.decision_error(approve) == (
+    assert state.requests.decision_error(approve) == (
         "a spent budget is not approved but raised (raise_budget), or rejected to stop"
     )
     reject = DecideRequest(approve=False, request_id="budget-1", by="a")
-    assert state.decision_error(reject) is None
-    assert state.apply_decision(reject, NOW).status is ApprovalStatus.REJECTED
+    assert state.requests.decision_error(reject) is None
+    assert state.requests.apply_decision(reject, NOW).status is ApprovalStatus.REJECTED

@@ -50,7 +50,7 @@ with workflow.unsafe.imports_passed_through():
     from durable_agents.workflows.people_inputs import SignedDecision
     from durable_agents.workflows.policy import loosening, policy_floor
     from durable_agents.workflows.records import workflow_id_of
-    from durable_agents.workflows.state import RunState
+    from durable_agents.workflows.state import RunState, apply_patch, forked, patch_error
     from durable_agents.workflows.subject_grants import SCHEDULE_PREFIX, grant_error
     from durable_agents.workflows.tools import (
         INTERNAL_TOOLS,
@@ -94,11 +94,11 @@ class Beginnings(Phase):
         if memory is None or self.state.memory_namespace is not None:
             return
         if request.memory_namespace is not None:
-            self.state.memory_namespace = request.memory_namespace
+            self.state.terms.take_memory(request.memory_namespace)
             return
         try:
-            self.state.memory_namespace = resolve_namespace(
-                memory.namespace, memory.optional, self.state.subject or {}
+            self.state.terms.take_memory(
+                resolve_namespace(memory.namespace, memory.optional, self.state.subject or {})
             )
         except MemoryDeclarationError as err:
             self.ctx.fail(RunFailed(str(err)))
@@ -188,18 +188,16 @@ class Beginnings(Phase):
         adopted = await call_activity(
             RESOLVE_AGENT, name, result=AdoptedAgent, summary=f"agent: {name}", local=True
         )
-        self.state.agent = adopted.record
+        self.state.terms.record_agent(adopted.record)
         if figures_floor:
             self._settle_figures(request, adopted)
         else:
             if request.limits is None and adopted.limits is not None:
-                self.state.limits = adopted.limits
+                self.state.terms.adopt(limits=adopted.limits)
             if request.budget is None and adopted.budget is not None:
-                self.state.budget = adopted.budget
+                self.state.budget_book.set_budget(adopted.budget)
         self._settle_policy(request, adopted, floor)
-        self.state.revoked_keys = [
-            *dict.fromkeys([*self.state.revoked_keys, *adopted.revoked_keys])
-        ]
+        self.state.signatures.take_revoked(adopted.revoked_keys)
         self._subject_keys = adopted.subject_keys
         self.ctx.settle_signatures()
         for server in adopted.mcp_servers:
@@ -209,12 +207,14 @@ class Beginnings(Phase):
         """The agent's budget and limits, or the request's where they only tighten them
         (workflows/floors.py); a sub-agent takes the tighter of its parent's and its own."""
         if self._from_parent(request):
-            self.state.budget = tighter_budget(request.budget, adopted.budget)
-            self.state.limits = limits_within(None, adopted.limits) or self.state.limits
+            self.state.budget_book.set_budget(tighter_budget(request.budget, adopted.budget))
+            self.state.terms.adopt(limits=limits_within(None, adopted.limits))
             return
         try:
-            self.state.budget = budget_within(request.budget, adopted.budget)
-            self.state.limits = limits_within(request.limits, adopted.limits) or RunLimits()
+            self.state.budget_book.set_budget(budget_within(request.budget, adopted.budget))
+            self.state.terms.adopt(
+                limits=limits_within(request.limits, adopted.limits) or RunLimits()
+            )
         except FloorLoosened as err:
             self.ctx.fail(RunFailed(f"refused: {err}"))
 
@@ -224,17 +224,17 @@ class Beginnings(Phase):
         trust) fails the run before any activity has run."""
         floor = policy_floor(adopted.policy, adopted.tool_approvers)
         if request.policy is None:
-            self.state.policy = floor
+            self.state.terms.adopt(policy=floor)
             return
         if not is_floor or self._from_parent(request):
             # A sub-agent runs under the policy its parent hands it (the parent's own was
             # held to its agent's floor when it started), with its tools' approvers.
-            self.state.policy.take_tool_approvers(adopted.tool_approvers)
+            self.state.terms.take_tool_approvers(adopted.tool_approvers)
             return
         error = loosening(request.policy, floor, decided_by_record=request.shadow is not None)
         if error is not None:
             self.ctx.fail(RunFailed(f"refused: {error}"))
-        self.state.policy.take_tool_approvers(floor.approvers)
+        self.state.terms.take_tool_approvers(floor.approvers)
 
     async def _list_mcp_tools(self, server: str) -> None:
         """Read an MCP server's tool list once, in an activity: the history keeps it, so a
@@ -261,9 +261,13 @@ class Beginnings(Phase):
                 )
             )
         names = ", ".join(f"{t.name} ({t.risk.value})" for t in listing.tools) or "none"
-        self.state.log(workflow.now(), "system", "mcp_tools", preview(f"{server}: {names}", 500))
+        self.state.audit_log.log(
+            workflow.now(), "system", "mcp_tools", preview(f"{server}: {names}", 500)
+        )
         for skipped in listing.skipped:
-            self.state.log(workflow.now(), "system", "mcp_tool_skipped", preview(skipped, 300))
+            self.state.audit_log.log(
+                workflow.now(), "system", "mcp_tool_skipped", preview(skipped, 300)
+            )
 
     def start_as_fork(self, fork: ForkSpec) -> None:
         try:
@@ -274,9 +278,9 @@ class Beginnings(Phase):
         now = workflow.now()
         self._carried = parent_state.model_copy(deep=True)
         self.parent_store_key = parent_state.store_key
-        self.ctx.state = parent_state.forked(workflow.info().workflow_id, fork.parent_run_id, now)
-        if fork.edit is not None and self.state.patch_error(fork.edit) is None:
-            self.state.apply_patch(fork.edit, now)
+        self.ctx.state = forked(parent_state, workflow.info().workflow_id, fork.parent_run_id, now)
+        if fork.edit is not None and patch_error(self.state, fork.edit) is None:
+            apply_patch(self.state, fork.edit, now)
 
     async def take_parent_facts(self, fork: ForkSpec, checked: bool) -> None:
         """The parent's identity and policy as Temporal has them, not as the fork request
@@ -286,9 +290,10 @@ class Beginnings(Phase):
         facts = await asked(
             FORK_ORIGIN, fork.parent_run_id, ParentFacts, f"fork: ask {fork.parent_run_id}"
         )
-        self.parent_store_key, self.state.policy = facts.store_key, facts.policy
+        self.parent_store_key = facts.store_key
+        self.state.terms.adopt(policy=facts.policy)
         # A fork's memory is its parent's, never one its request names.
-        self.state.memory_namespace, self.state.subject = facts.memory_namespace, facts.subject
+        self.state.terms.take_memory(facts.memory_namespace, facts.subject)
         self.ctx.settle_signatures()
         says = fork.what_it_says(workflow.info().workflow_id)
         by = fork.by or "anonymous"
@@ -301,7 +306,9 @@ class Beginnings(Phase):
         if checked:
             await self._check_against_parents_record(fork)
         if fork.by is not None:
-            self.state.log(workflow.now(), fork.by, "forked_by", f"from {fork.parent_run_id}")
+            self.state.audit_log.log(
+                workflow.now(), fork.by, "forked_by", f"from {fork.parent_run_id}"
+            )
 
     async def _check_against_parents_record(self, fork: ForkSpec) -> None:
         """The state the fork carries must be its parent's own at the moment it names, as
@@ -335,7 +342,7 @@ class Beginnings(Phase):
         summary = f"fork: copy transcript of {workflow_id_of(parent_store_key)}"
         copied = await call_activity(COPY_TRANSCRIPT, copy, result=int, summary=summary)
         # The fork's own count starts at what the copy put under its key.
-        self.state.transcript_rows = copied if isinstance(copied, int) else None
+        self.state.transcript.rows_copied(copied if isinstance(copied, int) else None)
 
 
 async def asked(name: str, arg: Any, result: type[Asked], summary: str) -> Asked:

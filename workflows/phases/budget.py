@@ -25,7 +25,7 @@ class Budget(Phase):
         self.people = people
 
     async def within(self, call: str) -> None:
-        while (reason := self.state.budget_error(call, workflow.now())) is not None:
+        while (reason := self.state.budget_book.budget_error(call, workflow.now())) is not None:
             await self.ask_for_more(call, reason)
 
     async def ask_for_more(self, call: str, reason: str) -> None:
@@ -36,31 +36,33 @@ class Budget(Phase):
             request_id=f"budget-{self.state.moment + 1}",
             call=call,
             reason=reason,
-            figures=self.state.budget_figures(now),
+            figures=self.state.budget_book.budget_figures(now),
             step=self.state.current_step or 0,
             now=now,
             deadline=now + self.ctx.decision_timeout,
         )
-        self.state.request_approval(request)
+        self.state.requests.request_approval(request)
         self.ctx.moment(EventKind.BUDGET_REACHED, reason)
         await self.people.wait_for_budget(request)
         if request.status is ApprovalStatus.APPROVED:
             return
         stop = Actor(by=request.decided_by or "?", reason=f"stopped at its budget: {reason}")
-        self.state.request_cancel(stop, workflow.now())
+        self.state.lifecycle.request_cancel(stop, workflow.now())
         raise RunStopped(stop)
 
     def raise_error(self, raise_: BudgetRaise) -> str | None:
         if raise_.forwarded is not None:
             return "a forwarded raise comes from a parent run, as its `budget` signal"
-        return self.state.budget_raise_error(raise_, workflow.now())
+        return self.state.budget_book.budget_raise_error(raise_, workflow.now())
 
     def apply_raise(self, raise_: BudgetRaise) -> RunBudget:
-        budget = self.state.raise_budget(raise_, workflow.now())
+        budget = self.state.budget_book.raise_budget(raise_, workflow.now())
         self.ctx.moment(EventKind.BUDGET_RAISED, raise_.by)
         running = next((d for d in self.state.delegations if d.status == "running"), None)
         child_budget = (
-            self.state.remaining_budget(workflow.now(), running) if running is not None else None
+            self.state.budget_book.remaining_budget(workflow.now(), running)
+            if running is not None
+            else None
         )
         if child_budget is not None:  # the sub-agent at work gets its share of the raise
             limits = child_budget.model_dump(exclude_none=True)

@@ -111,7 +111,8 @@ class RunContext:
     def agent(self) -> AgentRecord:
         """The run's recorded agent; runs from before agents existed record theirs now."""
         if self.state.agent is None:
-            self.state.agent = self.registry().agent(BEFORE_AGENTS).record()
+            self.state.terms.record_agent(self.registry().agent(BEFORE_AGENTS).record())
+        assert self.state.agent is not None
         return self.state.agent
 
     def agent_code(self) -> Agent:
@@ -137,7 +138,7 @@ class RunContext:
 
     def fail(self, err: BaseException) -> NoReturn:
         reason = failure_reason(err)
-        self.state.fail(reason, workflow.now())
+        self.state.lifecycle.fail(reason, workflow.now())
         self.moment(EventKind.FAILED, reason)
         raise ApplicationError(reason, type="AgentRunFailed", non_retryable=True) from err
 
@@ -200,13 +201,12 @@ class RunContext:
         offered for time travel; published first when the rule says so (PUBLISHED_AT)."""
         if kind in PUBLISHED_AT:
             self.publish()
-        self.state.moment += 1
-        self.state.note_moment(kind.value, detail, workflow.now(), seq)
+        self.state.moments.reach(kind.value, detail, workflow.now(), seq)
         timeline.offer(self.state, kind.value, detail, seq)
 
     def refuse(self, by: str, error: str) -> None:
         """A change that did not count: in the audit log and on the timeline."""
-        self.state.refuse(by, error, workflow.now())
+        self.state.audit_log.refused(by, error, workflow.now())
         self.moment(EventKind.DECISION_REFUSED, preview(f"{by}: {error}", 120))
 
     def settle_signatures(self) -> None:
@@ -217,11 +217,12 @@ class RunContext:
             return
         self.signatures_settled = True
         if not workflow.patched(patches.EVERY_CHANGE_SIGNED):
-            self.state.signature_version = 1
+            version = 1
         elif workflow.patched(patches.DECISIONS_BOUND):
-            self.state.signature_version = signing.NEWEST
+            version = signing.NEWEST
         else:
-            self.state.signature_version = 2
+            version = 2
+        self.state.signatures.settle_version(version)
 
     def cancel_holds(self) -> bool:
         """Whether a cancel was asked for and must take hold now (asked where it matters)."""
@@ -234,7 +235,7 @@ class RunContext:
             raise asyncio.CancelledError()
         if not self.state.pause_requested:
             return
-        self.state.enter_pause()
+        self.state.lifecycle.enter_pause()
         self.moment(EventKind.PAUSED)
         await workflow.wait_condition(lambda: not self.state.pause_requested)
         self.publish()

@@ -38,8 +38,8 @@ with workflow.unsafe.imports_passed_through():
         UserMessage,
     )
     from durable_agents.workflows.event_kinds import EventKind
-    from durable_agents.workflows.records import FINAL_ANSWER_CHARS, PlanStep, RunStatus, StepStatus
-    from durable_agents.workflows.state import RunState
+    from durable_agents.workflows.records import FINAL_ANSWER_CHARS, PlanStep, RunStatus
+    from durable_agents.workflows.state import RunState, trim_for_a_long_life
 
 from durable_agents.workflows.phases.context import (
     Phase,
@@ -75,7 +75,7 @@ class Conversation(Phase):
     async def tell(self) -> str:
         convo = self._conversation
         if self.state.status is RunStatus.PLANNING:
-            self.state.status = RunStatus.RUNNING
+            self.state.lifecycle.run()
             self.ctx.publish()
         while True:
             # Idle: no activity, no timer; a cache may evict the run until a message comes.
@@ -102,15 +102,15 @@ class Conversation(Phase):
         # lost or answered twice.
         self.carrying = True
         self._conversation.turns_this_run = 0
-        self.state.trim_for_a_long_life()
+        trim_for_a_long_life(self.state)
         await self.story.continue_as_new(workflow.info().get_current_history_length())
 
     async def _take_turn(self, message: QueuedMessage) -> None:
         convo = self._conversation
-        step = self.state.next_step()  # a fork restarts the turn it was made in
+        step = self.state.steps.next_step()  # a fork restarts the turn it was made in
         if step is None:
             step = PlanStep(index=convo.turns_total + 1, title=_title(message))
-            self.state.plan = [*self.state.plan, step][-TURNS_KEPT:]
+            self.state.steps.add_turn(step, TURNS_KEPT)
         record = TurnRecord(
             turn=step.index,
             message_id=message.message_id,
@@ -130,8 +130,7 @@ class Conversation(Phase):
             # A turn that cannot be answered (the endpoint refused it, a tool that keeps
             # failing the run's way) fails alone: the conversation goes on.
             record.status, record.error = "failed", failure_reason(err)
-            step.status = StepStatus.DONE
-            self.state.current_step = None
+            self.state.steps.drop_step(step)
         record.finished_at = workflow.now()
         convo.queue.pop(0)
         convo.turns = [*convo.turns, record][-TURNS_KEPT:]
@@ -154,7 +153,7 @@ class Conversation(Phase):
             gives_up=f"no reply within {limit} model turns",
         )
         answered = await self.loop.answer(step, shape)
-        self.state.complete_step(step, answered.text, workflow.now())
+        self.state.steps.complete_step(step, answered.text, workflow.now())
         return answered.text, answered.seq
 
     # -- what the handlers ask (workflows/agent.py) --------------------------------------

@@ -56,7 +56,7 @@ class WaitingForPeople(Phase):
         what = f"{request.request_id} (approve {request.tool})"
         if not await self.ctx.wait(decided, what) and self.state.policy.on_timeout == "escalate":
             later = workflow.now() + self.ctx.decision_timeout
-            self.state.escalate(request, later, workflow.now())
+            self.state.requests.escalate(request, later, workflow.now())
             self.ctx.moment(EventKind.APPROVAL_ESCALATED, request.tool)
             await self.ctx.wait(
                 decided, f"{request.request_id} (approve {request.tool}, escalated)"
@@ -68,7 +68,7 @@ class WaitingForPeople(Phase):
     async def wait_for_answer(self, question: Question) -> None:
         asked = f"{question.question_id} (answer a question)"
         if not await self.ctx.wait(lambda: question.status is not QuestionStatus.PENDING, asked):
-            self.state.expire(question, workflow.now())
+            self.state.requests.expire(question, workflow.now())
             self.ctx.moment(EventKind.DEADLINE_PASSED, "question expired")
 
     async def wait_for_budget(self, request: ApprovalRequest) -> None:
@@ -86,7 +86,7 @@ class WaitingForPeople(Phase):
         late = DecideRequest(
             request_id=request.request_id, approve=False, by=DEADLINE_ACTOR, comment=comment
         )
-        self.state.apply_decision(late, workflow.now())
+        self.state.requests.apply_decision(late, workflow.now())
 
 
 class RecordedDecisions(Phase):
@@ -108,7 +108,7 @@ class RecordedDecisions(Phase):
         decision = DecideRequest(
             request_id=request.request_id, approve=approved, by=by, comment=comment
         )
-        self.state.apply_decision(decision, workflow.now())
+        self.state.requests.apply_decision(decision, workflow.now())
         self.ctx.moment(
             EventKind.APPROVED if approved else EventKind.REJECTED, f"{request.tool} by {by}"
         )
@@ -125,16 +125,16 @@ class RecordedDecisions(Phase):
         if found is not None and found.answer is not None:
             by = recorded_actor(found.by or "?")
             answer = Answer(question_id=question.question_id, answer=found.answer, by=by)
-            self.state.answer(answer, workflow.now())
+            self.state.requests.answer(answer, workflow.now())
         else:
-            self.state.expire(question, workflow.now())
+            self.state.requests.expire(question, workflow.now())
 
     async def wait_for_budget(self, request: ApprovalRequest) -> None:
         """A what-if raises no budget: it stops there (publishing nothing until it ends)."""
         refused = DecideRequest(
             request_id=request.request_id, approve=False, by=WHATIF_ACTOR, comment="no raise"
         )
-        self.state.apply_decision(refused, workflow.now())
+        self.state.requests.apply_decision(refused, workflow.now())
 
     def _shadow(self) -> ShadowSpec:
         shadow = self.state.shadow

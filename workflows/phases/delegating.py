@@ -49,13 +49,13 @@ class Delegating(Phase):
         """Run the sub-agent on the task as a child workflow and hand its answer to the model.
         A fork made after this delegation reuses its answer for the same task."""
         agent = spec.delegate_to or ""
-        reused = self.state.reusable_delegation(agent, step.index, args.task)
+        reused = self.state.budget_book.reusable_delegation(agent, step.index, args.task)
         if reused is not None:
             self.ctx.moment(EventKind.DELEGATE_ANSWER_REUSED, f"{agent}: {reused.child_id}")
             self._delegate_answered(step, call, spec, reused.child_id, "completed", reused.answer)
             return
         now = workflow.now()
-        call_key = self.state.call_key(call.id)
+        call_key = self.state.thread.call_key(call.id)
         child_id = child_run_id(self.state.run_id, self.state.store_key, step.index, call_key)
         reads_spend = workflow.patched(patches.CHILD_SPEND_READ)
         delegation = Delegation(
@@ -71,7 +71,7 @@ class Delegating(Phase):
             report_token=None if reads_spend else str(workflow.uuid4()),
             spend_read=reads_spend,
         )
-        self.state.start_delegation(delegation, now)
+        self.state.budget_book.start_delegation(delegation, now)
         self.ctx.moment(EventKind.DELEGATED, f"{agent}: {child_id}")
         memory = self.ctx.agent.memory
         shared = memory is not None and memory.shared_with_sub_agents
@@ -83,7 +83,7 @@ class Delegating(Phase):
             subject_grant=self.state.subject_grant,
             memory_namespace=self.state.memory_namespace if shared else None,
             policy=self.state.policy,
-            budget=self.state.remaining_budget(now, delegation),
+            budget=self.state.budget_book.remaining_budget(now, delegation),
             delegated_by=DelegatedBy(
                 run_id=self.state.run_id,
                 step=step.index,
@@ -109,7 +109,9 @@ class Delegating(Phase):
                 reading.cancel()
         faults.reached("after_child_answer", child_id)
         answer = result.final_answer if result.status == "completed" else result.error
-        self.state.finish_delegation(child_id, result.status, answer, result.spent, workflow.now())
+        self.state.budget_book.finish_delegation(
+            child_id, result.status, answer, result.spent, workflow.now()
+        )
         self.ctx.moment(EventKind.DELEGATE_ANSWERED, f"{agent}: {result.status}")
         self._delegate_answered(step, call, spec, child_id, result.status, answer)
         self.ctx.report_spend()
@@ -120,7 +122,7 @@ class Delegating(Phase):
         when the child's result comes (which holds its spend)."""
         while True:
             await workflow.wait_condition(lambda: self._reported(child_id))
-            delegation = self.state.delegation(child_id)
+            delegation = self.state.budget_book.delegation(child_id)
             assert delegation is not None
             delegation.spend_reported = False
             try:
@@ -130,10 +132,10 @@ class Delegating(Phase):
             except ActivityError as err:
                 workflow.logger.warning("spend of %s not read: %s", child_id, failure_reason(err))
                 continue
-            self.state.child_spend_read(child_id, spent)
+            self.state.budget_book.child_spend_read(child_id, spent)
 
     def _reported(self, child_id: str) -> bool:
-        delegation = self.state.delegation(child_id)
+        delegation = self.state.budget_book.delegation(child_id)
         return delegation is not None and delegation.spend_reported
 
     async def _child_result(self, child_id: str, request: RunRequest) -> RunResult:
@@ -182,6 +184,6 @@ class Delegating(Phase):
     ) -> None:
         text = prompts.delegate_result(spec.delegate_to or "", status, answer)
         ok = status == "completed"
-        self.state.tell_tool_result(
+        self.state.outcomes.tell(
             step.index, call.id, spec.name, ok=ok, text=text, now=workflow.now()
         )

@@ -83,7 +83,7 @@ class Gate(Phase):
             if verdict is None:
                 continue
             detail = f"{record.name}: {verdict.decision}: {preview(verdict.reason, 300)}"
-            self.state.log(workflow.now(), f"rule {name}", "verdict", detail)
+            self.state.audit_log.log(workflow.now(), f"rule {name}", "verdict", detail)
             if verdict.decision == "deny":
                 return verdict
             if verdict.decision == "ask" and asked is None:
@@ -128,7 +128,7 @@ class Gate(Phase):
             requested_at=workflow.now(),
             deadline=workflow.now() + self.ctx.decision_timeout,
         )
-        self.state.request_approval(request)
+        self.state.requests.request_approval(request)
         self.ctx.moment(EventKind.APPROVAL_REQUESTED, f"{spec.name} ({rule})")
         await self.people.wait_for_decision(request)
         self.ctx.publish()
@@ -143,7 +143,7 @@ class Gate(Phase):
             asked_at=workflow.now(),
             deadline=workflow.now() + self.ctx.decision_timeout,
         )
-        self.state.ask(question)
+        self.state.requests.ask(question)
         self.ctx.moment(EventKind.QUESTION_ASKED, preview(args.question, 80))
         await self.people.wait_for_answer(question)
         self.ctx.publish()
@@ -151,4 +151,4 @@ class Gate(Phase):
             text = f"answer from {question.answered_by}: {question.answer}"
         else:
             text = "no answer came before the deadline; decide without it"
-        self.state.queue_message("tool", text, call.id)
+        self.state.transcript.queue_message("tool", text, call.id)

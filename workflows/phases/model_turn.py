@@ -46,8 +46,8 @@ class ModelTurns(Phase):
         await self.budget.within("model")
         call = ModelCallInput(
             run_id=self.ctx.run_named(model_call=True),
-            append=self.state.drain_outbox(),
-            reply_seq=self.state.take_seq(),
+            append=self.state.transcript.drain_outbox(),
+            reply_seq=self.state.transcript.take_seq(),
             tools=list(tools),
             force_tool=force_tool,
             # Named unless it is the default: a few bytes less in every step's history.
@@ -60,7 +60,7 @@ class ModelTurns(Phase):
             context_from_seq=(
                 self.state.phase_start_seq if self.state.limits.context == "step" else context_from
             ),
-            **self.state.call_budget(),
+            **self.state.budget_book.call_budget(),
             # A worker whose store lacks the run's past refuses it (activities/store_holds.py).
             rows_written=self.state.transcript_rows,
         )
@@ -71,10 +71,10 @@ class ModelTurns(Phase):
                 break
             # Not made: it would have passed the budget. Made once someone raises it.
             await self.budget.ask_for_more("model", turn.over_budget)
-            call = call.model_copy(update=self.state.call_budget())
+            call = call.model_copy(update=self.state.budget_book.call_budget())
         # The messages it appended and its reply are in the store now.
-        self.state.note_written(len(call.append) + 1)
-        self.state.record_usage(turn.usage, memoized=turn.memoized)
+        self.state.transcript.note_written(len(call.append) + 1)
+        self.state.budget_book.record_usage(turn.usage, memoized=turn.memoized)
         self.ctx.report_spend()
         return turn
 

@@ -40,25 +40,25 @@ class PeopleActions(Phase):
 
     def decide(self, decision: DecideRequest) -> ApprovalRequest:
         """A person's decision, received: checked, then applied."""
-        if (error := self.state.decision_error(decision)) is not None:
+        if (error := self.state.requests.decision_error(decision)) is not None:
             raise Refused(error, recorded=False)
         self.ctx.settle_signatures()
         now = workflow.now()
         if error := signed_changes.decision_error(self.state, decision, now):
             self.ctx.refuse(decision.by, error)
             raise Refused(error, recorded=True)
-        decided = self.state.apply_decision(decision, now)
+        decided = self.state.requests.apply_decision(decision, now)
         self.ctx.moment(decided.status.moment, f"{decided.tool} by {decision.by}")
         return decided
 
     def answer(self, answer: Answer) -> Question:
-        if (error := self.state.answer_error(answer)) is not None:
+        if (error := self.state.requests.answer_error(answer)) is not None:
             raise Refused(error, recorded=False)
         self.ctx.settle_signatures()
         if (error := signed_changes.answer_error(self.state, answer, workflow.now())) is not None:
             self.ctx.refuse(answer.by, error)
             raise Refused(error, recorded=True)
-        question = self.state.answer(answer, workflow.now())
+        question = self.state.requests.answer(answer, workflow.now())
         self.ctx.moment(EventKind.ANSWERED, answer.by)
         return question
 

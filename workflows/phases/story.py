@@ -40,7 +40,7 @@ class Story(Phase):
             return await self._answer_in_shape(await self._loop())
         if not self.state.plan:  # a fork made after planning keeps its plan
             await self._plan()
-        while (step := self.state.next_step()) is not None:
+        while (step := self.state.steps.next_step()) is not None:
             await self._continue_as_new_if_due()
             await self._run_step(step)
         return await self._answer_in_shape(await self._final_answer())
@@ -78,11 +78,11 @@ class Story(Phase):
         for attempt in range(1, declared.attempts + 1):
             value, error = parsed(output_type, answer, FINAL_ANSWER_CHARS)
             if value is not None:
-                self.state.output = value
+                self.state.lifecycle.keep_output(value)
                 return answer
             if attempt == declared.attempts:
                 break
-            self.state.queue_message("user", prompts.answer_again(declared.name, error))
+            self.state.transcript.queue_message("user", prompts.answer_again(declared.name, error))
             turn = await self.loop.turns.take(
                 f"answer again {attempt}", (), preview_chars=FINAL_ANSWER_CHARS
             )
@@ -100,7 +100,9 @@ class Story(Phase):
     async def continue_as_new(self, length: int) -> None:
         await workflow.wait_condition(workflow.all_handlers_finished)
         await self.ctx.signals_sent()
-        self.state.log(workflow.now(), "system", "continued_as_new", f"after {length} events")
+        self.state.audit_log.log(
+            workflow.now(), "system", "continued_as_new", f"after {length} events"
+        )
         self.ctx.moment(
             EventKind.CONTINUED_AS_NEW, f"run {self.state.chain} ended after {length} events"
         )
@@ -118,8 +120,8 @@ class Story(Phase):
         )
 
     async def _plan(self) -> None:
-        self.state.phase_start_seq = self.state.next_seq
-        self.state.queue_message("user", prompts.goal_message(self.state.goal))
+        self.state.transcript.begin_phase()
+        self.state.transcript.queue_message("user", prompts.goal_message(self.state.goal))
         for _ in range(self.state.limits.max_plan_attempts):
             turn = await self.loop.turns.take("plan", PLAN_TOOLS, force_tool=SUBMIT_PLAN)
             plan: SubmitPlanArgs | None = None
@@ -128,14 +130,14 @@ class Story(Phase):
                 args = valid[2] if valid is not None else None
                 if isinstance(args, SubmitPlanArgs) and plan is None:
                     plan = args
-                    self.state.queue_message("tool", prompts.PLAN_ACCEPTED, call.id)
+                    self.state.transcript.queue_message("tool", prompts.PLAN_ACCEPTED, call.id)
                 elif args is not None:
-                    self.state.queue_message("tool", "error: one plan only", call.id)
+                    self.state.transcript.queue_message("tool", "error: one plan only", call.id)
             if plan is not None:
-                self.state.set_plan(plan.steps, workflow.now())
+                self.state.steps.set_plan(plan.steps, workflow.now())
                 return
             if not turn.tool_calls:
-                self.state.queue_message("user", f"Call {SUBMIT_PLAN} with your plan.")
+                self.state.transcript.queue_message("user", f"Call {SUBMIT_PLAN} with your plan.")
         raise RunFailed(
             f"the model gave no valid plan in {self.state.limits.max_plan_attempts} attempts"
         )
@@ -143,11 +145,11 @@ class Story(Phase):
     def open_step(self, step: PlanStep, instruction: str, speaker: str | None = None) -> None:
         """A step begins: its phase of the transcript starts with the instruction (a
         conversation's: the person's message, with who wrote it)."""
-        self.state.start_step(step, workflow.now())
+        self.state.steps.start_step(step, workflow.now())
         self.ctx.publish()
-        self.state.phase_start_seq = self.state.next_seq
-        self.state.flush_notes()
-        self.state.queue_message("user", instruction, speaker=speaker)
+        self.state.transcript.begin_phase()
+        self.state.transcript.flush_notes()
+        self.state.transcript.queue_message("user", instruction, speaker=speaker)
 
     async def _run_step(self, step: PlanStep) -> None:
         self.open_step(step, prompts.step_message(step.index, len(self.state.plan), step.title))
@@ -162,14 +164,14 @@ class Story(Phase):
             gives_up=f"step {step.index} did not finish within {limit} model turns",
         )
         done = await self.loop.answer(step, shape)
-        self.state.complete_step(step, done.text, workflow.now())
+        self.state.steps.complete_step(step, done.text, workflow.now())
 
     async def _loop(self) -> str:
         """A plain tool loop: the goal, then model turns until a reply calls no tool. It is
         one step of the run's plan, so state, forks and the console read it like any."""
         if not self.state.plan:
-            self.state.set_plan([prompts.LOOP_STEP_TITLE], workflow.now())
-        step = self.state.next_step()
+            self.state.steps.set_plan([prompts.LOOP_STEP_TITLE], workflow.now())
+        step = self.state.steps.next_step()
         if step is None:  # a fork of a finished loop
             return self.state.final_answer or ""
         self.open_step(step, prompts.task_message(self.state.goal) + self._shape_message())
@@ -181,14 +183,16 @@ class Story(Phase):
             gives_up=f"the agent gave no answer within {limit} model turns",
         )
         answer = (await self.loop.answer(step, shape)).text
-        self.state.complete_step(step, preview(answer), workflow.now())
+        self.state.steps.complete_step(step, preview(answer), workflow.now())
         return answer
 
     async def _final_answer(self) -> str:
-        self.state.phase_start_seq = self.state.next_seq
-        self.state.flush_notes()
+        self.state.transcript.begin_phase()
+        self.state.transcript.flush_notes()
         recap = self.state.context if self.state.limits.context == "step" else []
-        self.state.queue_message("user", prompts.final_message(recap) + self._shape_message())
+        self.state.transcript.queue_message(
+            "user", prompts.final_message(recap) + self._shape_message()
+        )
         shape = Turns(label=lambda _: "final answer", preview_chars=FINAL_ANSWER_CHARS)
         return (await self.loop.answer(None, shape)).text
 

@@ -67,12 +67,12 @@ class ToolCalls(Phase):
         found = self.ctx.tool(call.name) if call.name in allowed else None
         if found is None:
             text = prompts.unknown_tool(call.name, list(allowed))
-            self.state.queue_message("tool", text, call.id)
+            self.state.transcript.queue_message("tool", text, call.id)
             return None
         spec, record = found
         if call.oversized is not None:
             text = prompts.argument_error(spec.name, f"{call.oversized:,} characters is too long")
-            self.state.queue_message("tool", text, call.id)
+            self.state.transcript.queue_message("tool", text, call.id)
             return None
         try:
             raw = json.loads(
@@ -86,7 +86,7 @@ class ToolCalls(Phase):
             return spec, record, args
         except (ValueError, ValidationError) as err:
             text = prompts.argument_error(spec.name, describe(err))
-            self.state.queue_message("tool", text, call.id)
+            self.state.transcript.queue_message("tool", text, call.id)
             return None
 
     async def handle(self, step: PlanStep, call: ToolCall, reason: str) -> str | None:
@@ -96,7 +96,7 @@ class ToolCalls(Phase):
             return None
         spec, record, args = valid
         if isinstance(args, CompleteStepArgs):
-            self.state.queue_message("tool", prompts.STEP_MARKED_DONE, call.id)
+            self.state.transcript.queue_message("tool", prompts.STEP_MARKED_DONE, call.id)
             return args.summary
         if isinstance(args, AskHumanArgs):
             await self.gate.ask_human(step, call, args)
@@ -107,7 +107,7 @@ class ToolCalls(Phase):
         verdict = await self.gate.rules_verdict(step, record, args)
         if verdict is not None and verdict.decision == "deny":
             text = prompts.denied(spec.name, verdict.rule, verdict.reason)
-            self.state.queue_message("tool", text, call.id)
+            self.state.transcript.queue_message("tool", text, call.id)
             self.ctx.moment(EventKind.DENIED_BY_RULE, f"{spec.name} ({verdict.rule})")
             return None
         if rule is None and verdict is not None and verdict.decision == "ask":
@@ -116,7 +116,7 @@ class ToolCalls(Phase):
             request = await self.gate.await_approval(step, call, spec, args, reason, rule)
             if request.status is not ApprovalStatus.APPROVED:
                 text = prompts.rejected(spec.name, request.decided_by or "?", request.comment)
-                self.state.queue_message("tool", text, call.id)
+                self.state.transcript.queue_message("tool", text, call.id)
                 return None
         await self.ctx.pause_point()
         await self.budget.within("delegate" if spec.delegate_to else "tool")
@@ -130,7 +130,7 @@ class ToolCalls(Phase):
         self, step: PlanStep, call: ToolCall, spec: Tool, args: BaseModel, record: ToolRecord
     ) -> None:
         key = None
-        call_key = self.state.call_key(call.id)
+        call_key = self.state.thread.call_key(call.id)
         if spec.risk.has_effects:
             key = idempotency_key(self.state.store_key, step.index, call_key)
         # The activity derives the usual key itself; a conversation's (its message in it)
@@ -143,7 +143,7 @@ class ToolCalls(Phase):
             tool_call_id=call.id,
             name=spec.name,
             arguments=args.model_dump(mode="json"),
-            result_seq=self.state.take_seq(),
+            result_seq=self.state.transcript.take_seq(),
             side_effect=derived or None,
             idempotency_key=None if derived else key,
             namespace=self.state.memory_namespace if memory else None,
@@ -154,7 +154,7 @@ class ToolCalls(Phase):
             # A worker whose store lacks the run's past runs no tool (activities/store_holds.py).
             rows_written=self.state.transcript_rows,
         )
-        self.state.tool_calls += 1
+        self.state.budget_book.count_tool_call()
         self.ctx.moment(
             EventKind.TOOL, f"{spec.name} (seq {tool_input.result_seq})", tool_input.result_seq
         )
@@ -172,17 +172,17 @@ class ToolCalls(Phase):
             self.ctx.report_spend()
             # The tool failed for good: the model hears why; the run goes on.
             text = prompts.tool_failed(spec.name, failure_reason(err))
-            self.state.tell_tool_result(
+            self.state.outcomes.tell(
                 step.index, call.id, spec.name, ok=False, text=text, now=workflow.now(),
                 seq=tool_input.result_seq,
             )  # fmt: skip
             self.ctx.moment(EventKind.TOOL_FAILED, spec.name)
             return
-        self.state.note_written(1)  # its result, at result_seq
+        self.state.transcript.note_written(1)  # its result, at result_seq
         if key is not None:  # the ledger's recorded result for this key: what really happened
             effect = EffectSummary(tool=spec.name, idempotency_key=key, ok=outcome.ok)
-            self.state.record_effect(effect)
-        self.state.record_tool_result(
+            self.state.outcomes.record_effect(effect)
+        self.state.outcomes.record(
             step.index, call.id, spec.name, ok=outcome.ok, summary=outcome.summary,
             seq=outcome.result_seq, now=workflow.now(),
         )  # fmt: skip

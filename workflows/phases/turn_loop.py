@@ -85,10 +85,10 @@ class TurnLoop(Phase):
             parts = [*parts, turn.content_preview] if shape.joins_parts else [turn.content_preview]
             if self.turns.cut_short(turn):
                 reason = turn.finish_reason or "?"
-                self.state.queue_message("user", shape.cut_short.format(reason=reason))
+                self.state.transcript.queue_message("user", shape.cut_short.format(reason=reason))
                 continue
             if shape.only_complete_step_ends:
-                self.state.queue_message("user", prompts.END_WITH_COMPLETE_STEP)
+                self.state.transcript.queue_message("user", prompts.END_WITH_COMPLETE_STEP)
                 continue
             return Answered(" ".join(part for part in parts if part), seq)
         if shape.gives_up is not None:

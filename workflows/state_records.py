@@ -1,0 +1,223 @@
+"""Records of the run's state that its beginning settles and people's inputs touch: where
+the run comes from (Origin), what it works under (Terms), which signatures count
+(Signatures), its numbered moments (Moments), its audit log (AuditLog) and a
+conversation's thread (Thread). Each writes only its own fields (state_write.write)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import TYPE_CHECKING, ClassVar
+
+from durable_agents.workflows.agent_records import AgentRecord
+from durable_agents.workflows.contract_base import preview
+from durable_agents.workflows.contracts import RunLimits, RunPolicy
+from durable_agents.workflows.conversation_records import ConversationFields
+from durable_agents.workflows.people_inputs import KeyRevocation
+from durable_agents.workflows.records import (
+    EVENTS_KEPT,
+    AuditEntry,
+    ForkOrigin,
+    RunEvent,
+    SignedUse,
+)
+from durable_agents.workflows.state_write import write
+
+if TYPE_CHECKING:
+    from durable_agents.workflows.state_fields import RunState
+
+
+class Origin:
+    """Who the run is and where it comes from: its ids, its chain, the run it was forked
+    from or delegated by, a what-if shadow's recording, when it began."""
+
+    OWNS: ClassVar[frozenset[str]] = frozenset(
+        {"run_id", "identity", "chain", "parent", "delegated_by", "shadow", "created_at"}
+    )
+
+    def __init__(self, state: RunState) -> None:
+        self._s = state
+
+    def continued(self) -> None:
+        """A continue-as-new carried the state: one more run in the chain."""
+        write(self._s, self, chain=self._s.chain + 1)
+
+    def take_identity(self, identity: str) -> None:
+        write(self._s, self, identity=identity)
+
+    def forked(self, run_id: str, parent_run_id: str, moment: int, now: datetime) -> None:
+        """A fork is a run of its own: its id (its identity is set when it starts), its
+        parent, no run above it awaiting its spend."""
+        write(
+            self._s,
+            self,
+            run_id=run_id,
+            identity=None,
+            parent=ForkOrigin(run_id=parent_run_id, moment=moment),
+            delegated_by=None,
+            created_at=now,
+        )
+
+
+class Terms:
+    """What the run works on and under: its goal and label, its recorded agent, policy and
+    limits, and what it is about (its subject, and the memory namespace resolved from it)."""
+
+    OWNS: ClassVar[frozenset[str]] = frozenset(
+        {
+            "goal",
+            "label",
+            "agent",
+            "policy",
+            "limits",
+            "subject",
+            "subject_grant",
+            "memory_namespace",
+        }
+    )
+
+    def __init__(self, state: RunState) -> None:
+        self._s = state
+
+    def record_agent(self, agent: AgentRecord) -> None:
+        write(self._s, self, agent=agent)
+
+    def adopt(self, *, policy: RunPolicy | None = None, limits: RunLimits | None = None) -> None:
+        """The policy or limits the run works under, as its beginning settled them."""
+        if policy is not None:
+            write(self._s, self, policy=policy)
+        if limits is not None:
+            write(self._s, self, limits=limits)
+
+    def take_tool_approvers(self, approvers: dict[str, list[str]]) -> None:
+        self._s.policy.take_tool_approvers(approvers)
+
+    def take_memory(self, namespace: str | None, subject: dict[str, str] | None = None) -> None:
+        """The memory namespace the run's tools use (and, for a fork, its parent's subject)."""
+        write(self._s, self, memory_namespace=namespace)
+        if subject is not None:
+            write(self._s, self, subject=subject)
+
+    def set_goal(self, goal: str) -> None:
+        write(self._s, self, goal=goal)
+
+
+class Signatures:
+    """Which signatures the run takes and what it counted of them: the version, the nonces
+    used, the rules people's inputs are checked by, the keys revoked."""
+
+    OWNS: ClassVar[frozenset[str]] = frozenset(
+        {"signature_version", "signed_nonces", "people_checks", "revoked_keys"}
+    )
+
+    def __init__(self, state: RunState) -> None:
+        self._s = state
+
+    def settle_version(self, version: int) -> None:
+        write(self._s, self, signature_version=version)
+
+    def check_people(self, rules: int) -> None:
+        write(self._s, self, people_checks=rules)
+
+    def remember_nonces(self, nonces: list[SignedUse]) -> None:
+        write(self._s, self, signed_nonces=nonces)
+
+    def take_revoked(self, key_ids: list[str]) -> None:
+        """Keys the deployment revoked when the run began (kept once each, in order)."""
+        write(self._s, self, revoked_keys=[*dict.fromkeys([*self._s.revoked_keys, *key_ids])])
+
+    def revoke(self, revoked: KeyRevocation, now: datetime) -> bool:
+        """Keys whose signatures count no more here; False when all were revoked already."""
+        # Only keys this run trusts: a flood of made-up ids cannot grow the state.
+        trusted = self._s.policy.trusted_keys
+        known = self._s.revoked_keys
+        fresh = [k for k in revoked.key_ids if k in trusted and k not in known]
+        if not fresh:
+            return False
+        write(self._s, self, revoked_keys=[*known, *fresh])
+        detail = f"{', '.join(fresh)} {revoked.reason}".strip()
+        self._s.audit_log.log(now, revoked.by, "keys_revoked", detail)
+        return True
+
+    def forked(self) -> None:
+        """Nonces were signed for the parent's identity, not the fork's."""
+        write(self._s, self, signed_nonces=[])
+
+
+class Moments:
+    """The run's numbered points (workflows/timeline.py) and the latest ones kept for the
+    event protocol (at most EVENTS_KEPT)."""
+
+    OWNS: ClassVar[frozenset[str]] = frozenset({"moment", "events"})
+
+    def __init__(self, state: RunState) -> None:
+        self._s = state
+
+    def reach(self, kind: str, detail: str, now: datetime, seq: int | None) -> None:
+        """The next moment, kept for the event protocol."""
+        moment = self._s.moment + 1
+        event = RunEvent(
+            offset=moment,
+            at=now,
+            kind=kind,
+            detail=detail,
+            status=self._s.status,
+            step=self._s.current_step,
+            seq=seq,
+        )
+        write(self._s, self, moment=moment, events=[*self._s.events[-(EVENTS_KEPT - 1) :], event])
+
+    def rewind_error(self, moment: int) -> str | None:
+        if moment > self._s.moment:
+            return f"the run has no moment {moment} yet (it is at {self._s.moment})"
+        return None
+
+    def forked(self) -> None:
+        """A fork's events are its own (its moments go on from the parent's number)."""
+        write(self._s, self, events=[])
+
+
+class AuditLog:
+    """Every change and who made it (and when the state last changed)."""
+
+    OWNS: ClassVar[frozenset[str]] = frozenset({"audit", "updated_at"})
+
+    def __init__(self, state: RunState) -> None:
+        self._s = state
+
+    def log(self, now: datetime, actor: str, action: str, detail: str = "") -> None:
+        self._s.audit.append(AuditEntry(at=now, actor=actor, action=action, detail=detail))
+        self.touch(now)
+
+    def touch(self, now: datetime) -> None:
+        write(self._s, self, updated_at=now)
+
+    def refused(self, by: str, error: str, now: datetime) -> None:
+        """A change that did not count, and why (the audit keeps every attempt)."""
+        self.log(now, "policy", "decision_refused", preview(f"{by}: {error}", 500))
+
+    def trim(self, kept: int) -> None:
+        write(self._s, self, audit=self._s.audit[-kept:])
+
+
+class Thread:
+    """A conversation's queue and the tail of its turns (None for a run of one goal)."""
+
+    OWNS: ClassVar[frozenset[str]] = frozenset({"conversation"})
+
+    def __init__(self, state: RunState) -> None:
+        self._s = state
+
+    @property
+    def fields(self) -> ConversationFields:
+        convo = self._s.conversation
+        assert convo is not None, "only a conversation has a thread"
+        return convo
+
+    def call_key(self, call_id: str) -> str:
+        """A tool call's part of its idempotency key: the model's call id, and in a
+        conversation the message the turn answers too, so a turn number used again (after
+        a rewind) with a model that numbers its calls never finds another turn's effect."""
+        convo = self._s.conversation
+        if convo is None or not convo.queue or self._s.current_step is None:
+            return call_id
+        return f"{convo.queue[0].message_id}/{call_id}"
