@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import inspect
+import textwrap
 import uuid
 from datetime import UTC, datetime
 
@@ -42,6 +43,7 @@ from durable_agents.workflows.phases.tool_calls import ToolCalls
 from durable_agents.workflows.phases.turn_loop import TurnLoop
 from durable_agents.workflows.records import BUDGET_REQUEST
 from durable_agents.workflows.state import RunState
+from durable_agents.workflows.state_fields import RECORDS
 from tests.conftest import arrange, eventually
 
 PHASES = {
@@ -169,3 +171,38 @@ async def test_the_budget_part_runs_alone_in_a_workflow_of_its_own(time_env):
     assert within == "within"
     assert asked == [BUDGET_REQUEST]
     assert stopped == "stopped by alice, cancel by alice"
+
+
+# The state's records as the state hands them out (`state.requests`, ...), from its own
+# properties typed by a record class.
+RECORD_ACCESSORS = {
+    name
+    for name, member in vars(RunState).items()
+    if isinstance(member, property)
+    and member.fget is not None
+    and member.fget.__annotations__.get("return") in {r.__name__ for r in RECORDS}
+}
+
+
+def _records_used(cls: type) -> set[str]:
+    tree = ast.parse(textwrap.dedent(inspect.getsource(cls)))
+    return {
+        node.attr
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Attribute) and node.attr in RECORD_ACCESSORS
+    }
+
+
+def test_each_part_uses_only_the_records_of_the_state_it_names():
+    assert len(RECORD_ACCESSORS) == len(RECORDS)
+    modules = {inspect.getmodule(cls) for cls in [*PHASES, AgentWorkflow, RunContext]}
+    classes = [
+        cls
+        for module in modules
+        for cls in vars(module).values()
+        if inspect.isclass(cls) and cls.__module__ == getattr(module, "__name__", None)
+    ]
+    assert set(PHASES) <= set(classes) and RunContext in classes
+    for cls in classes:
+        declared = set(getattr(cls, "RECORDS", frozenset()))
+        assert _records_used(cls) == declared, cls.__name__

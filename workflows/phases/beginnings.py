@@ -4,7 +4,7 @@ request that names another run's identity is refused before anything is written.
 
 from __future__ import annotations
 
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError
@@ -66,6 +66,11 @@ Asked = TypeVar("Asked")
 
 class Beginnings(Phase):
     """How the run begins: its agent recorded, its memory settled, or its fork checked."""
+
+    # The records of the run's state this part uses (tests/workflows/test_phase_parts.py).
+    RECORDS: ClassVar[frozenset[str]] = frozenset(
+        {"audit_log", "budget_book", "signatures", "terms", "transcript"}
+    )
 
     def __init__(self, ctx: RunContext) -> None:
         super().__init__(ctx)

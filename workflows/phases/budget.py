@@ -4,6 +4,8 @@ sub-agent at work, as the person signed it."""
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
@@ -19,6 +21,9 @@ from durable_agents.workflows.phases.deciding import People
 
 class Budget(Phase):
     """The run's budget: checked before each call; a spent one waits for people."""
+
+    # The records of the run's state this part uses (tests/workflows/test_phase_parts.py).
+    RECORDS: ClassVar[frozenset[str]] = frozenset({"budget_book", "lifecycle", "requests"})
 
     def __init__(self, ctx: RunContext, people: People) -> None:
         super().__init__(ctx)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from datetime import timedelta
-from typing import Any, NoReturn
+from typing import Any, ClassVar, NoReturn
 
 from temporalio import workflow
 from temporalio.common import SearchAttributeUpdate
@@ -77,6 +77,11 @@ OPENING_PATCHES = (
 class RunContext:
     """The run's state and the bookkeeping every phase shares; each attribute here is the
     context's own, and a phase reaches the run only through it."""
+
+    # The records of the run's state this part uses (tests/workflows/test_phase_parts.py).
+    RECORDS: ClassVar[frozenset[str]] = frozenset(
+        {"audit_log", "lifecycle", "moments", "signatures", "terms"}
+    )
 
     def __init__(self, state: RunState) -> None:
         # Replaced whole by a fork's start (Beginnings.start_as_fork): phases read it here.

@@ -13,6 +13,8 @@ until the fresh run takes them, and their senders ask it with `await_reply`
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from temporalio import workflow
 from temporalio.exceptions import ActivityError
 
@@ -53,6 +55,9 @@ from durable_agents.workflows.phases.turn_loop import TurnLoop, Turns
 
 class Conversation(Phase):
     """A run people talk to: a turn of the tool loop for each message, in order."""
+
+    # The records of the run's state this part uses (tests/workflows/test_phase_parts.py).
+    RECORDS: ClassVar[frozenset[str]] = frozenset({"lifecycle", "steps"})
 
     def __init__(self, ctx: RunContext, loop: TurnLoop, story: Story) -> None:
         super().__init__(ctx)

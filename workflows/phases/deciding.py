@@ -13,7 +13,7 @@ chooses the way when it wires the run (workflows/agent.py).
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import ClassVar, Protocol
 
 from temporalio import workflow
 
@@ -48,6 +48,9 @@ class People(Protocol):
 
 class WaitingForPeople(Phase):
     """Real people: a durable wait, up to the policy's deadline."""
+
+    # The records of the run's state this part uses (tests/workflows/test_phase_parts.py).
+    RECORDS: ClassVar[frozenset[str]] = frozenset({"requests"})
 
     async def wait_for_decision(self, request: ApprovalRequest) -> None:
         def decided() -> bool:
@@ -91,6 +94,9 @@ class WaitingForPeople(Phase):
 
 class RecordedDecisions(Phase):
     """A what-if run: the recorded run's decisions and answers, taken in order."""
+
+    # The records of the run's state this part uses (tests/workflows/test_phase_parts.py).
+    RECORDS: ClassVar[frozenset[str]] = frozenset({"requests"})
 
     async def wait_for_decision(self, request: ApprovalRequest) -> None:
         shadow = self._shadow()

@@ -6,6 +6,7 @@ the report), and when it ends from its result."""
 from __future__ import annotations
 
 import asyncio
+from typing import ClassVar
 
 from temporalio import workflow
 from temporalio.common import WorkflowIDReusePolicy
@@ -42,6 +43,9 @@ from durable_agents.workflows.phases.context import Phase, failure_reason
 
 class Delegating(Phase):
     """A sub-agent's run for a task the model handed it."""
+
+    # The records of the run's state this part uses (tests/workflows/test_phase_parts.py).
+    RECORDS: ClassVar[frozenset[str]] = frozenset({"budget_book", "outcomes", "thread"})
 
     async def delegate(
         self, step: PlanStep, call: ToolCall, spec: Tool, args: DelegateArgs

@@ -5,7 +5,7 @@ is asked the same way."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from temporalio import workflow
 from temporalio.exceptions import (
@@ -48,6 +48,9 @@ from durable_agents.workflows.phases.deciding import People
 
 class Gate(Phase):
     """Who may let a tool call run: the agent's rules, then people where they must."""
+
+    # The records of the run's state this part uses (tests/workflows/test_phase_parts.py).
+    RECORDS: ClassVar[frozenset[str]] = frozenset({"audit_log", "requests", "transcript"})
 
     def __init__(self, ctx: RunContext, people: People) -> None:
         super().__init__(ctx)

@@ -3,6 +3,8 @@ store), memoized by the activity; a reply cut short is not an answer."""
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
@@ -26,6 +28,9 @@ from durable_agents.workflows.phases.context import Phase, RunContext
 
 class ModelTurns(Phase):
     """One model turn at a time, each within the budget."""
+
+    # The records of the run's state this part uses (tests/workflows/test_phase_parts.py).
+    RECORDS: ClassVar[frozenset[str]] = frozenset({"budget_book", "transcript"})
 
     def __init__(self, ctx: RunContext, budget: Budget) -> None:
         super().__init__(ctx)

@@ -8,7 +8,7 @@ the moment. A refusal of a signed-changes rule is recorded in the audit either w
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 from temporalio import workflow
 from temporalio.exceptions import ApplicationError
@@ -37,6 +37,9 @@ class Refused(Exception):
 
 class PeopleActions(Phase):
     """A person's decision, answer or change, checked (and its signature) before it counts."""
+
+    # The records of the run's state this part uses (tests/workflows/test_phase_parts.py).
+    RECORDS: ClassVar[frozenset[str]] = frozenset({"requests"})
 
     def decide(self, decision: DecideRequest) -> ApprovalRequest:
         """A person's decision, received: checked, then applied."""

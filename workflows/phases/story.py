@@ -3,6 +3,8 @@ final answer; or a plain tool loop. Between steps, a long run continues as new."
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
@@ -30,6 +32,9 @@ PLAN_TOOLS: tuple[str, ...] = (SUBMIT_PLAN,)
 
 class Story(Phase):
     """A run that is not a conversation: its plan and steps, or its plain loop."""
+
+    # The records of the run's state this part uses (tests/workflows/test_phase_parts.py).
+    RECORDS: ClassVar[frozenset[str]] = frozenset({"audit_log", "lifecycle", "steps", "transcript"})
 
     def __init__(self, ctx: RunContext, loop: TurnLoop) -> None:
         super().__init__(ctx)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import math
 from decimal import Decimal
-from typing import Any
+from typing import Any, ClassVar
 
 from temporalio import workflow
 from temporalio.exceptions import (
@@ -56,6 +56,11 @@ ValidCall = tuple[Tool, ToolRecord | None, BaseModel]
 
 class ToolCalls(Phase):
     """The model's tool calls: validated, gated, within the budget, then run."""
+
+    # The records of the run's state this part uses (tests/workflows/test_phase_parts.py).
+    RECORDS: ClassVar[frozenset[str]] = frozenset(
+        {"budget_book", "outcomes", "thread", "transcript"}
+    )
 
     def __init__(self, ctx: RunContext, budget: Budget, gate: Gate, delegation: Delegating) -> None:
         super().__init__(ctx)

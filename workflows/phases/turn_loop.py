@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import ClassVar
 
 from temporalio import workflow
 
@@ -53,6 +54,9 @@ class Answered:
 
 class TurnLoop(Phase):
     """Model turns, tool calls between them, until a reply answers."""
+
+    # The records of the run's state this part uses (tests/workflows/test_phase_parts.py).
+    RECORDS: ClassVar[frozenset[str]] = frozenset({"transcript"})
 
     def __init__(self, ctx: RunContext, turns: ModelTurns, tools: ToolCalls) -> None:
         super().__init__(ctx)

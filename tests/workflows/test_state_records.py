@@ -1,0 +1,211 @@
+"""The run's state is made of records, each the only writer of its fields.
+
+Every table here comes from the code's own lists: the fields from `RunState.model_fields`,
+the records from `state_fields.RECORDS`, the code from every module of the package."""
+
+from __future__ import annotations
+
+import ast
+import inspect
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from pydantic import BaseModel
+
+from durable_agents.workflows import state_fields
+from durable_agents.workflows.contracts import RunRequest
+from durable_agents.workflows.state import RunState
+from durable_agents.workflows.state_fields import OWNER_OF, RECORDS
+from durable_agents.workflows.state_write import StateWriteRefused, write
+
+ROOT = Path(__file__).parents[2]
+FIELDS = list(RunState.model_fields)
+RECORD_NAMES = {record.__name__: record for record in RECORDS}
+# Calls that change a list, dict or model in place.
+MUTATORS = {
+    "append", "extend", "insert", "pop", "remove", "clear", "sort", "reverse", "update",
+    "add", "discard", "setdefault", "popitem", "take_tool_approvers",
+}  # fmt: skip
+# The JSON every recorded history's state holds, field by field in order: a change here
+# is a change of what continue-as-new carries and queries answer (tests/histories).
+RECORDED_FIELDS = (
+    "run_id", "identity", "goal", "label", "agent", "policy", "limits", "status", "plan",
+    "current_step", "context", "results", "results_total", "approvals", "questions",
+    "pause_requested", "cancel_requested_by", "audit", "usage", "errors", "final_answer",
+    "output", "effects", "next_seq", "outbox", "transcript_rows", "notes_for_model", "moment",
+    "events", "phase_start_seq", "parent", "chain", "budget", "tool_calls", "last_call",
+    "delegations", "delegated_by", "signature_version", "signed_nonces", "people_checks",
+    "revoked_keys", "conversation", "subject", "subject_grant", "memory_namespace", "shadow",
+    "created_at", "updated_at",
+)  # fmt: skip
+
+
+def new_state() -> RunState:
+    return RunState.start("run-1", RunRequest(goal="g"), datetime.now(UTC))
+
+
+def test_the_states_fields_are_the_ones_recorded_histories_hold():
+    assert tuple(FIELDS) == RECORDED_FIELDS
+
+
+def test_every_field_belongs_to_exactly_one_record():
+    owned = [field for record in RECORDS for field in record.OWNS]
+    assert sorted(owned) == sorted(FIELDS), set(owned) ^ set(FIELDS)
+    assert len(owned) == len(set(owned)), "a field owned by two records"
+
+
+def test_no_class_of_the_state_inherits_from_another_of_ours():
+    classes: list[type] = [RunState, *RECORDS]
+    for cls in classes:
+        ours = [base for base in cls.__mro__[1:] if base.__module__.startswith("durable_agents")]
+        assert ours == [], f"{cls.__name__} inherits {ours}"
+    assert RunState.__bases__ == (BaseModel,)
+
+
+@pytest.mark.parametrize("field", FIELDS)
+def test_every_field_refuses_a_direct_write_and_the_state_is_unchanged(field):
+    state = new_state()
+    before = state.model_dump_json()
+    with pytest.raises(StateWriteRefused, match=f"{field} is written by its record, "):
+        setattr(state, field, getattr(state, field))
+    assert state.model_dump_json() == before
+
+
+@pytest.mark.parametrize(
+    "record, field",
+    [(record, field) for record in RECORDS for field in FIELDS if field not in record.OWNS][::7],
+    ids=lambda value: getattr(value, "__name__", value),
+)
+def test_a_record_cannot_write_a_field_it_does_not_own(record, field):
+    state = new_state()
+    with pytest.raises(StateWriteRefused, match=f"does not own the field '{field}'"):
+        write(state, record(state), **{field: getattr(state, field)})
+
+
+def package_sources() -> list[Path]:
+    skipped = {".venv", "tests", ".data", "build", "durable_agents"}
+    return [
+        path
+        for path in sorted(ROOT.rglob("*.py"))
+        if not skipped & set(path.relative_to(ROOT).parts[:1])
+    ]
+
+
+class Writes(ast.NodeVisitor):
+    """What a module writes of the state, and from which class: `write(..., field=...)`
+    calls, and in-place changes reached through a field (`x.plan.append`, `x.usage.a = 1`,
+    `x.plan[0] = s`, `x.tool_calls += 1`)."""
+
+    def __init__(self, where: str) -> None:
+        self.where = where
+        self.classes: list[str] = []
+        self.found: list[tuple[str, str, str]] = []  # (class or "", field, where)
+
+    def visit_ClassDef(self, node: ast.ClassDef) -> None:
+        self.classes.append(node.name)
+        self.generic_visit(node)
+        self.classes.pop()
+
+    def _note(self, field: str, node: ast.AST) -> None:
+        owner = self.classes[0] if self.classes else ""
+        self.found.append((owner, field, f"{self.where}:{getattr(node, 'lineno', '?')}"))
+
+    def _through_field(self, target: ast.expr, node: ast.AST) -> None:
+        """A write into something a field holds: `<x>.<field>.<...>` or `<x>.<field>[...]`."""
+        inner = target.value if isinstance(target, (ast.Attribute, ast.Subscript)) else None
+        while isinstance(inner, (ast.Attribute, ast.Subscript)):
+            if isinstance(inner, ast.Attribute) and inner.attr in OWNER_OF:
+                self._note(inner.attr, node)
+                return
+            inner = inner.value
+
+    def visit_Assign(self, node: ast.Assign) -> None:
+        for target in node.targets:
+            for one in target.elts if isinstance(target, ast.Tuple) else [target]:
+                self._through_field(one, node)
+        self.generic_visit(node)
+
+    def visit_AugAssign(self, node: ast.AugAssign) -> None:
+        target = node.target
+        if isinstance(target, ast.Attribute) and target.attr in OWNER_OF:
+            self._note(target.attr, node)
+        self._through_field(target, node)
+        self.generic_visit(node)
+
+    def visit_Call(self, node: ast.Call) -> None:
+        func = node.func
+        if isinstance(func, ast.Name) and func.id == "write":
+            for keyword in node.keywords:
+                self._note(keyword.arg or "**", node)
+        if isinstance(func, ast.Attribute) and func.attr == "__setattr__" and self._bypass(node):
+            self._note("__setattr__", node)
+        through = func.value if isinstance(func, ast.Attribute) else None
+        mutates = isinstance(func, ast.Attribute) and func.attr in MUTATORS
+        if mutates and isinstance(through, ast.Attribute) and through.attr in OWNER_OF:
+            self._note(through.attr, node)
+        self.generic_visit(node)
+
+    @staticmethod
+    def _bypass(node: ast.Call) -> bool:
+        """`BaseModel.__setattr__(x, ...)`, or `object.__setattr__(x, ...)` on another
+        object than the caller's own (a frozen class of ours sets its own fields so)."""
+        assert isinstance(node.func, ast.Attribute)
+        receiver, args = node.func.value, node.args
+        if isinstance(receiver, ast.Name) and receiver.id == "BaseModel":
+            return True
+        on_self = bool(args) and isinstance(args[0], ast.Name) and args[0].id == "self"
+        return isinstance(receiver, ast.Name) and receiver.id == "object" and not on_self
+
+
+def writes_of(source: str, where: str) -> list[tuple[str, str, str]]:
+    visitor = Writes(where)
+    visitor.visit(ast.parse(source))
+    return visitor.found
+
+
+def misplaced(found: list[tuple[str, str, str]]) -> list[str]:
+    """The writes not made by the field's own record."""
+    return [
+        f"{where}: {field} written from {owner or 'module level'}"
+        for owner, field, where in found
+        if field != "__setattr__" and OWNER_OF.get(field) != owner
+    ]
+
+
+def test_no_code_writes_a_field_of_the_state_outside_its_record():
+    found = []
+    for path in package_sources():
+        found += writes_of(path.read_text(), str(path.relative_to(ROOT)))
+    assert misplaced(found) == []
+    # What could get past the state's refusal is used where the refusal lives, only.
+    bypasses = [where for owner, field, where in found if field == "__setattr__"]
+    assert [where.split(":")[0] for where in bypasses] == ["workflows/state_write.py"]
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "self.state.plan.append(step)",
+        "self.state.usage.input_tokens = 3",
+        "state.approvals[0] = request",
+        "self.state.tool_calls += 1",
+        "write(self.state, self, status=RunStatus.RUNNING)",
+        "self.state.policy.take_tool_approvers({})",
+        "BaseModel.__setattr__(state, 'status', RunStatus.RUNNING)",
+        "object.__setattr__(self.state, 'status', RunStatus.RUNNING)",
+    ],
+)
+def test_the_search_finds_each_kind_of_write_from_a_part(line):
+    source = f"class Story:\n    def go(self, state, step, request):\n        {line}\n"
+    found = writes_of(source, "workflows/phases/story.py")
+    assert len(misplaced(found) + [w for _, field, w in found if field == "__setattr__"]) == 1
+
+
+def test_the_records_own_modules_are_searched():
+    searched = {str(path.relative_to(ROOT)) for path in package_sources()}
+    for record in RECORDS:
+        module = inspect.getsourcefile(record)
+        assert module is not None
+        assert str(Path(module).resolve().relative_to(ROOT.resolve())) in searched
+    assert "workflows/phases/story.py" in searched and state_fields.__name__
