@@ -95,6 +95,7 @@ class AgentWorkflow:
     # The records of the run's state this part uses (tests/workflows/test_phase_parts.py).
     RECORDS: ClassVar[frozenset[str]] = frozenset(
         {"audit_log", "budget_book", "lifecycle", "moments", "origin", "requests", "signatures"}
+        | {"thread"}
     )
 
     # The story a run that is not a conversation tells (a test's build may tell another).
@@ -450,8 +451,7 @@ class AgentWorkflow:
         if convo is None or convo.closed or self.state.status.is_closed:
             return
         if self._people.counts("end_conversation", actor.by, actor.signed, actor.what_it_says()):
-            convo.closed, convo.closed_by = True, actor.by
-            self.state.audit_log.log(workflow.now(), actor.by, "conversation_closed", actor.reason)
+            self.state.thread.close(actor, workflow.now())
             self._ctx.moment(EventKind.CONVERSATION_CLOSED, actor.by)
 
     @workflow.query(name="conversation")

@@ -54,19 +54,18 @@ class StartOptions(StrictModel):
                 f"invalid start option {first_problem(err, 'options')}"
             ) from None
 
+    @classmethod
+    def fields_of(cls, source: object) -> dict[str, Any]:
+        """The options `source` carries (these options, a request, a run's state), by name:
+        what starts from it again, or is compared with it, takes every option by this."""
+        return {name: getattr(source, name) for name in cls.model_fields}
+
     def request(self, agent: str | None, goal: str, *, conversation: bool = False) -> RunRequest:
         """The run request these options make for `agent` and `goal` (StartOptionsError when
         the two do not make one)."""
         try:
             return RunRequest(
-                goal=goal,
-                agent=agent,
-                label=self.label,
-                policy=self.policy,
-                limits=self.limits,
-                budget=self.budget,
-                subject=self.subject,
-                conversation=conversation,
+                goal=goal, agent=agent, conversation=conversation, **self.fields_of(self)
             )
         except ValidationError as err:
             raise StartOptionsError(

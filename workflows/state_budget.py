@@ -206,6 +206,10 @@ class BudgetBook:
             return False
         return self._spend_grows(delegation, spent)
 
+    def reading_spend(self, delegation: Delegation) -> None:
+        """The child's spend is being read: reports from now on ask for another read."""
+        delegation.spend_reported = False
+
     def child_spend_read(self, child_id: str, spent: Spend) -> bool:
         """A running child's spend, as its own run answered (Delegating reads it)."""
         delegation = self.delegation(child_id)

@@ -192,6 +192,11 @@ class Steps:
         write(self._s, self, current_step=None, context=context[-RECENT_RESULTS_KEPT:])
         self._s.audit_log.touch(now)
 
+    def count_turn(self, step: PlanStep) -> int:
+        """One more model turn in this step; returns how many it has taken."""
+        step.turns += 1
+        return step.turns
+
     def drop_step(self, step: PlanStep) -> None:
         """A conversation's turn that failed alone: done, and no step in progress."""
         step.status = StepStatus.DONE

@@ -8,11 +8,15 @@ from __future__ import annotations
 from datetime import datetime
 from typing import TYPE_CHECKING, ClassVar
 
-from durable_agents.workflows.agent_records import AgentRecord
+from durable_agents.workflows.agent_records import AgentRecord, ToolRecord
 from durable_agents.workflows.contract_base import preview
 from durable_agents.workflows.contracts import RunLimits, RunPolicy
-from durable_agents.workflows.conversation_records import ConversationFields
-from durable_agents.workflows.people_inputs import KeyRevocation
+from durable_agents.workflows.conversation_records import (
+    ConversationFields,
+    QueuedMessage,
+    TurnRecord,
+)
+from durable_agents.workflows.people_inputs import Actor, KeyRevocation
 from durable_agents.workflows.records import (
     EVENTS_KEPT,
     AuditEntry,
@@ -80,6 +84,11 @@ class Terms:
 
     def record_agent(self, agent: AgentRecord) -> None:
         write(self._s, self, agent=agent)
+
+    def add_tool(self, tool: ToolRecord) -> None:
+        """A tool the run's agent has besides its declared ones (an MCP server's)."""
+        assert self._s.agent is not None, "a tool is added to a recorded agent"
+        self._s.agent.tools.append(tool)
 
     def adopt(self, *, policy: RunPolicy | None = None, limits: RunLimits | None = None) -> None:
         """The policy or limits the run works under, as its beginning settled them."""
@@ -212,6 +221,35 @@ class Thread:
         convo = self._s.conversation
         assert convo is not None, "only a conversation has a thread"
         return convo
+
+    def take_message(self, message: QueuedMessage, remembered: int) -> bool:
+        """Queue a message once per id (the latest `remembered` ids are known); False for
+        an id seen before."""
+        convo = self.fields
+        if convo.knows(message.message_id):
+            return False
+        convo.seen_ids = [*convo.seen_ids, message.message_id][-remembered:]
+        convo.queue.append(message)
+        return True
+
+    def finish_turn(self, record: TurnRecord, kept: int) -> None:
+        """The message at the queue's head is answered (or failed): its turn is kept (the
+        latest `kept` turns stay) and counted."""
+        convo = self.fields
+        convo.queue.pop(0)
+        convo.turns = [*convo.turns, record][-kept:]
+        convo.turns_total += 1
+        convo.turns_this_run += 1
+
+    def close(self, actor: Actor, now: datetime) -> None:
+        """No more messages: the queued ones are answered, then the run completes."""
+        convo = self.fields
+        convo.closed, convo.closed_by = True, actor.by
+        self._s.audit_log.log(now, actor.by, "conversation_closed", actor.reason)
+
+    def new_run(self) -> None:
+        """The conversation continues as new: this run of the chain has answered none."""
+        self.fields.turns_this_run = 0
 
     def call_key(self, call_id: str) -> str:
         """A tool call's part of its idempotency key: the model's call id, and in a

@@ -101,29 +101,63 @@ class Writes(ast.NodeVisitor):
         self.where = where
         self.classes: list[str] = []
         self.found: list[tuple[str, str, str]] = []  # (class or "", field, where)
+        # Names bound, in the function being read, to what a field holds (`convo =
+        # state.conversation`, `for step in state.plan`): a write through one is the field's.
+        self.aliases: dict[str, str] = {}
 
     def visit_ClassDef(self, node: ast.ClassDef) -> None:
         self.classes.append(node.name)
         self.generic_visit(node)
         self.classes.pop()
 
+    def visit_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+        outer, self.aliases = self.aliases, {}
+        self.generic_visit(node)
+        self.aliases = outer
+
+    visit_AsyncFunctionDef = visit_FunctionDef
+
+    def visit_For(self, node: ast.For | ast.AsyncFor) -> None:
+        self._bind(node.target, node.iter)
+        self.generic_visit(node)
+
+    visit_AsyncFor = visit_For
+
+    def _bind(self, target: ast.expr, value: ast.expr) -> None:
+        if not isinstance(target, ast.Name):
+            return
+        field = self._field_of(value)
+        if field is not None:
+            self.aliases[target.id] = field
+        else:
+            self.aliases.pop(target.id, None)
+
+    def _field_of(self, value: ast.expr) -> str | None:
+        """The field an expression reaches into, if any (`x.plan`, `x.plan[0]`, an alias)."""
+        while isinstance(value, (ast.Attribute, ast.Subscript)):
+            if isinstance(value, ast.Attribute) and value.attr in OWNER_OF:
+                return value.attr
+            value = value.value
+        return self.aliases.get(value.id) if isinstance(value, ast.Name) else None
+
     def _note(self, field: str, node: ast.AST) -> None:
         owner = self.classes[0] if self.classes else ""
         self.found.append((owner, field, f"{self.where}:{getattr(node, 'lineno', '?')}"))
 
     def _through_field(self, target: ast.expr, node: ast.AST) -> None:
-        """A write into something a field holds: `<x>.<field>.<...>` or `<x>.<field>[...]`."""
-        inner = target.value if isinstance(target, (ast.Attribute, ast.Subscript)) else None
-        while isinstance(inner, (ast.Attribute, ast.Subscript)):
-            if isinstance(inner, ast.Attribute) and inner.attr in OWNER_OF:
-                self._note(inner.attr, node)
-                return
-            inner = inner.value
+        """A write into something a field holds: `<x>.<field>.<...>`, `<x>.<field>[...]`,
+        or the same through an alias."""
+        if isinstance(target, (ast.Attribute, ast.Subscript)):
+            field = self._field_of(target.value)
+            if field is not None:
+                self._note(field, node)
 
     def visit_Assign(self, node: ast.Assign) -> None:
         for target in node.targets:
             for one in target.elts if isinstance(target, ast.Tuple) else [target]:
                 self._through_field(one, node)
+        if len(node.targets) == 1:
+            self._bind(node.targets[0], node.value)
         self.generic_visit(node)
 
     def visit_AugAssign(self, node: ast.AugAssign) -> None:
@@ -142,8 +176,9 @@ class Writes(ast.NodeVisitor):
             self._note("__setattr__", node)
         through = func.value if isinstance(func, ast.Attribute) else None
         mutates = isinstance(func, ast.Attribute) and func.attr in MUTATORS
-        if mutates and isinstance(through, ast.Attribute) and through.attr in OWNER_OF:
-            self._note(through.attr, node)
+        field = self._field_of(through) if mutates and through is not None else None
+        if field is not None:
+            self._note(field, node)
         self.generic_visit(node)
 
     @staticmethod
@@ -194,10 +229,14 @@ def test_no_code_writes_a_field_of_the_state_outside_its_record():
         "self.state.policy.take_tool_approvers({})",
         "BaseModel.__setattr__(state, 'status', RunStatus.RUNNING)",
         "object.__setattr__(self.state, 'status', RunStatus.RUNNING)",
+        "convo = state.conversation; convo.queue.pop(0)",
+        "for step in state.plan: step.turns += 1",
+        "request = self.state.approvals[-1]; request.status = ApprovalStatus.APPROVED",
     ],
 )
 def test_the_search_finds_each_kind_of_write_from_a_part(line):
-    source = f"class Story:\n    def go(self, state, step, request):\n        {line}\n"
+    body = line.replace("; ", "\n        ").replace(": step", ":\n            step")
+    source = f"class Story:\n    def go(self, state, step, request):\n        {body}\n"
     found = writes_of(source, "workflows/phases/story.py")
     assert len(misplaced(found) + [w for _, field, w in found if field == "__setattr__"]) == 1
 

@@ -256,7 +256,7 @@ class Beginnings(Phase):
                 listing.skipped.append(f"{spec.name}: another tool has that name")
                 continue
             taken.add(spec.name)
-            self.ctx.agent.tools.append(
+            self.state.terms.add_tool(
                 ToolRecord(
                     name=spec.name,
                     risk=spec.risk,

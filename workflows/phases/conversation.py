@@ -57,7 +57,7 @@ class Conversation(Phase):
     """A run people talk to: a turn of the tool loop for each message, in order."""
 
     # The records of the run's state this part uses (tests/workflows/test_phase_parts.py).
-    RECORDS: ClassVar[frozenset[str]] = frozenset({"lifecycle", "steps"})
+    RECORDS: ClassVar[frozenset[str]] = frozenset({"lifecycle", "steps", "thread"})
 
     def __init__(self, ctx: RunContext, loop: TurnLoop, story: Story) -> None:
         super().__init__(ctx)
@@ -106,7 +106,7 @@ class Conversation(Phase):
         # refused meanwhile (MOVING); the queue goes along in the state, so no message is
         # lost or answered twice.
         self.carrying = True
-        self._conversation.turns_this_run = 0
+        self.state.thread.new_run()
         trim_for_a_long_life(self.state)
         await self.story.continue_as_new(workflow.info().get_current_history_length())
 
@@ -137,10 +137,7 @@ class Conversation(Phase):
             record.status, record.error = "failed", failure_reason(err)
             self.state.steps.drop_step(step)
         record.finished_at = workflow.now()
-        convo.queue.pop(0)
-        convo.turns = [*convo.turns, record][-TURNS_KEPT:]
-        convo.turns_total += 1
-        convo.turns_this_run += 1
+        self.state.thread.finish_turn(record, TURNS_KEPT)
         self.ctx.moment(
             EventKind.REPLIED, f"turn {step.index}: {preview(record.reply or record.error, 80)}"
         )
@@ -201,18 +198,13 @@ class Conversation(Phase):
     def enqueue(self, message: UserMessage) -> None:
         """Queue a message (once per id): before the handler awaits anything, so messages
         are answered in the order the run accepted them."""
-        convo = self._conversation
-        if convo.knows(message.message_id):
-            return
-        convo.seen_ids = [*convo.seen_ids, message.message_id][-IDS_REMEMBERED:]
-        convo.queue.append(
-            QueuedMessage(
-                message_id=message.message_id,
-                text=message.text,
-                by=message.by,
-                received_at=workflow.now(),
-            )
+        queued = QueuedMessage(
+            message_id=message.message_id,
+            text=message.text,
+            by=message.by,
+            received_at=workflow.now(),
         )
+        self.state.thread.take_message(queued, IDS_REMEMBERED)
 
     def _waiters_full(self, by: str) -> str | None:
         """Why one more sender may not wait in an update (None: it may)."""

@@ -128,7 +128,7 @@ class Delegating(Phase):
             await workflow.wait_condition(lambda: self._reported(child_id))
             delegation = self.state.budget_book.delegation(child_id)
             assert delegation is not None
-            delegation.spend_reported = False
+            self.state.budget_book.reading_spend(delegation)
             try:
                 spent = await call_activity(
                     CHILD_SPEND, child_id, result=Spend, summary=f"spend of {child_id}", local=True

@@ -56,7 +56,7 @@ class TurnLoop(Phase):
     """Model turns, tool calls between them, until a reply answers."""
 
     # The records of the run's state this part uses (tests/workflows/test_phase_parts.py).
-    RECORDS: ClassVar[frozenset[str]] = frozenset({"transcript"})
+    RECORDS: ClassVar[frozenset[str]] = frozenset({"steps", "transcript"})
 
     def __init__(self, ctx: RunContext, turns: ModelTurns, tools: ToolCalls) -> None:
         super().__init__(ctx)
@@ -66,10 +66,9 @@ class TurnLoop(Phase):
         parts: list[str] = []
         seq = 0
         for count in range(1, self.state.limits.max_turns_per_step + 1):
-            if step is not None:
-                step.turns += 1
+            taken = self.state.steps.count_turn(step) if step is not None else count
             turn = await self.turns.take(
-                shape.label(step.turns if step is not None else count),
+                shape.label(taken),
                 shape.tools,
                 preview_chars=shape.preview_chars,
                 answer_chars=shape.answer_chars,
