@@ -93,10 +93,10 @@ class AgentWorkflow:
     """The run: its parts wired from one context, and every handler people reach it by."""
 
     # The records of the run's state this part uses (tests/workflows/test_phase_parts.py).
-    RECORDS: ClassVar[frozenset[str]] = frozenset(
-        {"audit_log", "budget_book", "lifecycle", "moments", "origin", "requests", "signatures"}
-        | {"thread"}
-    )
+    RECORDS: ClassVar[frozenset[str]] = frozenset({
+        "audit_log", "budget_book", "lifecycle", "moments", "origin", "requests", "signatures",
+        "thread",
+    })  # fmt: skip
 
     # The story a run that is not a conversation tells (a test's build may tell another).
     story_type: ClassVar[type[Story]] = Story

@@ -11,7 +11,7 @@ from temporalio.client import WorkflowQueryFailedError
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agents.control import runs
-from durable_agents.workflows import state as state_module
+from durable_agents.workflows import state_records
 from durable_agents.workflows.people_inputs import DecideRequest
 from tests.console.live import LiveConsole, signed_in
 from tests.console.runs_for_console import waiting_payment
@@ -74,7 +74,7 @@ async def test_a_reconnect_resumes_after_the_last_event_nothing_twice_nothing_mi
 async def test_events_older_than_the_state_keeps_come_from_the_history(
     console: LiveConsole, dev_env: WorkflowEnvironment, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(state_module, "EVENTS_KEPT", 3)
+    monkeypatch.setattr(state_records, "EVENTS_KEPT", 3)
     client = dev_env.client
     state = await waiting_payment(client, console.settings)
     assert len(state.events) == 3 and state.events[0].offset > 1
