@@ -10,6 +10,7 @@ line which full ids there are to choose from.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from temporalio.client import Client
@@ -17,8 +18,6 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from durable_agents.control import runs
 from durable_agents.control.runs import WORKFLOW_TYPE, RunError, RunListing
-from durable_agents.control.signer import Signer
-from durable_agents.workflows.people_inputs import Answer, DecideRequest
 from durable_agents.workflows.state import RunState
 
 
@@ -71,6 +70,10 @@ async def states(client: Client, run_id: str) -> tuple[Target, list[RunState]]:
     return found, [await runs.get_state(client, run.run_id) for run in found.agent_runs]
 
 
+# How a refusal names what a run waits for (RunState.waiting_for); another is named as is.
+WAITED_FOR = {"approval": "an approval", "input": "an answer"}
+
+
 async def waiting_run(client: Client, run_id: str, waiting_for: str) -> str:
     """The agent run to act on for a person: `run_id` itself when it is an agent run, else
     the one agent run of that caller that waits for `waiting_for` ('approval', 'input');
@@ -85,7 +88,7 @@ async def waiting_run(client: Client, run_id: str, waiting_for: str) -> str:
     ]
     if len(waiting) == 1:
         return waiting[0].run_id
-    what = "an approval" if waiting_for == "approval" else "an answer"
+    what = WAITED_FOR.get(waiting_for, waiting_for)
     if not waiting:
         ids = ", ".join(f"{run.run_id} ({run.status})" for run in found.agent_runs)
         raise RunError(f"no agent run of {run_id} waits for {what}; its agent runs: {ids}")
@@ -93,18 +96,13 @@ async def waiting_run(client: Client, run_id: str, waiting_for: str) -> str:
     raise RunError(f"{len(waiting)} agent runs of {run_id} wait for {what}; name one: {ids}")
 
 
-async def decide(
-    client: Client, run_id: str, request: DecideRequest, signer: Signer | None = None
+async def act_for_person(
+    client: Client, run_id: str, waiting_for: str, act: Callable[[str], Awaitable[str]]
 ) -> str:
-    """Approve or reject on the run `run_id` names (or its caller's one waiting agent
-    run); what was decided, and on which run when it was found through its caller."""
-    acted_on = await waiting_run(client, run_id, "approval")
-    said = await runs.decide(client, acted_on, request, signer)
-    return said if acted_on == run_id else f"{said} (run {acted_on})"
-
-
-async def answer(client: Client, run_id: str, reply: Answer, signer: Signer | None = None) -> str:
-    """Answer the question of the run `run_id` names (or its caller's one asking run)."""
-    acted_on = await waiting_run(client, run_id, "input")
-    said = await runs.answer(client, acted_on, reply, signer)
+    """A person's decision (`act`, given the run to act on) on the run `run_id` names, or on
+    its caller's one agent run that waits for `waiting_for`: what it said, and on which run
+    when it was found through its caller. Any kind of decision goes through here
+    (`agentctl approve|reject|answer`): one that is new needs nothing of this module."""
+    acted_on = await waiting_run(client, run_id, waiting_for)
+    said = await act(acted_on)
     return said if acted_on == run_id else f"{said} (run {acted_on})"

@@ -52,6 +52,7 @@ from durable_agents.workflows.records import (
     RunEvent,
     RunStatus,
 )
+from durable_agents.workflows.start_options import StartOptions
 from durable_agents.workflows.state import EventPage, RunState, RunSummary
 
 WORKFLOW_TYPE = "AgentWorkflow"
@@ -110,8 +111,8 @@ async def start_run(
             if await _started_with(client, run_id) != _what_it_asks(request):
                 raise RunError(
                     f"run {run_id} is already running with another request (agent, goal, "
-                    "label, policy, limits or budget); choose another --id, or repeat the same "
-                    "request to attach to it"
+                    f"{', '.join(StartOptions.model_fields)}); choose another --id, or repeat "
+                    "the same request to attach to it"
                 ) from None
             return StartedRun(run_id=run_id, attached=True)
         status = description.status.name.lower() if description.status else "closed"
@@ -136,17 +137,10 @@ def with_subject_grant(settings: Settings, request: RunRequest, run: str) -> Run
 
 
 def _what_it_asks(request: RunRequest) -> tuple[Any, ...]:
-    """What makes two start requests the same run: continue-as-new carries these along."""
-    return (
-        request.agent,
-        request.goal,
-        request.label,
-        request.policy,
-        request.limits,
-        request.budget,
-        request.conversation,
-        request.subject,
-    )
+    """What makes two start requests the same run: continue-as-new carries these along
+    (its agent, goal, whether a conversation, and every start option)."""
+    options = StartOptions.fields_of(request).values()
+    return (request.agent, request.goal, request.conversation, *options)
 
 
 async def _started_with(client: Client, run_id: str) -> tuple[Any, ...] | None:

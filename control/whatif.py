@@ -53,6 +53,7 @@ from durable_agents.workflows.contracts import RunPolicy, RunRequest
 from durable_agents.workflows.people_inputs import Actor
 from durable_agents.workflows.registry import AgentRegistry
 from durable_agents.workflows.rules import Evaluator, Rule
+from durable_agents.workflows.start_options import StartOptions
 from durable_agents.workflows.state import RunState
 from durable_agents.workflows.tools import Tool
 from durable_agents.workflows.whatif import WHATIF_QUEUE_PREFIX, Unmatched
@@ -223,21 +224,19 @@ def effect_tools(production: AgentRegistry) -> frozenset[str]:
 def shadow_request(
     run: RecordedRun, agent: Agent, variant: Variant, unmatched: Unmatched
 ) -> RunRequest:
-    """The recorded run's start, for the variant: its goal, label, subject, limits and
-    budget; the variant's policy, else the run's, else its agent's, with nobody's signature
-    needed (no person takes part in a shadow: its decisions come from the record)."""
+    """The recorded run's start, for the variant: its goal and every start option it
+    carried (label, subject, limits, budget...); the variant's policy, else the run's, else
+    its agent's, with nobody's signature needed (no person takes part in a shadow: its
+    decisions come from the record)."""
     policy = variant.policy or run.request.policy or agent.policy or RunPolicy()
     policy = policy.model_copy(update={"require_signed_decisions": False, "trusted_keys": {}})
+    options = StartOptions.fields_of(run.request) | {"policy": policy}
     return RunRequest(
         goal=run.request.goal,
         agent=agent.name,
-        label=run.request.label,
-        policy=policy,
-        limits=run.request.limits,
-        budget=run.request.budget,
         conversation=run.request.conversation,
-        subject=run.request.subject,
         shadow=run.shadow_spec(unmatched),
+        **options,
     )
 
 

@@ -25,7 +25,7 @@ from durable_agents.infra.offline_model.chat import stream_shape
 from durable_agents.infra.offline_model.scenarios import ScenarioSpec
 from durable_agents.runtime.client import connect
 from durable_agents.runtime.settings import Settings, load_settings
-from durable_agents.starters.cli_options import Subject, options_from_flags
+from durable_agents.starters.cli_options import Flags, options_from_flags, start_flags
 from durable_agents.starters.cli_people import own_signer
 from durable_agents.starters.errors import run_async
 from durable_agents.starters.terminal import SafeConsole, shown
@@ -41,6 +41,7 @@ HELP = (
 
 
 @run_async
+@start_flags  # --subject, --policy, --limits, --budget: every start option but the label
 async def chat(
     agent: Annotated[str, typer.Argument(help="The agent to talk to.")],
     conversation_id: Annotated[
@@ -55,14 +56,15 @@ async def chat(
         list[str] | None,
         typer.Option("--message", "-m", help="Send this (repeatable), print the replies, leave."),
     ] = None,
-    subject: Subject = None,
+    *,
+    flags: Flags,
 ) -> None:
     """Talk to an agent: each line you type is a message, answered by a turn."""
     settings = load_settings()
     signer = own_signer(settings)
     speaker = by or getpass.getuser()
     label = _label(settings, label)
-    options = options_from_flags(label=label, subject=subject)
+    options = options_from_flags(**flags, label=label)
     request = checked_request(
         local_agents(), agent, conversation_title(agent), options, conversation=True
     )

@@ -52,7 +52,10 @@ def _decision_command(approve: bool):  # type: ignore[no-untyped-def]
         settings = load_settings()
         signer = own_signer(settings)  # a bad key file is refused before connecting
         client = await connect(settings)
-        console.print(shown(await callers.decide(client, run_id, request, signer)))
+        said = await callers.act_for_person(
+            client, run_id, "approval", lambda run: runs.decide(client, run, request, signer)
+        )
+        console.print(shown(said))
 
     verb = "Approve" if approve else "Reject"
     decide.__doc__ = (
@@ -74,7 +77,10 @@ async def answer(
     settings = load_settings()
     signer = own_signer(settings)
     client = await connect(settings)
-    console.print(shown(await callers.answer(client, run_id, reply, signer)))
+    said = await callers.act_for_person(
+        client, run_id, "input", lambda run: runs.answer(client, run, reply, signer)
+    )
+    console.print(shown(said))
 
 
 def _actor_command(verb: str, doc: str):  # type: ignore[no-untyped-def]

@@ -22,13 +22,7 @@ from durable_agents.control.stored import run_effects
 from durable_agents.infra.offline_model.scenarios import Fault, ScenarioError, ScenarioSpec, load
 from durable_agents.runtime.client import connect
 from durable_agents.runtime.settings import load_settings
-from durable_agents.starters.cli_options import (
-    BudgetFile,
-    LimitsFile,
-    PolicyFile,
-    Subject,
-    options_from_flags,
-)
+from durable_agents.starters.cli_options import Flags, options_from_flags, start_flags
 from durable_agents.starters.errors import RunIdArgument, fail, run_async
 from durable_agents.starters.render import print_state, runs_table, summary_panel
 from durable_agents.starters.terminal import SafeConsole, shown
@@ -71,6 +65,7 @@ def run_label(
 
 
 @run_async
+@start_flags  # --policy, --limits, --budget, --subject: every start option but the label
 async def run(
     goal: Annotated[str, typer.Argument(help="What the agent should achieve.")],
     run_id: Annotated[str | None, typer.Option("--id", help="Run id (the thread id).")] = None,
@@ -80,10 +75,6 @@ async def run(
             help="The agent to run (`agentctl agents` lists them; default: the only one)."
         ),
     ] = None,
-    policy_file: PolicyFile = None,
-    limits_file: LimitsFile = None,
-    budget_file: BudgetFile = None,
-    subject: Subject = None,
     label: Annotated[
         str | None,
         typer.Option(
@@ -103,15 +94,15 @@ async def run(
     ] = False,
     wait: Annotated[bool, typer.Option(help="Wait for the run to finish.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    *,
+    flags: Flags,
 ) -> None:
     """Start a run (or attach to the running one with that id)."""
     if run_id is not None:
         runs.check_run_id(run_id)
     settings = load_settings()
     spec = run_label(label, steps, reply_bytes, fault or [], settings.uses_offline_model)
-    options = options_from_flags(
-        policy=policy_file, limits=limits_file, budget=budget_file, label=spec, subject=subject
-    )
+    options = options_from_flags(**flags, label=spec)
     registry = local_agents()
     found = known_agent(default_agent(agent), registry)
     if approve_side_effects:  # on top of the policy the run would have had

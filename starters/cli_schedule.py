@@ -16,13 +16,7 @@ from durable_agents.control.pruning import parse_age
 from durable_agents.control.runs import RunError
 from durable_agents.runtime.client import connect
 from durable_agents.runtime.settings import load_settings
-from durable_agents.starters.cli_options import (
-    BudgetFile,
-    LimitsFile,
-    PolicyFile,
-    Subject,
-    options_from_flags,
-)
+from durable_agents.starters.cli_options import Flags, options_from_flags, start_flags
 from durable_agents.starters.errors import fail, run_async
 from durable_agents.starters.terminal import SafeConsole, shown
 
@@ -43,6 +37,7 @@ def _name(value: str) -> str:
 
 @schedule_app.command()
 @run_async
+@start_flags  # every start option: --label, --policy, --limits, --budget, --subject
 async def create(
     name: NameArgument,
     goal: Annotated[str, typer.Argument(help="What each run should achieve.")],
@@ -51,21 +46,16 @@ async def create(
         list[str] | None, typer.Option(help="A cron expression, e.g. '0 9 * * MON-FRI' (UTC).")
     ] = None,
     every: Annotated[str | None, typer.Option(help="Or an interval: 30s, 15m, 1h, 1d.")] = None,
-    policy: PolicyFile = None,
-    limits: LimitsFile = None,
-    budget: BudgetFile = None,
-    subject: Subject = None,
-    label: Annotated[str | None, typer.Option(help="A label each run carries.")] = None,
     overlap: Annotated[
         schedules.Overlap, typer.Option(help="When a run is still going: skip the new one.")
     ] = "skip",
+    *,
+    flags: Flags,
 ) -> None:
     """Create a schedule that starts AGENT on GOAL at each time."""
     _name(name)
     every_delta = timedelta(seconds=parse_age(every)) if every is not None else None
-    options = options_from_flags(
-        policy=policy, limits=limits, budget=budget, label=label, subject=subject
-    )
+    options = options_from_flags(**flags)
     request = checked_request(local_agents(), agent, goal, options)
     settings = load_settings()
     client = await connect(settings)

@@ -89,13 +89,22 @@ async def test_two_waiting_agent_runs_are_named_in_one_line(dev_env):
         )
         ids = await waiting_children(bed.temporal, caller, 2)
         request = DecideRequest(approve=True, by="finance")
+
+        async def approve(run_id: str) -> str:
+            return await callers.act_for_person(
+                bed.temporal,
+                run_id,
+                "approval",
+                lambda run: runs.decide(bed.temporal, run, request),
+            )
+
         with pytest.raises(RunError) as refused:
-            await callers.decide(bed.temporal, caller, request)
+            await approve(caller)
         message = str(refused.value)
         assert "\n" not in message and "2 agent runs of" in message
         assert all(run_id in message for run_id in ids)
         # Either, named in full, is approved as any run.
-        assert "by finance" in await callers.decide(bed.temporal, ids[0], request)
+        assert "by finance" in await approve(ids[0])
 
 
 async def test_an_id_that_is_neither_is_refused_in_one_line(dev_env):
