@@ -114,9 +114,8 @@ class AgentWorkflow:
             state.origin.continued()
         else:
             state = RunState.start(workflow.info().workflow_id, request, workflow.now())
-        self._ctx = RunContext(state)
         # Asked before any other patch: a new run's opening paths on one marker.
-        self._ctx.open_in_one_marker(workflow.patched(patches.OPENING))
+        self._ctx = RunContext(state, opened_in_one=workflow.patched(patches.OPENING))
         self._beginnings = Beginnings(self._ctx)
         if not request.resumes and request.fork is not None:
             self._beginnings.start_as_fork(request.fork)

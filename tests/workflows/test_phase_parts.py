@@ -8,6 +8,7 @@ import inspect
 import textwrap
 import uuid
 from datetime import UTC, datetime
+from pathlib import Path
 
 from temporalio import workflow
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
@@ -102,8 +103,8 @@ def test_no_phase_reaches_state_it_was_not_handed():
     # The context owns its attributes explicitly: all set in its constructor.
     made = vars(fresh_context())
     assert set(made) == {
-        "state", "published", "signatures_settled", "step_with_status", "opened_in_one",
-        "active_child", "sending", "identity_named",
+        "state", "_published", "signatures_settled", "_step_with_status", "_opened_in_one",
+        "active_child", "_sending", "_identity_named",
     }  # fmt: skip
 
 
@@ -206,3 +207,43 @@ def test_each_part_uses_only_the_records_of_the_state_it_names():
     for cls in classes:
         declared = set(getattr(cls, "RECORDS", frozenset()))
         assert _records_used(cls) == declared, cls.__name__
+
+
+def _context_users() -> dict[str, set[str]]:
+    """Who uses each member of the run context: the classes of the workflows package that
+    reach it through a context (`self.ctx.x`, `ctx.x`), and the context itself where one
+    of its other members does (`self.x` inside RunContext)."""
+    users: dict[str, set[str]] = {}
+    root = Path(inspect.getfile(AgentWorkflow)).parent
+    for path in sorted(root.rglob("*.py")):
+        for cls in [
+            n for n in ast.walk(ast.parse(path.read_text())) if isinstance(n, ast.ClassDef)
+        ]:
+            for method in [
+                n for n in cls.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)
+            ]:
+                for node in ast.walk(method):
+                    if not isinstance(node, ast.Attribute):
+                        continue
+                    owner = node.value
+                    through_ctx = (
+                        isinstance(owner, ast.Attribute) and owner.attr in ("ctx", "_ctx")
+                    ) or (isinstance(owner, ast.Name) and owner.id == "ctx")
+                    own_use = (
+                        cls.name == "RunContext"
+                        and isinstance(owner, ast.Name)
+                        and owner.id == "self"
+                        and node.attr != method.name
+                        and method.name != "__init__"
+                    )
+                    if through_ctx or own_use:
+                        users.setdefault(node.attr, set()).add(cls.name)
+    return users
+
+
+def test_the_run_context_keeps_only_what_more_than_one_part_uses():
+    members = {name for name in vars(RunContext) if not name.startswith("_") and name.islower()}
+    members |= {name for name in vars(fresh_context()) if not name.startswith("_")}
+    users = _context_users()
+    alone = {m: sorted(users.get(m, set())) for m in members if len(users.get(m, set())) < 2}
+    assert alone == {}

@@ -1,6 +1,8 @@
 """The run context every phase is handed: the run's state and recorded agent, the Web UI's
-view of it (publishing), its timeline (moments), waiting for a person, signals sent for
-later, spend reports, and how a run fails.
+view of it (publishing), its timeline (moments), the deadline of a wait for a person,
+signals sent for later, spend reports, and how a run fails. It keeps only what more than
+one part uses (tests/workflows/test_phase_parts.py counts the users of each member); what
+one part alone needs lives in that part.
 
 The phases are objects built from this context and from one another, wired by the
 workflow class (AgentWorkflow._wire; docs/architecture.md draws them), so each can be
@@ -11,7 +13,6 @@ Deterministic code only, like all of workflows/.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
 from datetime import timedelta
 from typing import Any, ClassVar, NoReturn
 
@@ -28,7 +29,7 @@ with workflow.unsafe.imports_passed_through():
     from durable_agents.workflows import admission, patches, signing, timeline
     from durable_agents.workflows import search_attributes as sa
     from durable_agents.workflows.activity_io import OWN_RUN
-    from durable_agents.workflows.agent_records import AgentRecord, ToolRecord
+    from durable_agents.workflows.agent_records import AgentRecord
     from durable_agents.workflows.agents import BEFORE_AGENTS, Agent
     from durable_agents.workflows.contract_base import preview
     from durable_agents.workflows.contracts import ChildSpend
@@ -40,8 +41,6 @@ with workflow.unsafe.imports_passed_through():
     from durable_agents.workflows.tools import (
         ASK_HUMAN,
         COMPLETE_STEP,
-        INTERNAL_TOOLS,
-        Tool,
     )
 
 
@@ -83,19 +82,21 @@ class RunContext:
         {"audit_log", "lifecycle", "moments", "signatures", "terms"}
     )
 
-    def __init__(self, state: RunState) -> None:
+    def __init__(self, state: RunState, *, opened_in_one: bool = False) -> None:
         # Replaced whole by a fork's start (Beginnings.start_as_fork): phases read it here.
         self.state = state
         # What was last upserted as search attributes (before `step-published-with-status`).
-        self.published: tuple[str, int, str] | None = None
+        self._published: tuple[str, int, str] | None = None
         self.signatures_settled = False  # patches.EVERY_CHANGE_SIGNED, asked once
-        self.step_with_status: bool | None = None  # patches.STEP_WITH_STATUS, asked once
-        self.opened_in_one = False  # patches.OPENING: the opening's patches on one marker
+        self._step_with_status: bool | None = None  # patches.STEP_WITH_STATUS, asked once
+        # patches.OPENING (asked by the workflow before any other patch): the opening's
+        # patches on one marker.
+        self._opened_in_one = opened_in_one
         # The sub-agent's run this run waits on now (pause, resume, cancel, budget reach it).
         self.active_child: str | None = None
         # Signals sent and not yet delivered (spend reports, forwarded pauses).
-        self.sending: set[asyncio.Task[None]] = set()
-        self.identity_named = False  # this Temporal run's first model call named it
+        self._sending: set[asyncio.Task[None]] = set()
+        self._identity_named = False  # this Temporal run's first model call named it
 
     def run_named(self, *, model_call: bool = False) -> str:
         """The run a step's input names (activity_io.OWN_RUN): its store key where that is
@@ -104,8 +105,8 @@ class RunContext:
         key = self.state.store_key
         if key != admission.own_identity(workflow.info()):
             return key
-        if model_call and not self.identity_named:
-            self.identity_named = True
+        if model_call and not self._identity_named:
+            self._identity_named = True
             return key
         return OWN_RUN
 
@@ -123,15 +124,6 @@ class RunContext:
     def agent_code(self) -> Agent:
         return self.registry().agent(self.agent.name)
 
-    def tool(self, name: str) -> tuple[Tool, ToolRecord | None] | None:
-        """The worker's tool for a name the run may call, checked against the record."""
-        if name in INTERNAL_TOOLS:
-            return INTERNAL_TOOLS[name], None
-        record = self.agent.tool(name)
-        if record is None:
-            return None
-        return self.registry().tool_for(record, self.agent.name), record
-
     def step_tools(self) -> tuple[str, ...]:
         own = tuple(t.name for t in self.agent.tools)
         if self.state.memory_namespace is None and self.agent.memory is not None:
@@ -147,32 +139,25 @@ class RunContext:
         self.moment(EventKind.FAILED, reason)
         raise ApplicationError(reason, type="AgentRunFailed", non_retryable=True) from err
 
-    def open_in_one_marker(self, opened: bool) -> None:
-        """Whether this run took the opening's new paths on the one `OPENING` marker (a
-        run recorded before it asks each of them on its own, as it did)."""
-        self.opened_in_one = opened
-        if opened:
-            self.step_with_status = True
-
     def opening_patched(self, patch_id: str) -> bool:
         """One of the opening's patches: yes without a marker of its own in a run opened
         on `OPENING`, else asked as before."""
         assert patch_id in OPENING_PATCHES, patch_id
-        return self.opened_in_one or workflow.patched(patch_id)
+        return self._opened_in_one or workflow.patched(patch_id)
 
     def publish(self) -> None:
         """Keep the Web UI's current details and our search attributes in step with the state."""
         workflow.set_current_details(self.state.progress_line())
         wanted = (self.state.status.value, self.state.current_step or 0, self.state.waiting_for)
-        if self.step_with_status is None:
-            self.step_with_status = workflow.patched(patches.STEP_WITH_STATUS)
-        if self.step_with_status:
+        if self._step_with_status is None:
+            self._step_with_status = self.opening_patched(patches.STEP_WITH_STATUS)
+        if self._step_with_status:
             self._publish_with_status(*wanted)
             return
-        before = self.published
+        before = self._published
         if wanted == before:
             return
-        self.published = wanted
+        self._published = wanted
         # Only what changed: most steps move the step number alone, one payload, not three.
         status, step, waiting_for = before or (None, None, None)
         updates: list[SearchAttributeUpdate[Any]] = []
@@ -249,28 +234,11 @@ class RunContext:
     def decision_timeout(self) -> timedelta:
         return timedelta(seconds=self.state.policy.decision_timeout_seconds)
 
-    async def wait(self, done: Callable[[], bool], what: str) -> bool:
-        """Wait for a person, durably, up to the run's decision timeout. The deadline's
-        timer is named for `what` is awaited (the Web UI shows "waiting for a person:
-        call_…", not an unnamed timer); a timer's summary is metadata, which replay does
-        not compare, so recorded runs replay as before."""
-        if self.cancel_holds():
-            raise asyncio.CancelledError()
-        try:
-            await workflow.wait_condition(
-                done,
-                timeout=self.decision_timeout,
-                timeout_summary=preview(f"waiting for a person: {what}", 200),
-            )
-        except TimeoutError:
-            return False
-        return True
-
-    def signal_later(self, run_id: str, name: str, payload: BaseModel) -> None:
+    def _signal_later(self, run_id: str, name: str, payload: BaseModel) -> None:
         """Signal another run without waiting for it (from a handler, or mid-story)."""
         task = asyncio.create_task(self._signal_quietly(run_id, name, payload))
-        self.sending.add(task)
-        task.add_done_callback(self.sending.discard)
+        self._sending.add(task)
+        task.add_done_callback(self._sending.discard)
 
     async def _signal_quietly(self, run_id: str, name: str, payload: BaseModel) -> None:
         try:
@@ -279,13 +247,13 @@ class RunContext:
             workflow.logger.info("signal %s to %s not delivered: %s", name, run_id, err)
 
     async def signals_sent(self) -> None:
-        if self.sending:
-            await workflow.wait(list(self.sending))
+        if self._sending:
+            await workflow.wait(list(self._sending))
 
     def forward(self, name: str, payload: BaseModel) -> None:
         """Pass a person's pause, resume or budget on to the sub-agent this run waits on."""
         if self.active_child is not None:
-            self.signal_later(self.active_child, name, payload)
+            self._signal_later(self.active_child, name, payload)
 
     def report_spend(self) -> None:
         """A sub-agent's run tells its parent it has spent more, after each call: the
@@ -298,7 +266,7 @@ class RunContext:
         report = ChildSpend(
             child_id=self.state.run_id, spent=self.state.spent, token=parent.report_token
         )
-        self.signal_later(parent.run_id, CHILD_SPENT, report)
+        self._signal_later(parent.run_id, CHILD_SPENT, report)
 
 
 def failure_reason(err: BaseException) -> str:

@@ -13,11 +13,14 @@ chooses the way when it wires the run (workflows/agent.py).
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Callable
 from typing import ClassVar, Protocol
 
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
+    from durable_agents.workflows.contract_base import preview
     from durable_agents.workflows.event_kinds import EventKind
     from durable_agents.workflows.people_inputs import Answer, DecideRequest
     from durable_agents.workflows.records import (
@@ -57,25 +60,23 @@ class WaitingForPeople(Phase):
             return request.status is not ApprovalStatus.PENDING
 
         what = f"{request.request_id} (approve {request.tool})"
-        if not await self.ctx.wait(decided, what) and self.state.policy.on_timeout == "escalate":
+        if not await self._wait(decided, what) and self.state.policy.on_timeout == "escalate":
             later = workflow.now() + self.ctx.decision_timeout
             self.state.requests.escalate(request, later, workflow.now())
             self.ctx.moment(EventKind.APPROVAL_ESCALATED, request.tool)
-            await self.ctx.wait(
-                decided, f"{request.request_id} (approve {request.tool}, escalated)"
-            )
+            await self._wait(decided, f"{request.request_id} (approve {request.tool}, escalated)")
         if not decided():
             self._rejected_late(request, "no decision in time")
             self.ctx.moment(EventKind.DEADLINE_PASSED, f"{request.tool} rejected")
 
     async def wait_for_answer(self, question: Question) -> None:
         asked = f"{question.question_id} (answer a question)"
-        if not await self.ctx.wait(lambda: question.status is not QuestionStatus.PENDING, asked):
+        if not await self._wait(lambda: question.status is not QuestionStatus.PENDING, asked):
             self.state.requests.expire(question, workflow.now())
             self.ctx.moment(EventKind.DEADLINE_PASSED, "question expired")
 
     async def wait_for_budget(self, request: ApprovalRequest) -> None:
-        decided = await self.ctx.wait(
+        decided = await self._wait(
             lambda: request.status is not ApprovalStatus.PENDING,
             f"{request.request_id} (raise the budget)",
         )
@@ -83,6 +84,23 @@ class WaitingForPeople(Phase):
         self.ctx.publish()
         if not decided:
             self._rejected_late(request, "no raise in time")
+
+    async def _wait(self, done: Callable[[], bool], what: str) -> bool:
+        """Wait for a person, durably, up to the run's decision timeout. The deadline's
+        timer is named for `what` is awaited (the Web UI shows "waiting for a person:
+        call_…", not an unnamed timer); a timer's summary is metadata, which replay does
+        not compare, so recorded runs replay as before."""
+        if self.ctx.cancel_holds():
+            raise asyncio.CancelledError()
+        try:
+            await workflow.wait_condition(
+                done,
+                timeout=self.ctx.decision_timeout,
+                timeout_summary=preview(f"waiting for a person: {what}", 200),
+            )
+        except TimeoutError:
+            return False
+        return True
 
     def _rejected_late(self, request: ApprovalRequest, comment: str) -> None:
         """No decision before the deadline: rejected by it."""

@@ -32,6 +32,7 @@ with workflow.unsafe.imports_passed_through():
     from durable_agents.workflows.policy import approval_rule, idempotency_key
     from durable_agents.workflows.records import ApprovalStatus, PlanStep
     from durable_agents.workflows.tools import (
+        INTERNAL_TOOLS,
         AskHumanArgs,
         CompleteStepArgs,
         Tool,
@@ -66,10 +67,19 @@ class ToolCalls(Phase):
         super().__init__(ctx)
         self.budget, self.gate, self.delegation = budget, gate, delegation
 
+    def _tool(self, name: str) -> tuple[Tool, ToolRecord | None] | None:
+        """The worker's tool for a name the run may call, checked against the record."""
+        if name in INTERNAL_TOOLS:
+            return INTERNAL_TOOLS[name], None
+        record = self.ctx.agent.tool(name)
+        if record is None:
+            return None
+        return self.ctx.registry().tool_for(record, self.ctx.agent.name), record
+
     def validated_call(self, call: ToolCall, *, allowed: tuple[str, ...]) -> ValidCall | None:
         """The tool called, its record and the model's arguments, validated; on error, tell
         the model and return None."""
-        found = self.ctx.tool(call.name) if call.name in allowed else None
+        found = self._tool(call.name) if call.name in allowed else None
         if found is None:
             text = prompts.unknown_tool(call.name, list(allowed))
             self.state.transcript.queue_message("tool", text, call.id)
