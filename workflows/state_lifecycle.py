@@ -143,7 +143,7 @@ class Lifecycle:
 
     def _conversation_line(self) -> str:
         state = self._s
-        convo = state.thread.fields
+        convo = state.thread.conversation_fields
         turns = f"conversation, {convo.turns_total} turns"
         if state.status.is_closed:
             return f"{state.status.value} ({turns})"

@@ -217,7 +217,7 @@ class Thread:
         self._s = state
 
     @property
-    def fields(self) -> ConversationFields:
+    def conversation_fields(self) -> ConversationFields:
         convo = self._s.conversation
         assert convo is not None, "only a conversation has a thread"
         return convo
@@ -225,7 +225,7 @@ class Thread:
     def take_message(self, message: QueuedMessage, remembered: int) -> bool:
         """Queue a message once per id (the latest `remembered` ids are known); False for
         an id seen before."""
-        convo = self.fields
+        convo = self.conversation_fields
         if convo.knows(message.message_id):
             return False
         convo.seen_ids = [*convo.seen_ids, message.message_id][-remembered:]
@@ -235,7 +235,7 @@ class Thread:
     def finish_turn(self, record: TurnRecord, kept: int) -> None:
         """The message at the queue's head is answered (or failed): its turn is kept (the
         latest `kept` turns stay) and counted."""
-        convo = self.fields
+        convo = self.conversation_fields
         convo.queue.pop(0)
         convo.turns = [*convo.turns, record][-kept:]
         convo.turns_total += 1
@@ -243,13 +243,13 @@ class Thread:
 
     def close(self, actor: Actor, now: datetime) -> None:
         """No more messages: the queued ones are answered, then the run completes."""
-        convo = self.fields
+        convo = self.conversation_fields
         convo.closed, convo.closed_by = True, actor.by
         self._s.audit_log.log(now, actor.by, "conversation_closed", actor.reason)
 
     def new_run(self) -> None:
         """The conversation continues as new: this run of the chain has answered none."""
-        self.fields.turns_this_run = 0
+        self.conversation_fields.turns_this_run = 0
 
     def call_key(self, call_id: str) -> str:
         """A tool call's part of its idempotency key: the model's call id, and in a

@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import ast
 import inspect
+import re
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import get_args
 
 import pytest
 from pydantic import BaseModel
@@ -83,6 +85,53 @@ def test_a_record_cannot_write_a_field_it_does_not_own(record, field):
         write(state, record(state), **{field: getattr(state, field)})
 
 
+def _models_in(annotation: object) -> set[type[BaseModel]]:
+    """The pydantic models an annotation holds, and the models those hold, all the way down."""
+    found: set[type[BaseModel]] = set()
+    todo = [annotation]
+    while todo:
+        one = todo.pop()
+        todo += list(get_args(one))
+        if isinstance(one, type) and issubclass(one, BaseModel) and one not in found:
+            found.add(one)
+            todo += [field.annotation for field in one.model_fields.values()]
+    return found
+
+
+def _item_fields() -> dict[str, str]:
+    """Each model the state holds (a step, a request, a turn, ...) by class name, with a
+    field of the one record it belongs to; a model two records hold is left out."""
+    owners: dict[str, set[str]] = {}
+    for name, field in RunState.model_fields.items():
+        for model in _models_in(field.annotation):
+            owners.setdefault(model.__name__, set()).add(name)
+    return {
+        model: sorted(fields)[0]
+        for model, fields in owners.items()
+        if len({OWNER_OF[f] for f in fields}) == 1
+    }
+
+
+ITEM_FIELD = _item_fields()
+
+
+def _getters() -> dict[str, str]:
+    """The records' members (and the state's) that hand out something a field holds, by
+    their return type: what they return is that field's record's to change."""
+    getters: dict[str, str] = {}
+    for cls in (*RECORDS, RunState):
+        for name, member in vars(cls).items():
+            function = member.fget if isinstance(member, property) else member
+            returns = getattr(function, "__annotations__", {}).get("return", "")
+            for model in re.findall(r"\w+", str(returns)):
+                if model in ITEM_FIELD and not name.startswith("_"):
+                    getters[name] = ITEM_FIELD[model]
+    return getters
+
+
+GETTERS = _getters()
+
+
 def package_sources() -> list[Path]:
     skipped = {".venv", "tests", ".data", "build", "durable_agents"}
     return [
@@ -112,6 +161,12 @@ class Writes(ast.NodeVisitor):
 
     def visit_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
         outer, self.aliases = self.aliases, {}
+        for arg in [*node.args.args, *node.args.kwonlyargs]:
+            # A parameter typed as something the state holds (`request: ApprovalRequest`).
+            typed = ast.unparse(arg.annotation) if arg.annotation is not None else ""
+            models = [m for m in re.findall(r"\w+", typed) if m in ITEM_FIELD]
+            if models:
+                self.aliases[arg.arg] = ITEM_FIELD[models[0]]
         self.generic_visit(node)
         self.aliases = outer
 
@@ -133,8 +188,13 @@ class Writes(ast.NodeVisitor):
             self.aliases.pop(target.id, None)
 
     def _field_of(self, value: ast.expr) -> str | None:
-        """The field an expression reaches into, if any (`x.plan`, `x.plan[0]`, an alias)."""
+        """The field an expression reaches into, if any (`x.plan`, `x.plan[0]`, an alias,
+        what a record hands out: `x.requests.pending_approvals[0]`, `x.steps.next_step()`)."""
+        if isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute):
+            return GETTERS.get(value.func.attr)
         while isinstance(value, (ast.Attribute, ast.Subscript)):
+            if isinstance(value, ast.Attribute) and value.attr in GETTERS:
+                return GETTERS[value.attr]
             if isinstance(value, ast.Attribute) and value.attr in OWNER_OF:
                 return value.attr
             value = value.value
@@ -232,13 +292,29 @@ def test_no_code_writes_a_field_of_the_state_outside_its_record():
         "convo = state.conversation; convo.queue.pop(0)",
         "for step in state.plan: step.turns += 1",
         "request = self.state.approvals[-1]; request.status = ApprovalStatus.APPROVED",
+        "found = self.state.budget_book.delegation(child); found.spend_reported = False",
+        "waiting = self.state.pending_approvals[0]; waiting.comment = 'ok'",
     ],
 )
 def test_the_search_finds_each_kind_of_write_from_a_part(line):
     body = line.replace("; ", "\n        ").replace(": step", ":\n            step")
-    source = f"class Story:\n    def go(self, state, step, request):\n        {body}\n"
+    source = f"class Story:\n    def go(self, state, step, request, child):\n        {body}\n"
     found = writes_of(source, "workflows/phases/story.py")
     assert len(misplaced(found) + [w for _, field, w in found if field == "__setattr__"]) == 1
+
+
+@pytest.mark.parametrize("parameter", ["step: PlanStep", "request: ApprovalRequest | None"])
+def test_the_search_follows_a_parameter_typed_as_something_the_state_holds(parameter):
+    name = parameter.split(":")[0]
+    source = f"class Gate:\n    def go(self, {parameter}):\n        {name}.status = 'x'\n"
+    assert len(misplaced(writes_of(source, "workflows/phases/gate.py"))) == 1
+
+
+def test_what_the_state_holds_is_known_by_its_record():
+    assert {"PlanStep": "Steps", "ApprovalRequest": "PeopleRequests", "Delegation": "BudgetBook",
+            "TurnRecord": "Thread", "RunEvent": "Moments"}.items() <= {
+        model: OWNER_OF[field] for model, field in ITEM_FIELD.items()}.items()  # fmt: skip
+    assert {"next_step", "pending_approvals", "delegation", "find_pending_question"} <= set(GETTERS)
 
 
 def test_the_records_own_modules_are_searched():
