@@ -7,7 +7,7 @@ import ast
 import inspect
 import textwrap
 import uuid
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from temporalio import workflow
@@ -45,6 +45,7 @@ from durable_agents.workflows.phases.turn_loop import TurnLoop
 from durable_agents.workflows.records import BUDGET_REQUEST
 from durable_agents.workflows.state import RunState
 from durable_agents.workflows.state_fields import RECORDS
+from durable_agents.workflows.whatif import WHATIF_ACTOR
 from tests.conftest import arrange, eventually
 
 PHASES = {
@@ -124,21 +125,25 @@ def test_the_phases_modules_import_no_other_phase_class_as_a_base():
 
 @workflow.defn(sandboxed=False)
 class BudgetAlone:
-    """The budget part alone: a run with one tool call made, under a budget of `limit`."""
+    """The budget part alone: a run with one tool call made, under a budget of `limit`;
+    people decide, or (`whatif`) a what-if's recorded decisions, which raise no budget."""
 
     @workflow.init
-    def __init__(self, limit: int) -> None:
+    def __init__(self, limit: int, whatif: bool) -> None:
         request = RunRequest(goal="probe", budget=RunBudget(tool_calls=limit))
         self.ctx = RunContext(RunState.start(workflow.info().workflow_id, request, workflow.now()))
         arrange(self.ctx.state, tool_calls=1)  # one call made
-        self.budget = Budget(self.ctx, WaitingForPeople(self.ctx))
+        people = RecordedDecisions(self.ctx) if whatif else WaitingForPeople(self.ctx)
+        self.budget = Budget(self.ctx, people)
 
     @workflow.run
-    async def run(self, limit: int) -> str:
+    async def run(self, limit: int, whatif: bool) -> str:
         try:
             await self.budget.within("tool")
         except RunStopped as stopped:
-            return f"stopped by {stopped.actor.by}, cancel by {self.ctx.state.cancel_requested_by}"
+            asked = [a.status.value for a in self.ctx.state.approvals]
+            cancel = self.ctx.state.cancel_requested_by
+            return f"stopped by {stopped.actor.by}, cancel by {cancel}, after {asked}"
         return "within"
 
     @workflow.query
@@ -161,17 +166,26 @@ async def test_the_budget_part_runs_alone_in_a_workflow_of_its_own(time_env):
         workflow_runner=UnsandboxedWorkflowRunner(),
     ):
         within = await time_env.client.execute_workflow(
-            BudgetAlone.run, 5, id=f"{queue}-0", task_queue=queue
+            BudgetAlone.run, args=[5, False], id=f"{queue}-0", task_queue=queue
         )
         handle = await time_env.client.start_workflow(
-            BudgetAlone.run, 1, id=f"{queue}-1", task_queue=queue
+            BudgetAlone.run, args=[1, False], id=f"{queue}-1", task_queue=queue
         )
         asked = await eventually(lambda: handle.query(BudgetAlone.asked))
         await handle.signal(BudgetAlone.decide, False)
         stopped = await handle.result()
+        # A what-if stops at its spent budget: it approves itself no more (else it loops).
+        whatif = await time_env.client.execute_workflow(
+            BudgetAlone.run,
+            args=[1, True],
+            id=f"{queue}-2",
+            task_queue=queue,
+            execution_timeout=timedelta(minutes=1),
+        )
     assert within == "within"
     assert asked == [BUDGET_REQUEST]
-    assert stopped == "stopped by alice, cancel by alice"
+    assert stopped == "stopped by alice, cancel by alice, after ['rejected']"
+    assert whatif == f"stopped by {WHATIF_ACTOR}, cancel by {WHATIF_ACTOR}, after ['rejected']"
 
 
 # The state's records as the state hands them out (`state.requests`, ...), from its own

@@ -11,7 +11,7 @@ from datetime import UTC, datetime, timedelta
 from durable_agents.control.signer import Signer
 from durable_agents.workflows import signed_changes
 from durable_agents.workflows.contracts import RunPolicy, TrustedKey
-from durable_agents.workflows.people_inputs import Answer, BudgetRaise, DecideRequest
+from durable_agents.workflows.people_inputs import Answer, BudgetRaise, DecideRequest, Decision
 from durable_agents.workflows.records import (
     ApprovalRequest,
     ApprovalStatus,
@@ -81,6 +81,23 @@ def test_a_decision_binds_its_tool_step_comment_and_time():
     assert "older than the request" in refused(
         signed_changes.decision_error(state, decision, LATER)
     )
+
+
+def test_a_signed_decision_sent_as_a_signal_counts_as_signed():
+    """`approve` and `reject` signals carry a `Decision`; the verdict their name gives it
+    joins it with its signature intact, so the signed approval counts and its signature
+    still binds the verdict (a reject signal cannot carry an approval's signature)."""
+    NOW, LATER = times()
+    state, signer = signed_run(NOW)
+    pending = request(NOW)
+    state.requests.request_approval(pending)
+    good = signer.approval(state.store_key, "cfo", True, pending, "ok")
+    sent = Decision(request_id="call-1", by="cfo", comment="ok", signed=good)
+    approved = DecideRequest.with_verdict(sent, approve=True)
+    assert approved.signed == good
+    assert signed_changes.decision_error(state, approved, LATER) is None
+    flipped = DecideRequest.with_verdict(sent, approve=False)
+    assert refused(signed_changes.decision_error(state, flipped, LATER))
 
 
 def test_a_decision_ends_with_its_requests_deadline():

@@ -4,14 +4,19 @@ and the one check every client-side start goes through."""
 from __future__ import annotations
 
 import sys
+from datetime import UTC, datetime
 
 import pytest
 
 from durable_agents import Agent, Memory, RunBudget, RunPolicy, StartOptions
 from durable_agents.control.agents import checked_request, start_options
 from durable_agents.control.runs import RunError
+from durable_agents.workflows.contracts import RunRequest
 from durable_agents.workflows.registry import AgentRegistry, load_registry
 from durable_agents.workflows.start_options import StartFields
+from durable_agents.workflows.state import RunState
+
+NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
 keeper = Agent(name="keeper", instructions="Keep.", memory=Memory("customer/{customer}"))
 REGISTRY = AgentRegistry().add(keeper)
@@ -19,6 +24,16 @@ REGISTRY = AgentRegistry().add(keeper)
 
 def test_the_keyword_form_and_the_model_have_the_same_fields():
     assert set(StartFields.__annotations__) == set(StartOptions.model_fields)
+
+
+def test_every_option_is_kept_by_the_run_and_carried_when_it_continues_as_new():
+    # Story.continue_as_new starts the next run with StartOptions.fields_of(state).
+    assert set(StartOptions.model_fields) <= set(RunState.model_fields)
+    state = RunState.start("r1", RunRequest(goal="g", label="l", subject={"c": "j"}), NOW)
+    assert StartOptions.fields_of(state) == {
+        "label": "l", "policy": state.policy, "limits": state.limits, "budget": None,
+        "subject": {"c": "j"},
+    }  # fmt: skip
 
 
 def test_every_option_reaches_the_request():

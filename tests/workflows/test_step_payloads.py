@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from pydantic import BaseModel
 
 from durable_agents.workflows.activity_io import (
     ChatMessage,
@@ -88,3 +89,48 @@ def test_a_history_recorded_with_every_field_still_reads():
          "result_seq": 2, "idempotency_key": "r/step-1/c"}
     )  # fmt: skip
     assert tool.key == "r/step-1/c"
+
+
+# Every step payload class's defaults as recorded histories hold them: a field left out of
+# a history reads back as this, so changing one changes what every recorded step meant.
+RECORDED_DEFAULTS: dict[str, dict[str, object]] = {
+    "ChatMessage": {"tool_call_id": None, "speaker": None},
+    "ModelCallInput": {
+        "run_id": "", "append": [], "tools": [], "force_tool": None, "agent": None,
+        "run_label": None, "label": "model", "preview_chars": 200, "answer_chars": None,
+        "stream": None, "context_from_seq": None, "budget_usd": None, "budget_tokens": None,
+        "shadow_of": None, "rows_written": None,
+    },
+    "ModelTurn": {
+        "content_preview": "", "tool_calls": [], "finish_reason": None, "model": "",
+        "usage": {"input_tokens": 0, "output_tokens": 0, "cost_usd": 0.0}, "memoized": False,
+        "over_budget": None,
+    },
+    "ToolCall": {"oversized": None},
+    "ToolCallInput": {
+        "run_id": "", "idempotency_key": None, "side_effect": None, "namespace": None,
+        "agent": None, "mcp": None, "mcp_name": None, "shadow": None, "shadow_of": None,
+        "rows_written": None,
+    },
+    "ToolOutcome": {"replayed_from_ledger": False},
+}  # fmt: skip
+
+
+def _payload_classes(cls: type[StepPayload] = StepPayload) -> set[type[StepPayload]]:
+    found = set(cls.__subclasses__())
+    for sub in list(found):
+        found |= _payload_classes(sub)
+    return found
+
+
+def test_every_step_payloads_defaults_are_the_recorded_ones():
+    defaults = {
+        cls.__name__: {
+            name: dumped.model_dump() if isinstance(dumped, BaseModel) else dumped
+            for name, field in cls.model_fields.items()
+            if not field.is_required()
+            for dumped in [field.get_default(call_default_factory=True, validated_data={})]
+        }
+        for cls in _payload_classes()
+    }
+    assert defaults == RECORDED_DEFAULTS

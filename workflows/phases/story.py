@@ -17,6 +17,7 @@ with workflow.unsafe.imports_passed_through():
     from durable_agents.workflows.output import output_record, parsed, schema_text
     from durable_agents.workflows.records import FINAL_ANSWER_CHARS, PlanStep
     from durable_agents.workflows.registry import AgentUnavailable
+    from durable_agents.workflows.start_options import StartOptions
     from durable_agents.workflows.state import RunState, pack_state
     from durable_agents.workflows.tools import (
         SUBMIT_PLAN,
@@ -115,12 +116,10 @@ class Story(Phase):
             RunRequest(
                 goal=self.state.goal,
                 agent=self.ctx.agent.name,
-                label=self.state.label,
-                policy=self.state.policy,
-                limits=self.state.limits,
-                budget=self.state.budget,
                 conversation=self.state.conversation is not None,
                 resume_state_packed=pack_state(self.state),
+                # Every start option as the run settled it (an option added is carried).
+                **StartOptions.fields_of(self.state),
             )
         )
 
