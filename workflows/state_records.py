@@ -100,11 +100,16 @@ class Terms:
     def take_tool_approvers(self, approvers: dict[str, list[str]]) -> None:
         self._s.policy.take_tool_approvers(approvers)
 
-    def take_memory(self, namespace: str | None, subject: dict[str, str] | None = None) -> None:
-        """The memory namespace the run's tools use (and, for a fork, its parent's subject)."""
+    def take_memory(self, namespace: str | None) -> None:
+        """The memory namespace the run's tools use (its subject's, or its parent's)."""
         write(self._s, self, memory_namespace=namespace)
-        if subject is not None:
-            write(self._s, self, subject=subject)
+
+    def take_parents(
+        self, policy: RunPolicy, namespace: str | None, subject: dict[str, str] | None
+    ) -> None:
+        """A fork's policy and memory are its parent's as Temporal has them, never what its
+        request carried: its subject too, none where the parent has none."""
+        write(self._s, self, policy=policy, memory_namespace=namespace, subject=subject)
 
     def set_goal(self, goal: str) -> None:
         write(self._s, self, goal=goal)

@@ -294,11 +294,14 @@ def test_keys_revoked_are_kept_once_each_and_only_keys_the_run_trusts():
     assert not state.signatures.revoke(KeyRevocation(key_ids=["k2", "other"], by="sec"), NOW)
 
 
-def test_a_memory_namespace_alone_keeps_the_subject():
+def test_a_memory_namespace_alone_keeps_the_subject_and_a_forks_is_its_parents_whole():
     state = new_state(subject={"customer": "jane"})
     state.terms.take_memory("ns-1")
     assert (state.memory_namespace, state.subject) == ("ns-1", {"customer": "jane"})
-    state.terms.take_memory("ns-2", {"customer": "joe"})
+    # A fork takes its parent's policy and memory, the subject included: none if it has none.
+    state.terms.take_parents(RunPolicy(), None, None)
+    assert (state.memory_namespace, state.subject, state.policy) == (None, None, RunPolicy())
+    state.terms.take_parents(RunPolicy(), "ns-2", {"customer": "joe"})
     assert (state.memory_namespace, state.subject) == ("ns-2", {"customer": "joe"})
 
 

@@ -296,9 +296,8 @@ class Beginnings(Phase):
             FORK_ORIGIN, fork.parent_run_id, ParentFacts, f"fork: ask {fork.parent_run_id}"
         )
         self.parent_store_key = facts.store_key
-        self.state.terms.adopt(policy=facts.policy)
         # A fork's memory is its parent's, never one its request names.
-        self.state.terms.take_memory(facts.memory_namespace, facts.subject)
+        self.state.terms.take_parents(facts.policy, facts.memory_namespace, facts.subject)
         self.ctx.settle_signatures()
         says = fork.what_it_says(workflow.info().workflow_id)
         by = fork.by or "anonymous"
