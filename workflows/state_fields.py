@@ -252,6 +252,10 @@ class RunState(BaseModel):
         return self.requests.pending_questions
 
     @property
+    def completed_steps(self) -> list[PlanStep]:
+        return self.steps.completed
+
+    @property
     def spent(self) -> Spend:
         """What the run and every sub-agent it delegated to have spent."""
         return self.budget_book.spent
