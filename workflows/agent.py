@@ -52,6 +52,7 @@ with workflow.unsafe.imports_passed_through():
         RunState,
         RunSummary,
         apply_patch,
+        cancel,
         carried_state,
         event_page,
         for_readers,
@@ -216,7 +217,7 @@ class AgentWorkflow:
             # Cancelled: by a person (`cancel`), by Temporal (an activity it was running
             # stopped for it: workflows/phases/activity_call.py), or stopped where it asked
             # people to let it go on (RunStopped: the cancel is in their name already).
-            self.state.lifecycle.cancel(workflow.now())
+            cancel(self.state, workflow.now())
             self._ctx.moment(EventKind.CANCELLED, self.state.cancel_requested_by or "temporal")
             if self.state.cancel_requested_by is None:
                 # Cancelled through Temporal itself (Web UI, `temporal workflow cancel`):

@@ -70,6 +70,12 @@ def apply_patch(state: RunState, patch: StatePatch, now: datetime) -> list[str]:
     return changed
 
 
+def cancel(state: RunState, now: datetime) -> None:
+    """The run ends cancelled: nothing it asked people waits any more."""
+    state.requests.close_all(now)
+    state.lifecycle.cancel(now)
+
+
 def event_page(state: RunState, after: int) -> EventPage:
     return EventPage(
         summary=RunSummary.of(state),

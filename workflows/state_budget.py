@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 from durable_agents.workflows.activity_io import TokenUsage
 from durable_agents.workflows.contract_base import preview
@@ -17,11 +17,11 @@ from durable_agents.workflows.records import (
     DELEGATE_ANSWER_CHARS,
     Delegation,
 )
-from durable_agents.workflows.state_decisions import latest
+from durable_agents.workflows.state_decisions import PeopleRequests, latest
+from durable_agents.workflows.state_lifecycle import Lifecycle
+from durable_agents.workflows.state_records import AuditLog
+from durable_agents.workflows.state_shape import StateShape
 from durable_agents.workflows.state_write import write
-
-if TYPE_CHECKING:
-    from durable_agents.workflows.state_fields import RunState
 
 
 class BudgetBook:
@@ -31,7 +31,7 @@ class BudgetBook:
         {"budget", "usage", "tool_calls", "last_call", "delegations"}
     )
 
-    def __init__(self, state: RunState) -> None:
+    def __init__(self, state: StateShape) -> None:
         self._s = state
 
     @property
@@ -163,9 +163,9 @@ class BudgetBook:
         write(self._s, self, budget=budget)
         detail = json.dumps(raise_.limits(), sort_keys=True)
         comment = raise_.comment or f"budget raised: {detail}"
-        self._s.requests.approve_budget_requests(raise_.by, comment, now)
-        self._s.lifecycle.leave_wait()
-        self._s.audit_log.log(now, raise_.by, "budget_raised", detail)
+        PeopleRequests(self._s).approve_budget_requests(raise_.by, comment, now)
+        Lifecycle(self._s).leave_wait()
+        AuditLog(self._s).log(now, raise_.by, "budget_raised", detail)
         return budget
 
     def delegation(self, child_id: str) -> Delegation | None:
@@ -187,7 +187,7 @@ class BudgetBook:
     def start_delegation(self, delegation: Delegation, now: datetime) -> None:
         self._s.delegations.append(delegation)
         self.count_tool_call()
-        self._s.audit_log.log(
+        AuditLog(self._s).log(
             now, "model", "delegated", f"{delegation.agent}: {delegation.child_id}"
         )
 
@@ -238,7 +238,7 @@ class BudgetBook:
         delegation.answer = preview(answer, DELEGATE_ANSWER_CHARS) if answer else None
         if spent is not None:
             delegation.spent = spent
-        self._s.audit_log.log(now, "system", "delegate_answered", f"{child_id}: {status}")
+        AuditLog(self._s).log(now, "system", "delegate_answered", f"{child_id}: {status}")
 
     def forked(self) -> None:
         """In a fork: a sub-agent's finished answer is reused for the same task; one still

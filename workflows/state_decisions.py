@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime
-from typing import TYPE_CHECKING, ClassVar, TypeVar
+from typing import ClassVar, TypeVar
 
 from durable_agents.workflows.contract_base import preview
 from durable_agents.workflows.people_inputs import Answer, DecideRequest
@@ -17,11 +17,11 @@ from durable_agents.workflows.records import (
     QuestionStatus,
     RunStatus,
 )
+from durable_agents.workflows.state_lifecycle import Lifecycle
+from durable_agents.workflows.state_records import AuditLog
+from durable_agents.workflows.state_shape import StateShape, pending_approvals, pending_questions
 from durable_agents.workflows.state_write import write
 from durable_agents.workflows.tools import ASK_HUMAN
-
-if TYPE_CHECKING:
-    from durable_agents.workflows.state_fields import RunState
 
 T = TypeVar("T")
 
@@ -32,17 +32,17 @@ class PeopleRequests:
 
     OWNS: ClassVar[frozenset[str]] = frozenset({"approvals", "questions"})
 
-    def __init__(self, state: RunState) -> None:
+    def __init__(self, state: StateShape) -> None:
         self._s = state
 
     @property
     def pending_approvals(self) -> list[ApprovalRequest]:
-        return [a for a in self._s.approvals if a.status is ApprovalStatus.PENDING]
+        return pending_approvals(self._s)
 
     def request_approval(self, request: ApprovalRequest) -> None:
         self._s.approvals.append(request)
-        self._s.lifecycle.wait_for(RunStatus.AWAITING_APPROVAL)
-        self._s.audit_log.log(request.requested_at, "policy", "approval_requested", request.tool)
+        Lifecycle(self._s).wait_for(RunStatus.AWAITING_APPROVAL)
+        AuditLog(self._s).log(request.requested_at, "policy", "approval_requested", request.tool)
 
     def requests_named(self, request_id: str) -> int:
         return sum(1 for a in self._s.approvals if a.request_id == request_id)
@@ -88,8 +88,8 @@ class PeopleRequests:
         request.decided_by = decision.by
         request.decided_at = now
         request.comment = decision.comment
-        self._s.lifecycle.leave_wait()
-        self._s.audit_log.log(
+        Lifecycle(self._s).leave_wait()
+        AuditLog(self._s).log(
             now, decision.by, request.status.value, f"{request.tool} {request.request_id}"
         )
         return request
@@ -97,16 +97,16 @@ class PeopleRequests:
     def escalate(self, request: ApprovalRequest, deadline: datetime, now: datetime) -> None:
         request.escalated = True
         request.deadline = deadline
-        self._s.audit_log.log(now, "deadline", "escalated", f"{request.tool} {request.request_id}")
+        AuditLog(self._s).log(now, "deadline", "escalated", f"{request.tool} {request.request_id}")
 
     @property
     def pending_questions(self) -> list[Question]:
-        return [q for q in self._s.questions if q.status is QuestionStatus.PENDING]
+        return pending_questions(self._s)
 
     def ask(self, question: Question) -> None:
         self._s.questions.append(question)
-        self._s.lifecycle.wait_for(RunStatus.AWAITING_INPUT)
-        self._s.audit_log.log(
+        Lifecycle(self._s).wait_for(RunStatus.AWAITING_INPUT)
+        AuditLog(self._s).log(
             question.asked_at, "model", "question_asked", preview(question.question, 80)
         )
 
@@ -137,14 +137,14 @@ class PeopleRequests:
         question.answer = answer.answer
         question.answered_by = answer.by
         question.answered_at = now
-        self._s.lifecycle.leave_wait()
-        self._s.audit_log.log(now, answer.by, "answered", question.question_id)
+        Lifecycle(self._s).leave_wait()
+        AuditLog(self._s).log(now, answer.by, "answered", question.question_id)
         return question
 
     def expire(self, question: Question, now: datetime) -> None:
         question.status = QuestionStatus.EXPIRED
-        self._s.lifecycle.leave_wait()
-        self._s.audit_log.log(now, "deadline", "question_expired", question.question_id)
+        Lifecycle(self._s).leave_wait()
+        AuditLog(self._s).log(now, "deadline", "question_expired", question.question_id)
 
     def find_pending_question(self, question_id: str | None) -> Question | None:
         """The question an answer names, or the only one waiting when it names none."""

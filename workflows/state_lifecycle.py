@@ -6,7 +6,7 @@ and what its tool calls came to (ToolOutcomes). Each writes only its own fields
 from __future__ import annotations
 
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 from durable_agents.workflows.activity_io import ChatMessage
 from durable_agents.workflows.contract_base import preview
@@ -20,10 +20,9 @@ from durable_agents.workflows.records import (
     StepStatus,
     ToolResultRecord,
 )
+from durable_agents.workflows.state_records import AuditLog, Thread
+from durable_agents.workflows.state_shape import StateShape, pending_approvals, pending_questions
 from durable_agents.workflows.state_write import write
-
-if TYPE_CHECKING:
-    from durable_agents.workflows.state_fields import RunState
 
 
 class Lifecycle:
@@ -33,7 +32,7 @@ class Lifecycle:
         {"status", "pause_requested", "cancel_requested_by", "final_answer", "output", "errors"}
     )
 
-    def __init__(self, state: RunState) -> None:
+    def __init__(self, state: StateShape) -> None:
         self._s = state
 
     def wait_for(self, status: RunStatus) -> None:
@@ -42,10 +41,9 @@ class Lifecycle:
 
     def leave_wait(self) -> None:
         """What the run does once a person acted: wait on for what is still asked, or go on."""
-        requests = self._s.requests
-        if requests.pending_approvals:
+        if pending_approvals(self._s):
             status = RunStatus.AWAITING_APPROVAL
-        elif requests.pending_questions:
+        elif pending_questions(self._s):
             status = RunStatus.AWAITING_INPUT
         elif not self._s.status.is_closed:
             status = RunStatus.RUNNING if self._s.plan else RunStatus.PLANNING
@@ -59,7 +57,7 @@ class Lifecycle:
 
     def request_pause(self, actor: Actor, now: datetime) -> None:
         write(self._s, self, pause_requested=True)
-        self._s.audit_log.log(now, actor.by, "pause_requested", actor.reason)
+        AuditLog(self._s).log(now, actor.by, "pause_requested", actor.reason)
 
     def enter_pause(self) -> None:
         write(self._s, self, status=RunStatus.PAUSED)
@@ -68,16 +66,16 @@ class Lifecycle:
         write(self._s, self, pause_requested=False)
         if self._s.status is RunStatus.PAUSED:
             self.leave_wait()
-        self._s.audit_log.log(now, actor.by, "resumed", actor.reason)
+        AuditLog(self._s).log(now, actor.by, "resumed", actor.reason)
 
     def request_cancel(self, actor: Actor, now: datetime) -> None:
         write(self._s, self, cancel_requested_by=actor.by)
-        self._s.audit_log.log(now, actor.by, "cancel_requested", actor.reason)
+        AuditLog(self._s).log(now, actor.by, "cancel_requested", actor.reason)
 
     def cancel(self, now: datetime) -> None:
+        """The run ends cancelled (state.cancel closes what it asked people, too)."""
         write(self._s, self, status=RunStatus.CANCELLED)
-        self._s.requests.close_all(now)
-        self._s.audit_log.log(now, self._s.cancel_requested_by or "temporal", "run_cancelled")
+        AuditLog(self._s).log(now, self._s.cancel_requested_by or "temporal", "run_cancelled")
 
     def keep_output(self, output: dict[str, Any]) -> None:
         """A typed agent's answer, as its declared type's JSON."""
@@ -85,11 +83,11 @@ class Lifecycle:
 
     def complete(self, answer: str, now: datetime) -> None:
         write(self._s, self, final_answer=answer[:FINAL_ANSWER_CHARS], status=RunStatus.COMPLETED)
-        self._s.audit_log.log(now, "system", "run_completed")
+        AuditLog(self._s).log(now, "system", "run_completed")
 
     def fail(self, error: str, now: datetime) -> None:
         write(self._s, self, errors=[*self._s.errors, error], status=RunStatus.FAILED)
-        self._s.audit_log.log(now, "system", "run_failed", preview(error))
+        AuditLog(self._s).log(now, "system", "run_failed", preview(error))
 
     def forked(self) -> None:
         """A fork starts where its parent was, without its parent's asks or ending."""
@@ -126,15 +124,15 @@ class Lifecycle:
         ):
             return self._conversation_line()
         if state.status.is_closed:
-            done = len(state.steps.completed)
+            done = len(Steps(state).completed)
             return f"{state.status.value} ({done}/{total} steps done)"
         step = next((s for s in state.plan if s.index == state.current_step), None)
         where = f"step {step.index}/{total}: {step.title}" if step else f"{total} steps"
         if state.status is RunStatus.AWAITING_APPROVAL:
-            tools = ", ".join(a.tool for a in state.requests.pending_approvals)
+            tools = ", ".join(a.tool for a in pending_approvals(state))
             return f"{where} — awaiting approval ({tools})"
         if state.status is RunStatus.AWAITING_INPUT:
-            asked = "; ".join(preview(q.question, 60) for q in state.requests.pending_questions)
+            asked = "; ".join(preview(q.question, 60) for q in pending_questions(state))
             return f"{where} — awaiting an answer: {asked}"
         running = next((d for d in state.delegations if d.status == "running"), None)
         if running is not None and state.status is RunStatus.RUNNING:
@@ -143,7 +141,7 @@ class Lifecycle:
 
     def _conversation_line(self) -> str:
         state = self._s
-        convo = state.thread.conversation_fields
+        convo = Thread(state).conversation_fields
         turns = f"conversation, {convo.turns_total} turns"
         if state.status.is_closed:
             return f"{state.status.value} ({turns})"
@@ -158,7 +156,7 @@ class Steps:
 
     OWNS: ClassVar[frozenset[str]] = frozenset({"plan", "current_step", "context"})
 
-    def __init__(self, state: RunState) -> None:
+    def __init__(self, state: StateShape) -> None:
         self._s = state
 
     @property
@@ -168,8 +166,8 @@ class Steps:
     def set_plan(self, titles: list[str], now: datetime) -> None:
         plan = [PlanStep(index=i, title=t) for i, t in enumerate(titles, start=1)]
         write(self._s, self, plan=plan)
-        self._s.lifecycle.run()
-        self._s.audit_log.log(now, "model", "plan_set", f"{len(titles)} steps")
+        Lifecycle(self._s).run()
+        AuditLog(self._s).log(now, "model", "plan_set", f"{len(titles)} steps")
 
     def next_step(self) -> PlanStep | None:
         return next((s for s in self._s.plan if s.status is not StepStatus.DONE), None)
@@ -182,7 +180,7 @@ class Steps:
         step.status = StepStatus.RUNNING
         step.started_at = step.started_at or now
         write(self._s, self, current_step=step.index)
-        self._s.audit_log.touch(now)
+        AuditLog(self._s).touch(now)
 
     def complete_step(self, step: PlanStep, result: str, now: datetime) -> None:
         step.status = StepStatus.DONE
@@ -190,7 +188,7 @@ class Steps:
         step.finished_at = now
         context = [*self._s.context, f"step {step.index}: {preview(result, 120)}"]
         write(self._s, self, current_step=None, context=context[-RECENT_RESULTS_KEPT:])
-        self._s.audit_log.touch(now)
+        AuditLog(self._s).touch(now)
 
     def count_turn(self, step: PlanStep) -> int:
         """One more model turn in this step; returns how many it has taken."""
@@ -232,7 +230,7 @@ class Transcript:
         {"next_seq", "outbox", "transcript_rows", "notes_for_model", "phase_start_seq"}
     )
 
-    def __init__(self, state: RunState) -> None:
+    def __init__(self, state: StateShape) -> None:
         self._s = state
 
     def queue_message(
@@ -311,7 +309,7 @@ class ToolOutcomes:
 
     OWNS: ClassVar[frozenset[str]] = frozenset({"results", "results_total", "effects"})
 
-    def __init__(self, state: RunState) -> None:
+    def __init__(self, state: StateShape) -> None:
         self._s = state
 
     def record(
@@ -323,7 +321,7 @@ class ToolOutcomes:
         )
         results = [*self._s.results, record][-RECENT_RESULTS_KEPT:]
         write(self._s, self, results=results, results_total=self._s.results_total + 1)
-        self._s.audit_log.touch(now)
+        AuditLog(self._s).touch(now)
 
     def tell(
         self,
@@ -338,7 +336,7 @@ class ToolOutcomes:
     ) -> None:
         """A tool call's result the workflow words itself (a failure, a sub-agent's answer):
         the model hears `text`; the record points at `seq` (else at what it hears)."""
-        told = self._s.transcript.queue_message("tool", text, call_id)
+        told = Transcript(self._s).queue_message("tool", text, call_id)
         at = seq if seq is not None else told.seq
         self.record(step, call_id, tool, ok=ok, summary=preview(text), seq=at, now=now)
 

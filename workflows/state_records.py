@@ -6,7 +6,7 @@ conversation's thread (Thread). Each writes only its own fields (state_write.wri
 from __future__ import annotations
 
 from datetime import datetime
-from typing import TYPE_CHECKING, ClassVar
+from typing import ClassVar
 
 from durable_agents.workflows.agent_records import AgentRecord, ToolRecord
 from durable_agents.workflows.contract_base import preview
@@ -24,10 +24,8 @@ from durable_agents.workflows.records import (
     RunEvent,
     SignedUse,
 )
+from durable_agents.workflows.state_shape import StateShape
 from durable_agents.workflows.state_write import write
-
-if TYPE_CHECKING:
-    from durable_agents.workflows.state_fields import RunState
 
 
 class Origin:
@@ -38,7 +36,7 @@ class Origin:
         {"run_id", "identity", "chain", "parent", "delegated_by", "shadow", "created_at"}
     )
 
-    def __init__(self, state: RunState) -> None:
+    def __init__(self, state: StateShape) -> None:
         self._s = state
 
     def continued(self) -> None:
@@ -79,7 +77,7 @@ class Terms:
         }
     )
 
-    def __init__(self, state: RunState) -> None:
+    def __init__(self, state: StateShape) -> None:
         self._s = state
 
     def record_agent(self, agent: AgentRecord) -> None:
@@ -123,7 +121,7 @@ class Signatures:
         {"signature_version", "signed_nonces", "people_checks", "revoked_keys"}
     )
 
-    def __init__(self, state: RunState) -> None:
+    def __init__(self, state: StateShape) -> None:
         self._s = state
 
     def settle_version(self, version: int) -> None:
@@ -149,7 +147,7 @@ class Signatures:
             return False
         write(self._s, self, revoked_keys=[*known, *fresh])
         detail = f"{', '.join(fresh)} {revoked.reason}".strip()
-        self._s.audit_log.log(now, revoked.by, "keys_revoked", detail)
+        AuditLog(self._s).log(now, revoked.by, "keys_revoked", detail)
         return True
 
     def forked(self) -> None:
@@ -163,7 +161,7 @@ class Moments:
 
     OWNS: ClassVar[frozenset[str]] = frozenset({"moment", "events"})
 
-    def __init__(self, state: RunState) -> None:
+    def __init__(self, state: StateShape) -> None:
         self._s = state
 
     def reach(self, kind: str, detail: str, now: datetime, seq: int | None) -> None:
@@ -195,7 +193,7 @@ class AuditLog:
 
     OWNS: ClassVar[frozenset[str]] = frozenset({"audit", "updated_at"})
 
-    def __init__(self, state: RunState) -> None:
+    def __init__(self, state: StateShape) -> None:
         self._s = state
 
     def log(self, now: datetime, actor: str, action: str, detail: str = "") -> None:
@@ -218,7 +216,7 @@ class Thread:
 
     OWNS: ClassVar[frozenset[str]] = frozenset({"conversation"})
 
-    def __init__(self, state: RunState) -> None:
+    def __init__(self, state: StateShape) -> None:
         self._s = state
 
     @property
@@ -250,7 +248,7 @@ class Thread:
         """No more messages: the queued ones are answered, then the run completes."""
         convo = self.conversation_fields
         convo.closed, convo.closed_by = True, actor.by
-        self._s.audit_log.log(now, actor.by, "conversation_closed", actor.reason)
+        AuditLog(self._s).log(now, actor.by, "conversation_closed", actor.reason)
 
     def new_run(self) -> None:
         """The conversation continues as new: this run of the chain has answered none."""

@@ -24,8 +24,9 @@ class StateRecord(Protocol):
     OWNS: ClassVar[frozenset[str]]
 
 
-def write(state: BaseModel, record: StateRecord, **values: Any) -> None:
-    """Set fields of `state` that `record` owns (and only those)."""
+def write(state: object, record: StateRecord, **values: Any) -> None:
+    """Set fields of `state` (a RunState) that `record` owns (and only those)."""
+    assert isinstance(state, BaseModel), type(state)
     for name, value in values.items():
         if name not in record.OWNS:
             raise StateWriteRefused(f"{type(record).__name__} does not own the field {name!r}")

@@ -40,6 +40,7 @@ from durable_agents.workflows.records import (
 from durable_agents.workflows.state import (
     RunState,
     apply_patch,
+    cancel,
     for_readers,
     forked,
     trim_for_a_long_life,
@@ -190,7 +191,7 @@ def test_a_cancel_closes_every_request_still_waiting():
     state.requests.request_approval(approval("a1", 0))
     state.requests.ask(question("q1", 0))
     state.lifecycle.request_cancel(Actor(by="ops", reason="wrong customer"), NOW)
-    state.lifecycle.cancel(NOW)
+    cancel(state, NOW)
     assert state.status is RunStatus.CANCELLED
     assert [(a.status, a.decided_by) for a in state.approvals] == [
         (ApprovalStatus.REJECTED, "cancelled")
