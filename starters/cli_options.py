@@ -56,11 +56,19 @@ T = TypeVar("T")
 Flags = dict[str, Any]
 
 
+# A policy, limits or budget file is a few KB; anything past this is refused unread.
+MAX_OPTION_FILE_BYTES = 1024 * 1024
+
+
 def read_model_file(path: Path, model: type[M], flag: str) -> M:
     """A policy, limits or budget file (JSON, or TOML by its suffix), validated before any
     start."""
     try:
-        text = path.read_text()
+        with path.open("rb") as file:  # at most the cap read: /dev/zero is refused too
+            raw = file.read(MAX_OPTION_FILE_BYTES + 1)
+        if len(raw) > MAX_OPTION_FILE_BYTES:
+            raise RunError(f"{flag} {path}: larger than {MAX_OPTION_FILE_BYTES:,} bytes")
+        text = raw.decode()
         data = tomllib.loads(text) if path.suffix == ".toml" else json.loads(text)
     except OSError as err:
         raise RunError(f"{flag} {path}: {err.strerror or err}") from None

@@ -68,9 +68,9 @@ def forwarded_raise_error(state: RunState, raise_: BudgetRaise) -> str | None:
 
 
 def decision_error(state: RunState, decision: DecideRequest, now: datetime) -> str | None:
-    """Why a decision that RunState.decision_error() accepted still does not count."""
+    """Why a decision that state.requests.decision_error() accepted still does not count."""
     request = state.requests.find_pending_approval(decision.request_id)
-    assert request is not None, "checked after RunState.decision_error()"
+    assert request is not None, "checked after state.requests.decision_error()"
     action: Action = "approve" if decision.approve else "reject"
     if state.signature_version == 1:
         digest = arguments_digest(request.arguments)

@@ -46,10 +46,14 @@ class Lifecycle:
         elif pending_questions(self._s):
             status = RunStatus.AWAITING_INPUT
         elif not self._s.status.is_closed:
-            status = RunStatus.RUNNING if self._s.plan else RunStatus.PLANNING
+            status = self._going_on()
         else:
             return
         write(self._s, self, status=status)
+
+    def _going_on(self) -> RunStatus:
+        """Where a run that waits for nobody is: running its plan, or planning."""
+        return RunStatus.RUNNING if self._s.plan else RunStatus.PLANNING
 
     def run(self) -> None:
         """The run has its plan (or a conversation its first message): it runs."""
@@ -98,7 +102,7 @@ class Lifecycle:
             final_answer=None,
             pause_requested=False,
             cancel_requested_by=None,
-            status=RunStatus.RUNNING if self._s.plan else RunStatus.PLANNING,
+            status=self._going_on(),
         )
 
     def trim(self, kept: int) -> None:

@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 
 from durable_agents.infra.offline_model.embedded import free_port
 from durable_agents.starters.cli import app
+from durable_agents.starters.cli_options import MAX_OPTION_FILE_BYTES
 
 RUNNER = CliRunner()
 
@@ -86,6 +87,29 @@ def test_policy_and_limits_files_are_validated_before_the_start(tmp_path, flag, 
     path = tmp_path / "file.json"
     path.write_text(text)
     one_error(agentctl("run", "goal", "--agent", "invoice", flag, str(path)), says)
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["run", "goal", "--agent", "invoice"],
+        ["chat", "invoice"],
+        ["schedule", "create", "nightly", "goal", "--agent", "invoice", "--every", "1h"],
+    ],
+    ids=["run", "chat", "schedule"],
+)
+@pytest.mark.parametrize("flag", ["--policy", "--limits", "--budget"])
+def test_an_option_file_too_large_or_not_text_is_refused_unread(tmp_path, command, flag):
+    """Every command START_FLAGS gives a file flag: a huge file (or an endless one) is
+    refused by its size before it is parsed, bytes that are no text in one line."""
+    huge = tmp_path / "huge.json"
+    huge.write_text('{"a": "' + "x" * (MAX_OPTION_FILE_BYTES + 1) + '"}')
+    one_error(agentctl(*command, flag, str(huge)), "larger than 1,048,576")
+    endless = agentctl(*command, flag, "/dev/zero")
+    one_error(endless, "larger than 1,048,576 bytes")
+    binary = tmp_path / "binary.json"
+    binary.write_bytes(b"\xff\xfe{}")
+    one_error(agentctl(*command, flag, str(binary)), "not valid JSON")
 
 
 def test_limits_a_plain_loop_would_ignore_are_refused(tmp_path):
