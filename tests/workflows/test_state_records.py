@@ -122,11 +122,22 @@ GETTERS = _getters()
 
 
 def package_sources() -> list[Path]:
-    skipped = {".venv", "tests", ".data", "build", "durable_agents"}
+    """Every module of ours in the repository: its top-level folders and files, less the
+    tests, the `durable_agents` links to those same folders, hidden folders (`.venv`,
+    `.venv-lowest`, `.data`) and any virtual environment, which hold other people's code."""
+    skipped = {"tests", "build", "durable_agents"}
+    tops = [
+        top
+        for top in sorted(ROOT.iterdir())
+        if top.name not in skipped
+        and not top.name.startswith(".")
+        and not (top / "pyvenv.cfg").exists()
+    ]
     return [
         path
-        for path in sorted(ROOT.rglob("*.py"))
-        if not skipped & set(path.relative_to(ROOT).parts[:1])
+        for top in tops
+        for path in ([top] if top.is_file() else sorted(top.rglob("*.py")))
+        if path.suffix == ".py"
     ]
 
 
