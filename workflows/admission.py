@@ -26,7 +26,8 @@ with workflow.unsafe.imports_passed_through():
     from durable_agents.workflows.contract_base import RUN_ID_PATTERN, preview
     from durable_agents.workflows.contracts import RunRequest
     from durable_agents.workflows.records import IDENTITY_SEPARATOR
-    from durable_agents.workflows.state import MAX_PACKED_STATE_CHARS, RunState
+    from durable_agents.workflows.state import MAX_PACKED_STATE_CHARS
+    from durable_agents.workflows.state_views import OriginView
     from durable_agents.workflows.subject_grants import SCHEDULE_PREFIX
 
 AGENT_WORKFLOW = "AgentWorkflow"
@@ -151,7 +152,7 @@ def asks_the_record(request: RunRequest, info: workflow.Info) -> bool:
 
 
 def refusal(
-    request: RunRequest, info: workflow.Info, origin: RunOrigin, carried: RunState
+    request: RunRequest, info: workflow.Info, origin: RunOrigin, carried: OriginView
 ) -> str | None:
     """Why the record refuses this run (one line), or None: `carried` is the state the
     run was built from (a continuation's carried one, else its fresh one)."""
@@ -165,7 +166,9 @@ def refusal(
     return None
 
 
-def _continuation_refused(info: workflow.Info, origin: RunOrigin, carried: RunState) -> str | None:
+def _continuation_refused(
+    info: workflow.Info, origin: RunOrigin, carried: OriginView
+) -> str | None:
     previous = origin.previous
     named = f"run {info.continued_run_id}"
     if previous is None or not previous.found:

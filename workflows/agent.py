@@ -138,7 +138,7 @@ class AgentWorkflow:
         what the run asks of people is chosen here, once: a what-if takes its recorded
         run's decisions, any other run waits for real people."""
         people: People = (
-            RecordedDecisions(ctx) if ctx.state.shadow is not None else WaitingForPeople(ctx)
+            RecordedDecisions(ctx) if ctx.whole_state.shadow is not None else WaitingForPeople(ctx)
         )
         self._budget = Budget(ctx, people)
         turns = ModelTurns(ctx, self._budget)
@@ -150,7 +150,7 @@ class AgentWorkflow:
 
     @property
     def state(self) -> RunState:
-        return self._ctx.state
+        return self._ctx.whole_state
 
     async def _tell(self) -> str:
         """A conversation's turns, or the story: what the run was started as."""

@@ -11,7 +11,7 @@ nonce) counts only while the run holds that moment: one rule, `signing.moment_er
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 from durable_agents.workflows.people_inputs import (
     FORWARDED,
@@ -35,21 +35,33 @@ from durable_agents.workflows.signing import (
     moment_error,
     signature_error,
 )
-from durable_agents.workflows.state import RunState
+from durable_agents.workflows.state_views import (
+    BudgetView,
+    MomentsView,
+    OriginView,
+    RequestsView,
+    SignaturesView,
+    TermsView,
+)
 
 
-def runs_above(state: RunState) -> list[str]:
+class SigningState(MomentsView, OriginView, RequestsView, SignaturesView, TermsView, Protocol):
+    """What a signature is checked against: the requests it decides, the signatures that
+    count and were used, the policy, the run's identity and its moments."""
+
+
+def runs_above(state: OriginView) -> list[str]:
     """The identities of the runs that delegated to this one, its parent's last."""
     return list(state.delegated_by.identities) if state.delegated_by else []
 
 
-def runs_signed_for(state: RunState) -> tuple[str, ...]:
+def runs_signed_for(state: OriginView) -> tuple[str, ...]:
     """Whose signatures count here: this run's identity, and those of the runs above it
     (a change signed there and forwarded down)."""
     return (state.store_key, *runs_above(state))
 
 
-def forwarded_raise_error(state: RunState, raise_: BudgetRaise) -> str | None:
+def forwarded_raise_error(state: BudgetView, raise_: BudgetRaise) -> str | None:
     """Why a parent's `budget` signal may not apply: the share it gives the sub-agent passes
     what the person signed, or what the sub-agent had for a limit they did not raise."""
     original = raise_.forwarded
@@ -67,7 +79,7 @@ def forwarded_raise_error(state: RunState, raise_: BudgetRaise) -> str | None:
     return None
 
 
-def decision_error(state: RunState, decision: DecideRequest, now: datetime) -> str | None:
+def decision_error(state: SigningState, decision: DecideRequest, now: datetime) -> str | None:
     """Why a decision that state.requests.decision_error() accepted still does not count."""
     request = state.requests.find_pending_approval(decision.request_id)
     assert request is not None, "checked after state.requests.decision_error()"
@@ -89,7 +101,7 @@ def decision_error(state: RunState, decision: DecideRequest, now: datetime) -> s
     return _error(state, decision.signed, wanted) or _moment_error(state, decision.signed)
 
 
-def answer_error(state: RunState, answer: Answer, now: datetime) -> str | None:
+def answer_error(state: SigningState, answer: Answer, now: datetime) -> str | None:
     """Why an answer that RunState.answer_error() accepted still does not count."""
     question = state.requests.find_pending_question(answer.question_id)
     assert question is not None, "checked after RunState.answer_error()"
@@ -111,18 +123,21 @@ def answer_error(state: RunState, answer: Answer, now: datetime) -> str | None:
 
 
 def change_error(
-    state: RunState,
+    state: SigningState,
     action: Action,
     by: str,
     signed: SignedDecision | None,
     says: Any,
     now: datetime,
     runs: tuple[str, ...] | None = None,
+    version: int | None = None,
 ) -> str | None:
     """Why a change to the run itself (a budget, an edit, a pause...) does not count.
     Runs taking v1 signatures signed decisions only: their other changes count as sent.
-    `runs`: whose identity the signature must name (default: this run's, or above it)."""
-    if not state.policy.require_signed_decisions or state.signature_version == 1:
+    `runs`: whose identity the signature must name (default: this run's, or above it);
+    `version`: the signatures taken, where the run has not settled them yet (else its own)."""
+    version = state.signature_version if version is None else version
+    if not state.policy.require_signed_decisions or version == 1:
         return None
     wanted = Expected(
         runs=runs or runs_signed_for(state),
@@ -133,11 +148,11 @@ def change_error(
         now=now,
         used=frozenset(use.nonce for use in state.signed_nonces),
     )
-    error = _error(state, signed, wanted)
+    error = _error(state, signed, wanted, version)
     above = signed.run if signed is not None and signed.run != state.store_key else None
     # Signed for a run above: the parent passes on pause, resume and budgets, having
     # checked them there; anything else sent straight here was never checked.
-    passed_on = action in FORWARDED or runs is not None or state.signature_version < NEWEST
+    passed_on = action in FORWARDED or runs is not None or version < NEWEST
     if error is None and above and not passed_on:
         return f"a {action} signed for run {above} counts only there: sign it for this run"
     if error is None and signed is not None and signed.run == state.store_key:
@@ -147,7 +162,7 @@ def change_error(
     return error
 
 
-def note_used(state: RunState, signed: SignedDecision | None, now: datetime) -> None:
+def note_used(state: SigningState, signed: SignedDecision | None, now: datetime) -> None:
     """Remember a counted change's nonce (a copy sent again is refused), forgetting those
     too old to count anyway."""
     if signed is None or not state.policy.require_signed_decisions:
@@ -157,7 +172,7 @@ def note_used(state: RunState, signed: SignedDecision | None, now: datetime) -> 
     state.signatures.remember_nonces([*fresh, SignedUse(nonce=signed.request_id, at=at)])
 
 
-def _moment_error(state: RunState, signed: SignedDecision | None) -> str | None:
+def _moment_error(state: SigningState, signed: SignedDecision | None) -> str | None:
     """A v3 decision or answer counts only at the moment its signer saw (as a bound change
     does): a copy sent after a rewind finds that moment gone, or another. v1 and v2
     signatures are bound to no moment (runs recorded before v3 replay as they ran)."""
@@ -166,10 +181,17 @@ def _moment_error(state: RunState, signed: SignedDecision | None) -> str | None:
     return moment_error(signed.moment, state.events)
 
 
-def _error(state: RunState, signed: SignedDecision | None, wanted: Expected) -> str | None:
+def _error(
+    state: SigningState, signed: SignedDecision | None, wanted: Expected, version: int | None = None
+) -> str | None:
     if signed is not None and signed.key_id in state.revoked_keys:
         return f"the key {signed.key_id!r} was revoked: its signatures count no more"
-    error = signature_error(state.policy, signed, wanted, version=state.signature_version)
+    error = signature_error(
+        state.policy,
+        signed,
+        wanted,
+        version=state.signature_version if version is None else version,
+    )
     if error is not None and signed is None and wanted.action in ("approve", "reject"):
         return f"unsigned decision by {wanted.by!r}: this run counts only signed decisions"
     return error

@@ -9,7 +9,11 @@ import textwrap
 import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from types import ModuleType
+from typing import Any, get_origin, get_type_hints
 
+import pytest
+from pydantic import BaseModel
 from temporalio import workflow
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
@@ -43,12 +47,15 @@ from durable_agents.workflows.phases.story import Story
 from durable_agents.workflows.phases.tool_calls import ToolCalls
 from durable_agents.workflows.phases.turn_loop import TurnLoop
 from durable_agents.workflows.records import BUDGET_REQUEST
+from durable_agents.workflows.start_options import StartOptions
 from durable_agents.workflows.state import RunState
 from durable_agents.workflows.state_fields import RECORDS
+from durable_agents.workflows.state_views import VIEWS, names_of, records_of
 from durable_agents.workflows.whatif import WHATIF_ACTOR
 from tests.conftest import arrange, eventually
 
-PHASES = {
+ROOT = Path(__file__).parents[2]
+PHASES: dict[type[Phase[Any]], ModuleType] = {
     Budget: budget, ModelTurns: model_turn, Gate: gate, Delegating: delegating,
     ToolCalls: tool_calls, Story: story, Conversation: conversation,
     Beginnings: beginnings, PeopleActions: people,
@@ -69,16 +76,63 @@ def test_each_phase_is_built_alone_from_the_context_and_the_parts_it_uses():
     tools = ToolCalls(ctx, spend, Gate(ctx, people), Delegating(ctx))
     loop = TurnLoop(ctx, turns, tools)
     told = Story(ctx, loop)
-    built = [
+    built: list[Phase[Any]] = [
         spend, turns, Gate(ctx, RecordedDecisions(ctx)), Delegating(ctx), tools, loop, told,
         Conversation(ctx, loop, told), Beginnings(ctx), PeopleActions(ctx), people,
         RecordedDecisions(ctx),
     ]  # fmt: skip
     assert {type(phase) for phase in built} == set(PHASES)
-    assert all(phase.ctx is ctx and phase.state is ctx.state for phase in built)
+    assert all(phase.ctx is ctx for phase in built)
     # A fork's start replaces the state in the context: every part reads the new one.
-    ctx.state = RunState.start("run-2", RunRequest(goal="other"), datetime.now(UTC))
-    assert {phase.state.run_id for phase in built} == {"run-2"}
+    ctx.begin_as(RunState.start("run-2", RunRequest(goal="other"), datetime.now(UTC)))
+    for phase in built:
+        fields = names_of(phase.VIEW) & set(RunState.model_fields)
+        assert fields, type(phase).__name__
+        for name in fields:
+            assert getattr(phase.state, name) == getattr(ctx.whole_state, name), name
+        assert all(getattr(phase.state, name).__class__.__name__ in RECORD_NAMES
+                   for name in phase.RECORDS)  # fmt: skip
+
+
+def test_each_part_is_handed_only_its_view_of_the_state():
+    """At run time as in mypy: every name of the state a part's view does not hold is
+    refused (each field, record and reading of RunState, for every part), and the share
+    takes no write at all."""
+    ctx = fresh_context()
+    everything = {
+        name for name in dir(RunState) if not name.startswith("_") and name not in dir(BaseModel)
+    } | set(RunState.model_fields)
+    for cls in PHASES:
+        phase = _built(cls, ctx)
+        held = names_of(cls.VIEW)
+        assert held < everything, cls.__name__
+        for name in sorted(everything - held):
+            with pytest.raises(AttributeError, match="is not handed"):
+                getattr(phase.state, name)
+        for name in sorted(held & set(RunState.model_fields)):
+            with pytest.raises(AttributeError):
+                setattr(phase.state, name, None)
+        assert records_of(cls.VIEW) == phase.RECORDS and phase.RECORDS <= RECORD_ACCESSORS
+
+
+def _built(cls: type, ctx: RunContext) -> Any:
+    """A part, built from the context and stand-ins for the parts it is handed."""
+    handed = list(inspect.signature(cls).parameters)[1:]
+    return cls(ctx, *[object() for _ in handed])
+
+
+def test_no_part_reaches_the_state_whole():
+    """The context holds the state whole; the workflow alone reads it whole (its queries
+    and updates). A part reaching `whole_state` or the context's `_state` would read past
+    its view, so none does."""
+    for cls, module in PHASES.items():
+        tree = ast.parse(inspect.getsource(module))
+        reached = {
+            node.attr
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Attribute) and node.attr in ("whole_state", "_state")
+        }
+        assert reached == set(), cls.__name__
 
 
 def _reaches(cls: type) -> set[str]:
@@ -100,11 +154,12 @@ def _reaches(cls: type) -> set[str]:
 def test_no_phase_reaches_state_it_was_not_handed():
     for cls in PHASES:
         assert issubclass(cls, Phase) and cls.__bases__ == (Phase,), cls
+        assert get_origin(cls.__orig_bases__[0]) is Phase, cls  # type: ignore[attr-defined]
         assert _reaches(cls) == set(), cls.__name__
     # The context owns its attributes explicitly: all set in its constructor.
     made = vars(fresh_context())
     assert set(made) == {
-        "state", "_published", "signatures_settled", "_step_with_status", "_opened_in_one",
+        "_state", "_published", "signatures_settled", "_step_with_status", "_opened_in_one",
         "active_child", "_sending", "_identity_named",
     }  # fmt: skip
 
@@ -120,7 +175,10 @@ def test_the_phases_modules_import_no_other_phase_class_as_a_base():
         for node in ast.walk(tree):
             if isinstance(node, ast.ClassDef):
                 bases = {ast.unparse(base) for base in node.bases}
-                assert bases <= {"Phase", "Exception", "Protocol"}, (module.__name__, node.name)
+                views = {view.__name__ for view in VIEWS.values()}
+                allowed = {"Phase", "Generic[ViewT]", "Exception", "Protocol", *views}
+                bases = {b for b in bases if not (b.startswith("Phase[") and b.endswith("State]"))}
+                assert bases <= allowed, (module.__name__, node.name)
 
 
 @workflow.defn(sandboxed=False)
@@ -132,7 +190,7 @@ class BudgetAlone:
     def __init__(self, limit: int, whatif: bool) -> None:
         request = RunRequest(goal="probe", budget=RunBudget(tool_calls=limit))
         self.ctx = RunContext(RunState.start(workflow.info().workflow_id, request, workflow.now()))
-        arrange(self.ctx.state, tool_calls=1)  # one call made
+        arrange(self.ctx.whole_state, tool_calls=1)  # one call made
         people = RecordedDecisions(self.ctx) if whatif else WaitingForPeople(self.ctx)
         self.budget = Budget(self.ctx, people)
 
@@ -141,20 +199,20 @@ class BudgetAlone:
         try:
             await self.budget.within("tool")
         except RunStopped as stopped:
-            asked = [a.status.value for a in self.ctx.state.approvals]
-            cancel = self.ctx.state.cancel_requested_by
+            asked = [a.status.value for a in self.ctx.whole_state.approvals]
+            cancel = self.ctx.whole_state.cancel_requested_by
             return f"stopped by {stopped.actor.by}, cancel by {cancel}, after {asked}"
         return "within"
 
     @workflow.query
     def asked(self) -> list[str]:
-        return [request.tool for request in self.ctx.state.pending_approvals]
+        return [request.tool for request in self.ctx.whole_state.pending_approvals]
 
     @workflow.signal
     def decide(self, approve: bool) -> None:
-        [request] = self.ctx.state.pending_approvals
+        [request] = self.ctx.whole_state.pending_approvals
         decision = DecideRequest(approve=approve, request_id=request.request_id, by="alice")
-        self.ctx.state.requests.apply_decision(decision, workflow.now())
+        self.ctx.whole_state.requests.apply_decision(decision, workflow.now())
 
 
 async def test_the_budget_part_runs_alone_in_a_workflow_of_its_own(time_env):
@@ -208,7 +266,61 @@ def _records_used(cls: type) -> set[str]:
     }
 
 
+RECORD_NAMES = {record.__name__ for record in RECORDS}
+# Each name a view answers, by the record that holds it (`policy`: terms, ...).
+HOLDER_OF = {
+    name: accessor
+    for view in VIEWS.values()
+    for accessor in records_of(view)
+    for name in names_of(view)
+}
+
+
+def _view_used(cls: type) -> set[str]:
+    """The records a part's own code uses: each name it reads of its share
+    (`self.state.x`), and the view of every function it hands its share to whole
+    (`signed_changes.change_error(self.state, ...)` takes a SigningState)."""
+    module = inspect.getmodule(cls)
+    tree = ast.parse(textwrap.dedent(inspect.getsource(cls)))
+    used: set[str] = set()
+
+    def is_share(node: ast.expr) -> bool:
+        return (
+            isinstance(node, ast.Attribute)
+            and node.attr == "state"
+            and isinstance(node.value, ast.Name)
+            and node.value.id == "self"
+        )
+
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and is_share(node.value):
+            used.add(HOLDER_OF[node.attr])
+        if isinstance(node, ast.Call) and any(is_share(arg) for arg in node.args):
+            function = eval(ast.unparse(node.func), vars(module))
+            position = next(i for i, arg in enumerate(node.args) if is_share(arg))
+            parameter = list(inspect.signature(function).parameters)[position]
+            view = get_type_hints(function)[parameter]
+            if view is object:  # it reads by name: the names it reads are its table's
+                used |= {HOLDER_OF[name] for name in READ_BY_NAME[function]}
+            else:
+                used |= records_of(view)
+    return used
+
+
+# The functions that read any object by name, and the names each reads.
+READ_BY_NAME = {StartOptions.fields_of: list(StartOptions.model_fields)}
+
+
+def test_each_part_is_handed_exactly_the_records_it_uses():
+    """A part's view names no record its code does not use, and (mypy) its code uses none
+    its view does not name."""
+    for cls in PHASES:
+        assert _view_used(cls) == set(cls.RECORDS), cls.__name__
+
+
 def test_each_part_uses_only_the_records_of_the_state_it_names():
+    """The classes that hold the state whole (the workflow, the context) declare the
+    records whose transitions they call."""
     assert len(RECORD_ACCESSORS) == len(RECORDS)
     modules = {inspect.getmodule(cls) for cls in [*PHASES, AgentWorkflow, RunContext]}
     classes = [
@@ -219,6 +331,8 @@ def test_each_part_uses_only_the_records_of_the_state_it_names():
     ]
     assert set(PHASES) <= set(classes) and RunContext in classes
     for cls in classes:
+        if issubclass(cls, Phase):
+            continue  # a part's records are its view's (above)
         declared = set(getattr(cls, "RECORDS", frozenset()))
         assert _records_used(cls) == declared, cls.__name__
 
@@ -260,4 +374,37 @@ def test_the_run_context_keeps_only_what_more_than_one_part_uses():
     members |= {name for name in vars(fresh_context()) if not name.startswith("_")}
     users = _context_users()
     alone = {m: sorted(users.get(m, set())) for m in members if len(users.get(m, set())) < 2}
-    assert alone == {}
+    # What hands out, replaces or packs the state whole is the context's alone to do, for
+    # the one part that needs it: no part holds the state whole.
+    assert set(alone) <= _whole_state_members()
+    assert set(alone) == {"whole_state", "begin_as", "trim_for_a_long_life", "packed_state"}
+
+
+def _whole_state_members() -> set[str]:
+    """The context's members that use its state whole: `self._state` not read through."""
+    tree = ast.parse(textwrap.dedent(inspect.getsource(RunContext)))
+    found = set()
+    for method in [n for n in tree.body[0].body if isinstance(n, ast.FunctionDef)]:  # type: ignore[attr-defined]
+        parents = {child: node for node in ast.walk(method) for child in ast.iter_child_nodes(node)}
+        for node in ast.walk(method):
+            whole = (
+                isinstance(node, ast.Attribute)
+                and node.attr == "_state"
+                and not isinstance(parents.get(node), ast.Attribute)
+            )
+            if whole and method.name != "__init__":
+                found.add(method.name)
+    return found
+
+
+def test_the_map_of_parts_and_records_is_the_codes():
+    """docs/architecture.md's table of the records each part uses, read from the code."""
+    text = (ROOT / "docs" / "architecture.md").read_text()
+    table = text[text.index("| part | records it uses |") :].split("\n\n")[0]
+    rows = {
+        cells[0].strip("` "): cells[1].strip()
+        for line in table.splitlines()[2:]
+        for cells in [line.strip("|").split("|")]
+    }
+    classes: list[type] = [AgentWorkflow, RunContext, *PHASES]
+    assert rows == {cls.__name__: ", ".join(sorted(cls.RECORDS)) for cls in classes}  # type: ignore[attr-defined]

@@ -4,7 +4,7 @@ request that names another run's identity is refused before anything is written.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError
@@ -51,6 +51,16 @@ with workflow.unsafe.imports_passed_through():
     from durable_agents.workflows.policy import loosening, policy_floor
     from durable_agents.workflows.records import workflow_id_of
     from durable_agents.workflows.state import RunState, apply_patch, forked, patch_error
+    from durable_agents.workflows.state_views import (
+        AuditView,
+        BudgetView,
+        MomentsView,
+        OriginView,
+        RequestsView,
+        SignaturesView,
+        TermsView,
+        TranscriptView,
+    )
     from durable_agents.workflows.subject_grants import SCHEDULE_PREFIX, grant_error
     from durable_agents.workflows.tools import (
         INTERNAL_TOOLS,
@@ -64,13 +74,22 @@ from durable_agents.workflows.phases.inputs import describe
 Asked = TypeVar("Asked")
 
 
-class Beginnings(Phase):
-    """How the run begins: its agent recorded, its memory settled, or its fork checked."""
+class BeginningsState(
+    AuditView,
+    BudgetView,
+    MomentsView,
+    OriginView,
+    RequestsView,
+    SignaturesView,
+    TermsView,
+    TranscriptView,
+    Protocol,
+):
+    """What the Beginnings part reads and writes of the run's state."""
 
-    # The records of the run's state this part uses (tests/workflows/test_phase_parts.py).
-    RECORDS: ClassVar[frozenset[str]] = frozenset(
-        {"audit_log", "budget_book", "signatures", "terms", "transcript"}
-    )
+
+class Beginnings(Phase[BeginningsState]):
+    """How the run begins: its agent recorded, its memory settled, or its fork checked."""
 
     def __init__(self, ctx: RunContext) -> None:
         super().__init__(ctx)
@@ -283,9 +302,10 @@ class Beginnings(Phase):
         now = workflow.now()
         self._carried = parent_state.model_copy(deep=True)
         self.parent_store_key = parent_state.store_key
-        self.ctx.state = forked(parent_state, workflow.info().workflow_id, fork.parent_run_id, now)
-        if fork.edit is not None and patch_error(self.state, fork.edit) is None:
-            apply_patch(self.state, fork.edit, now)
+        state = forked(parent_state, workflow.info().workflow_id, fork.parent_run_id, now)
+        if fork.edit is not None and patch_error(state, fork.edit) is None:
+            apply_patch(state, fork.edit, now)
+        self.ctx.begin_as(state)
 
     async def take_parent_facts(self, fork: ForkSpec, checked: bool) -> None:
         """The parent's identity and policy as Temporal has them, not as the fork request

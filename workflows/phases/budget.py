@@ -4,7 +4,7 @@ sub-agent at work, as the person signed it."""
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Protocol
 
 from temporalio import workflow
 
@@ -13,17 +13,25 @@ with workflow.unsafe.imports_passed_through():
     from durable_agents.workflows.event_kinds import EventKind
     from durable_agents.workflows.people_inputs import Actor, BudgetRaise
     from durable_agents.workflows.records import ApprovalRequest, ApprovalStatus
+    from durable_agents.workflows.state_views import (
+        BudgetView,
+        LifecycleView,
+        MomentsView,
+        RequestsView,
+        StepsView,
+    )
 
 
 from durable_agents.workflows.phases.context import Phase, RunContext, RunStopped
 from durable_agents.workflows.phases.deciding import People
 
 
-class Budget(Phase):
-    """The run's budget: checked before each call; a spent one waits for people."""
+class BudgetState(BudgetView, LifecycleView, MomentsView, RequestsView, StepsView, Protocol):
+    """What the Budget part reads and writes of the run's state."""
 
-    # The records of the run's state this part uses (tests/workflows/test_phase_parts.py).
-    RECORDS: ClassVar[frozenset[str]] = frozenset({"budget_book", "lifecycle", "requests"})
+
+class Budget(Phase[BudgetState]):
+    """The run's budget: checked before each call; a spent one waits for people."""
 
     def __init__(self, ctx: RunContext, people: People) -> None:
         super().__init__(ctx)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 from datetime import timedelta
-from typing import Any, ClassVar, NoReturn
+from typing import Any, ClassVar, Generic, NoReturn, TypeVar, cast, get_args, get_origin
 
 from temporalio import workflow
 from temporalio.common import SearchAttributeUpdate
@@ -37,7 +37,11 @@ with workflow.unsafe.imports_passed_through():
     from durable_agents.workflows.memory import MEMORY_TOOLS
     from durable_agents.workflows.people_inputs import Actor
     from durable_agents.workflows.registry import AgentRegistry, served
-    from durable_agents.workflows.state import RunState
+    from durable_agents.workflows.state import RunState, pack_state, trim_for_a_long_life
+    from durable_agents.workflows.state_views import (
+        names_of,
+        records_of,
+    )
     from durable_agents.workflows.tools import (
         ASK_HUMAN,
         COMPLETE_STEP,
@@ -83,8 +87,8 @@ class RunContext:
     )
 
     def __init__(self, state: RunState, *, opened_in_one: bool = False) -> None:
-        # Replaced whole by a fork's start (Beginnings.start_as_fork): phases read it here.
-        self.state = state
+        # Replaced whole by a fork's start (begin_as): each part reads its share of it here.
+        self._state = state
         # What was last upserted as search attributes (before `step-published-with-status`).
         self._published: tuple[str, int, str] | None = None
         self.signatures_settled = False  # patches.EVERY_CHANGE_SIGNED, asked once
@@ -98,11 +102,30 @@ class RunContext:
         self._sending: set[asyncio.Task[None]] = set()
         self._identity_named = False  # this Temporal run's first model call named it
 
+    @property
+    def whole_state(self) -> RunState:
+        """The state whole, for the workflow alone: its queries and updates answer and edit
+        it whole. A part reads only its share (Phase.state; tests/workflows/
+        test_phase_parts.py refuses a part that reaches this)."""
+        return self._state
+
+    def begin_as(self, state: RunState) -> None:
+        """A fork's start: the run goes on from the state its parent's was forked into."""
+        self._state = state
+
+    def trim_for_a_long_life(self) -> None:
+        """Before a conversation's continue-as-new: every record keeps its latest only."""
+        trim_for_a_long_life(self._state)
+
+    def packed_state(self) -> str:
+        """The state whole, as a continue-as-new carries it to the next run of the chain."""
+        return pack_state(self._state)
+
     def run_named(self, *, model_call: bool = False) -> str:
         """The run a step's input names (activity_io.OWN_RUN): its store key where that is
         not the run's own identity, or on the first model call of this Temporal run; else
         OWN_RUN, which the worker's caller check fills in from Temporal's record."""
-        key = self.state.store_key
+        key = self._state.store_key
         if key != admission.own_identity(workflow.info()):
             return key
         if model_call and not self._identity_named:
@@ -116,17 +139,17 @@ class RunContext:
     @property
     def agent(self) -> AgentRecord:
         """The run's recorded agent; runs from before agents existed record theirs now."""
-        if self.state.agent is None:
-            self.state.terms.record_agent(self.registry().agent(BEFORE_AGENTS).record())
-        assert self.state.agent is not None
-        return self.state.agent
+        if self._state.agent is None:
+            self._state.terms.record_agent(self.registry().agent(BEFORE_AGENTS).record())
+        assert self._state.agent is not None
+        return self._state.agent
 
     def agent_code(self) -> Agent:
         return self.registry().agent(self.agent.name)
 
     def step_tools(self) -> tuple[str, ...]:
         own = tuple(t.name for t in self.agent.tools)
-        if self.state.memory_namespace is None and self.agent.memory is not None:
+        if self._state.memory_namespace is None and self.agent.memory is not None:
             # Memory is optional for this agent, and this run's subject names too little.
             own = tuple(name for name in own if name not in MEMORY_TOOLS)
         if self.agent.planning:
@@ -135,7 +158,7 @@ class RunContext:
 
     def fail(self, err: BaseException) -> NoReturn:
         reason = failure_reason(err)
-        self.state.lifecycle.fail(reason, workflow.now())
+        self._state.lifecycle.fail(reason, workflow.now())
         self.moment(EventKind.FAILED, reason)
         raise ApplicationError(reason, type="AgentRunFailed", non_retryable=True) from err
 
@@ -147,8 +170,8 @@ class RunContext:
 
     def publish(self) -> None:
         """Keep the Web UI's current details and our search attributes in step with the state."""
-        workflow.set_current_details(self.state.progress_line())
-        wanted = (self.state.status.value, self.state.current_step or 0, self.state.waiting_for)
+        workflow.set_current_details(self._state.progress_line())
+        wanted = (self._state.status.value, self._state.current_step or 0, self._state.waiting_for)
         if self._step_with_status is None:
             self._step_with_status = self.opening_patched(patches.STEP_WITH_STATUS)
         if self._step_with_status:
@@ -191,19 +214,19 @@ class RunContext:
         offered for time travel; published first when the rule says so (PUBLISHED_AT)."""
         if kind in PUBLISHED_AT:
             self.publish()
-        self.state.moments.reach(kind.value, detail, workflow.now(), seq)
-        timeline.offer(self.state, kind.value, detail, seq)
+        self._state.moments.reach(kind.value, detail, workflow.now(), seq)
+        timeline.offer(self._state, kind.value, detail, seq)
 
     def refuse(self, by: str, error: str) -> None:
         """A change that did not count: in the audit log and on the timeline."""
-        self.state.audit_log.refused(by, error, workflow.now())
+        self._state.audit_log.refused(by, error, workflow.now())
         self.moment(EventKind.DECISION_REFUSED, preview(f"{by}: {error}", 120))
 
     def settle_signatures(self) -> None:
         """Which signatures this run takes (workflows/signing.py), asked once its policy
         requires them: v3 from the `decisions-bound-to-their-moment` patch on, v2 from
         `every-change-signed`, v1 before it."""
-        if self.signatures_settled or not self.state.policy.require_signed_decisions:
+        if self.signatures_settled or not self._state.policy.require_signed_decisions:
             return
         self.signatures_settled = True
         if not workflow.patched(patches.EVERY_CHANGE_SIGNED):
@@ -212,27 +235,29 @@ class RunContext:
             version = signing.NEWEST
         else:
             version = 2
-        self.state.signatures.settle_version(version)
+        self._state.signatures.settle_version(version)
 
     def cancel_holds(self) -> bool:
         """Whether a cancel was asked for and must take hold now (asked where it matters)."""
-        return self.state.cancel_requested_by is not None and workflow.patched(patches.CANCEL_HOLDS)
+        return self._state.cancel_requested_by is not None and workflow.patched(
+            patches.CANCEL_HOLDS
+        )
 
     async def pause_point(self) -> None:
         """Between activities: where a requested pause takes hold, and a cancel whose
         activity finished before it heard of it."""
         if self.cancel_holds():
             raise asyncio.CancelledError()
-        if not self.state.pause_requested:
+        if not self._state.pause_requested:
             return
-        self.state.lifecycle.enter_pause()
+        self._state.lifecycle.enter_pause()
         self.moment(EventKind.PAUSED)
-        await workflow.wait_condition(lambda: not self.state.pause_requested)
+        await workflow.wait_condition(lambda: not self._state.pause_requested)
         self.publish()
 
     @property
     def decision_timeout(self) -> timedelta:
-        return timedelta(seconds=self.state.policy.decision_timeout_seconds)
+        return timedelta(seconds=self._state.policy.decision_timeout_seconds)
 
     def _signal_later(self, run_id: str, name: str, payload: BaseModel) -> None:
         """Signal another run without waiting for it (from a handler, or mid-story)."""
@@ -260,11 +285,11 @@ class RunContext:
         parent reads the spend from this run then, and its budget and views roll it up
         while the child still runs (a parent from before that takes what the report says,
         with the token it gave)."""
-        parent = self.state.delegated_by
+        parent = self._state.delegated_by
         if parent is None:
             return
         report = ChildSpend(
-            child_id=self.state.run_id, spent=self.state.spent, token=parent.report_token
+            child_id=self._state.run_id, spent=self._state.spent, token=parent.report_token
         )
         self._signal_later(parent.run_id, CHILD_SPENT, report)
 
@@ -277,14 +302,52 @@ def failure_reason(err: BaseException) -> str:
     return preview(str(err), 500)
 
 
-class Phase:
+ViewT = TypeVar("ViewT")
+
+
+class StateShare:
+    """What a part is handed of the run's state: the names its view answers (each record
+    it uses, and that record's fields to read), read from the state the context holds now,
+    since a fork's start replaces it whole. Anything else is refused, and so is any write."""
+
+    __slots__ = ("_ctx", "_names", "_part")
+
+    def __init__(self, ctx: RunContext, names: frozenset[str], part: str) -> None:
+        self._ctx = ctx
+        self._names = names
+        self._part = part
+
+    def __getattr__(self, name: str) -> Any:
+        if name in self._names:
+            return getattr(self._ctx._state, name)
+        raise AttributeError(
+            f"{self._part} is not handed {name!r} of the run's state: "
+            "its view names the records it uses"
+        )
+
+
+class Phase(Generic[ViewT]):
     """A part of the run: handed the run context (and, in its own `__init__`, the phases
-    it uses), it reaches nothing else of the run."""
+    it uses), it reaches nothing else of the run. Its view of the state is its type
+    argument (`class Budget(Phase[BudgetState])`, a Protocol composing record views):
+    mypy holds its code to that view, and at run time it is handed only that share."""
+
+    # The view and the records it names, from the type argument (never declared twice).
+    VIEW: ClassVar[type]
+    RECORDS: ClassVar[frozenset[str]]
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        for base in getattr(cls, "__orig_bases__", ()):
+            if get_origin(base) is Phase:
+                (cls.VIEW,) = get_args(base)
+                cls.RECORDS = records_of(cls.VIEW)
 
     def __init__(self, ctx: RunContext) -> None:
         self.ctx = ctx
+        self._share = StateShare(ctx, names_of(type(self).VIEW), type(self).__name__)
 
     @property
-    def state(self) -> RunState:
-        """The run's state as the context holds it now (a fork's start replaces it)."""
-        return self.ctx.state
+    def state(self) -> ViewT:
+        """This part's share of the run's state."""
+        return cast(ViewT, self._share)

@@ -13,7 +13,7 @@ until the fresh run takes them, and their senders ask it with `await_reply`
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Protocol
 
 from temporalio import workflow
 from temporalio.exceptions import ActivityError
@@ -41,7 +41,17 @@ with workflow.unsafe.imports_passed_through():
     )
     from durable_agents.workflows.event_kinds import EventKind
     from durable_agents.workflows.records import FINAL_ANSWER_CHARS, PlanStep, RunStatus
-    from durable_agents.workflows.state import RunState, trim_for_a_long_life
+    from durable_agents.workflows.state_views import (
+        LifecycleView,
+        MomentsView,
+        OriginView,
+        RequestsView,
+        SignaturesView,
+        StepsView,
+        TermsView,
+        ThreadView,
+        TranscriptView,
+    )
 
 from durable_agents.workflows.phases.context import (
     Phase,
@@ -53,11 +63,23 @@ from durable_agents.workflows.phases.story import Story, history_is_long
 from durable_agents.workflows.phases.turn_loop import TurnLoop, Turns
 
 
-class Conversation(Phase):
-    """A run people talk to: a turn of the tool loop for each message, in order."""
+class ConversationState(
+    LifecycleView,
+    MomentsView,
+    OriginView,
+    RequestsView,
+    SignaturesView,
+    StepsView,
+    TermsView,
+    ThreadView,
+    TranscriptView,
+    Protocol,
+):
+    """What the Conversation part reads and writes of the run's state."""
 
-    # The records of the run's state this part uses (tests/workflows/test_phase_parts.py).
-    RECORDS: ClassVar[frozenset[str]] = frozenset({"lifecycle", "steps", "thread"})
+
+class Conversation(Phase[ConversationState]):
+    """A run people talk to: a turn of the tool loop for each message, in order."""
 
     def __init__(self, ctx: RunContext, loop: TurnLoop, story: Story) -> None:
         super().__init__(ctx)
@@ -96,7 +118,7 @@ class Conversation(Phase):
 
     def _continue_due(self) -> bool:
         return (
-            history_is_long(self.state)
+            history_is_long(self.state.limits)
             or self._conversation.turns_this_run >= TURNS_PER_RUN
             or self.updates_seen >= UPDATES_PER_RUN
         )
@@ -107,7 +129,7 @@ class Conversation(Phase):
         # lost or answered twice.
         self.carrying = True
         self.state.thread.new_run()
-        trim_for_a_long_life(self.state)
+        self.ctx.trim_for_a_long_life()
         await self.story.continue_as_new(workflow.info().get_current_history_length())
 
     async def _take_turn(self, message: QueuedMessage) -> None:
@@ -187,12 +209,13 @@ class Conversation(Phase):
                 "send again once it has answered"
             )
         return signed_changes.change_error(
-            self._signing_state(),
+            self.state,
             "message",
             message.by,
             message.signed,
             message.what_it_says(),
             workflow.now(),
+            version=self._signing_version(),
         )
 
     def enqueue(self, message: UserMessage) -> None:
@@ -232,20 +255,21 @@ class Conversation(Phase):
         if self.state.people_checks < 2:
             return None  # a run recorded before waits were signed
         return signed_changes.change_error(
-            self._signing_state(),
+            self.state,
             "await_reply",
             wanted.by,
             wanted.signed,
             wanted.what_it_says(),
             workflow.now(),
+            version=self._signing_version(),
         )
 
-    def _signing_state(self) -> RunState:
-        """The state signatures are checked against: a conversation takes v2 signatures
-        (it began after they existed), whether or not its version is settled yet."""
+    def _signing_version(self) -> int | None:
+        """The signatures checked: a conversation takes v2 signatures (it began after they
+        existed), whether or not its version is settled yet (None: the run's own)."""
         if self.state.policy.require_signed_decisions and not self.ctx.signatures_settled:
-            return self.state.model_copy(update={"signature_version": 2})
-        return self.state
+            return 2
+        return None
 
     async def reply_to(self, message_id: str, by: str) -> TurnReply:
         """Wait until the message's turn is over, stops for a person, or the run moves on."""

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import ClassVar, Protocol
+from typing import Protocol
 
 from temporalio import workflow
 
@@ -28,6 +28,11 @@ with workflow.unsafe.imports_passed_through():
         ApprovalStatus,
         Question,
         QuestionStatus,
+    )
+    from durable_agents.workflows.state_views import (
+        OriginView,
+        RequestsView,
+        TermsView,
     )
     from durable_agents.workflows.whatif import (
         POLICY_ACTOR,
@@ -49,11 +54,12 @@ class People(Protocol):
     async def wait_for_budget(self, request: ApprovalRequest) -> None: ...
 
 
-class WaitingForPeople(Phase):
-    """Real people: a durable wait, up to the policy's deadline."""
+class WaitingForPeopleState(RequestsView, TermsView, Protocol):
+    """What the WaitingForPeople part reads and writes of the run's state."""
 
-    # The records of the run's state this part uses (tests/workflows/test_phase_parts.py).
-    RECORDS: ClassVar[frozenset[str]] = frozenset({"requests"})
+
+class WaitingForPeople(Phase[WaitingForPeopleState]):
+    """Real people: a durable wait, up to the policy's deadline."""
 
     async def wait_for_decision(self, request: ApprovalRequest) -> None:
         def decided() -> bool:
@@ -110,11 +116,12 @@ class WaitingForPeople(Phase):
         self.state.requests.apply_decision(late, workflow.now())
 
 
-class RecordedDecisions(Phase):
-    """A what-if run: the recorded run's decisions and answers, taken in order."""
+class RecordedDecisionsState(OriginView, RequestsView, Protocol):
+    """What the RecordedDecisions part reads and writes of the run's state."""
 
-    # The records of the run's state this part uses (tests/workflows/test_phase_parts.py).
-    RECORDS: ClassVar[frozenset[str]] = frozenset({"requests"})
+
+class RecordedDecisions(Phase[RecordedDecisionsState]):
+    """A what-if run: the recorded run's decisions and answers, taken in order."""
 
     async def wait_for_decision(self, request: ApprovalRequest) -> None:
         shadow = self._shadow()

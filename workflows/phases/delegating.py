@@ -6,7 +6,7 @@ the report), and when it ends from its result."""
 from __future__ import annotations
 
 import asyncio
-from typing import ClassVar
+from typing import Protocol
 
 from temporalio import workflow
 from temporalio.common import WorkflowIDReusePolicy
@@ -32,6 +32,13 @@ with workflow.unsafe.imports_passed_through():
     from durable_agents.workflows.delegation import child_run_id
     from durable_agents.workflows.event_kinds import EventKind
     from durable_agents.workflows.records import Delegation, PlanStep
+    from durable_agents.workflows.state_views import (
+        BudgetView,
+        OriginView,
+        OutcomesView,
+        TermsView,
+        ThreadView,
+    )
     from durable_agents.workflows.tools import (
         Tool,
     )
@@ -41,11 +48,12 @@ from durable_agents.workflows.phases.activity_call import call_activity
 from durable_agents.workflows.phases.context import Phase, failure_reason
 
 
-class Delegating(Phase):
-    """A sub-agent's run for a task the model handed it."""
+class DelegatingState(BudgetView, OriginView, OutcomesView, TermsView, ThreadView, Protocol):
+    """What the Delegating part reads and writes of the run's state."""
 
-    # The records of the run's state this part uses (tests/workflows/test_phase_parts.py).
-    RECORDS: ClassVar[frozenset[str]] = frozenset({"budget_book", "outcomes", "thread"})
+
+class Delegating(Phase[DelegatingState]):
+    """A sub-agent's run for a task the model handed it."""
 
     async def delegate(
         self, step: PlanStep, call: ToolCall, spec: Tool, args: DelegateArgs

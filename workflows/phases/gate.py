@@ -5,7 +5,7 @@ is asked the same way."""
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any, Protocol
 
 from temporalio import workflow
 from temporalio.exceptions import (
@@ -31,6 +31,14 @@ with workflow.unsafe.imports_passed_through():
     )
     from durable_agents.workflows.registry import AgentUnavailable
     from durable_agents.workflows.rules import CallToReview, Evaluator, rule_name, verdict_of
+    from durable_agents.workflows.state_views import (
+        AuditView,
+        BudgetView,
+        OutcomesView,
+        RequestsView,
+        TermsView,
+        TranscriptView,
+    )
     from durable_agents.workflows.tools import (
         AskHumanArgs,
         Tool,
@@ -46,11 +54,14 @@ from durable_agents.workflows.phases.context import (
 from durable_agents.workflows.phases.deciding import People
 
 
-class Gate(Phase):
-    """Who may let a tool call run: the agent's rules, then people where they must."""
+class GateState(
+    AuditView, BudgetView, OutcomesView, RequestsView, TermsView, TranscriptView, Protocol
+):
+    """What the Gate part reads and writes of the run's state."""
 
-    # The records of the run's state this part uses (tests/workflows/test_phase_parts.py).
-    RECORDS: ClassVar[frozenset[str]] = frozenset({"audit_log", "requests", "transcript"})
+
+class Gate(Phase[GateState]):
+    """Who may let a tool call run: the agent's rules, then people where they must."""
 
     def __init__(self, ctx: RunContext, people: People) -> None:
         super().__init__(ctx)

@@ -3,7 +3,7 @@ store), memoized by the activity; a reply cut short is not an answer."""
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Protocol
 
 from temporalio import workflow
 
@@ -19,6 +19,12 @@ with workflow.unsafe.imports_passed_through():
     )
     from durable_agents.workflows.contract_base import CUT_SHORT_REASONS, PREVIEW_CHARS
     from durable_agents.workflows.event_kinds import EventKind
+    from durable_agents.workflows.state_views import (
+        BudgetView,
+        OriginView,
+        TermsView,
+        TranscriptView,
+    )
 
 
 from durable_agents.workflows.phases.activity_call import call_activity
@@ -26,11 +32,12 @@ from durable_agents.workflows.phases.budget import Budget
 from durable_agents.workflows.phases.context import Phase, RunContext
 
 
-class ModelTurns(Phase):
-    """One model turn at a time, each within the budget."""
+class ModelTurnsState(BudgetView, OriginView, TermsView, TranscriptView, Protocol):
+    """What the ModelTurns part reads and writes of the run's state."""
 
-    # The records of the run's state this part uses (tests/workflows/test_phase_parts.py).
-    RECORDS: ClassVar[frozenset[str]] = frozenset({"budget_book", "transcript"})
+
+class ModelTurns(Phase[ModelTurnsState]):
+    """One model turn at a time, each within the budget."""
 
     def __init__(self, ctx: RunContext, budget: Budget) -> None:
         super().__init__(ctx)

@@ -8,7 +8,7 @@ the moment. A refusal of a signed-changes rule is recorded in the audit either w
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, ClassVar, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from temporalio import workflow
 from temporalio.exceptions import ApplicationError
@@ -19,6 +19,13 @@ with workflow.unsafe.imports_passed_through():
     from durable_agents.workflows.people_inputs import Answer, DecideRequest, SignedDecision
     from durable_agents.workflows.records import ApprovalRequest, Question
     from durable_agents.workflows.signing import Action
+    from durable_agents.workflows.state_views import (
+        MomentsView,
+        OriginView,
+        RequestsView,
+        SignaturesView,
+        TermsView,
+    )
 
 from durable_agents.workflows.phases.context import Phase
 from durable_agents.workflows.phases.inputs import refuse_if
@@ -35,11 +42,14 @@ class Refused(Exception):
         self.error, self.recorded = error, recorded
 
 
-class PeopleActions(Phase):
-    """A person's decision, answer or change, checked (and its signature) before it counts."""
+class PeopleActionsState(
+    MomentsView, OriginView, RequestsView, SignaturesView, TermsView, Protocol
+):
+    """What the PeopleActions part reads and writes of the run's state."""
 
-    # The records of the run's state this part uses (tests/workflows/test_phase_parts.py).
-    RECORDS: ClassVar[frozenset[str]] = frozenset({"requests"})
+
+class PeopleActions(Phase[PeopleActionsState]):
+    """A person's decision, answer or change, checked (and its signature) before it counts."""
 
     def decide(self, decision: DecideRequest) -> ApprovalRequest:
         """A person's decision, received: checked, then applied."""

@@ -3,7 +3,7 @@ final answer; or a plain tool loop. Between steps, a long run continues as new."
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Protocol
 
 from temporalio import workflow
 
@@ -12,13 +12,22 @@ with workflow.unsafe.imports_passed_through():
 
     from durable_agents.workflows import prompts
     from durable_agents.workflows.contract_base import preview
-    from durable_agents.workflows.contracts import RunRequest
+    from durable_agents.workflows.contracts import RunLimits, RunRequest
     from durable_agents.workflows.event_kinds import EventKind
     from durable_agents.workflows.output import output_record, parsed, schema_text
     from durable_agents.workflows.records import FINAL_ANSWER_CHARS, PlanStep
     from durable_agents.workflows.registry import AgentUnavailable
     from durable_agents.workflows.start_options import StartOptions
-    from durable_agents.workflows.state import RunState, pack_state
+    from durable_agents.workflows.state_views import (
+        AuditView,
+        BudgetView,
+        LifecycleView,
+        OriginView,
+        StepsView,
+        TermsView,
+        ThreadView,
+        TranscriptView,
+    )
     from durable_agents.workflows.tools import (
         SUBMIT_PLAN,
         SubmitPlanArgs,
@@ -31,11 +40,22 @@ from durable_agents.workflows.phases.turn_loop import TurnLoop, Turns
 PLAN_TOOLS: tuple[str, ...] = (SUBMIT_PLAN,)
 
 
-class Story(Phase):
-    """A run that is not a conversation: its plan and steps, or its plain loop."""
+class StoryState(
+    AuditView,
+    BudgetView,
+    LifecycleView,
+    OriginView,
+    StepsView,
+    TermsView,
+    ThreadView,
+    TranscriptView,
+    Protocol,
+):
+    """What the Story part reads and writes of the run's state."""
 
-    # The records of the run's state this part uses (tests/workflows/test_phase_parts.py).
-    RECORDS: ClassVar[frozenset[str]] = frozenset({"audit_log", "lifecycle", "steps", "transcript"})
+
+class Story(Phase[StoryState]):
+    """A run that is not a conversation: its plan and steps, or its plain loop."""
 
     def __init__(self, ctx: RunContext, loop: TurnLoop) -> None:
         super().__init__(ctx)
@@ -100,7 +120,7 @@ class Story(Phase):
     async def _continue_as_new_if_due(self) -> None:
         """Between steps, when the history has grown long, go on in a fresh run with the same
         id, carrying the state: a run of any length stays under Temporal's history limits."""
-        if history_is_long(self.state):
+        if history_is_long(self.state.limits):
             await self.continue_as_new(workflow.info().get_current_history_length())
 
     async def continue_as_new(self, length: int) -> None:
@@ -117,7 +137,7 @@ class Story(Phase):
                 goal=self.state.goal,
                 agent=self.ctx.agent.name,
                 conversation=self.state.conversation is not None,
-                resume_state_packed=pack_state(self.state),
+                resume_state_packed=self.ctx.packed_state(),
                 # Every start option as the run settled it (an option added is carried).
                 **StartOptions.fields_of(self.state),
             )
@@ -201,12 +221,12 @@ class Story(Phase):
         return (await self.loop.answer(None, shape)).text
 
 
-def history_is_long(state: RunState) -> bool:
+def history_is_long(limits: RunLimits) -> bool:
     """The one test of when a run goes on in a fresh run of its chain (between a story's
     steps, between a conversation's turns): Temporal suggests it, or the history reached
     the run's own limit (`continue_as_new_after_events`)."""
     info = workflow.info()
-    limit = state.limits.continue_as_new_after_events
+    limit = limits.continue_as_new_after_events
     return info.is_continue_as_new_suggested() or (
         limit is not None and info.get_current_history_length() >= limit
     )

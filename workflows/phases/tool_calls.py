@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import math
 from decimal import Decimal
-from typing import Any, ClassVar
+from typing import Any, Protocol
 
 from temporalio import workflow
 from temporalio.exceptions import (
@@ -31,6 +31,14 @@ with workflow.unsafe.imports_passed_through():
     from durable_agents.workflows.memory import MEMORY_TOOLS
     from durable_agents.workflows.policy import approval_rule, idempotency_key
     from durable_agents.workflows.records import ApprovalStatus, PlanStep
+    from durable_agents.workflows.state_views import (
+        BudgetView,
+        OriginView,
+        OutcomesView,
+        TermsView,
+        ThreadView,
+        TranscriptView,
+    )
     from durable_agents.workflows.tools import (
         INTERNAL_TOOLS,
         AskHumanArgs,
@@ -55,13 +63,14 @@ from durable_agents.workflows.phases.inputs import describe
 ValidCall = tuple[Tool, ToolRecord | None, BaseModel]
 
 
-class ToolCalls(Phase):
-    """The model's tool calls: validated, gated, within the budget, then run."""
+class ToolCallsState(
+    BudgetView, OriginView, OutcomesView, TermsView, ThreadView, TranscriptView, Protocol
+):
+    """What the ToolCalls part reads and writes of the run's state."""
 
-    # The records of the run's state this part uses (tests/workflows/test_phase_parts.py).
-    RECORDS: ClassVar[frozenset[str]] = frozenset(
-        {"budget_book", "outcomes", "thread", "transcript"}
-    )
+
+class ToolCalls(Phase[ToolCallsState]):
+    """The model's tool calls: validated, gated, within the budget, then run."""
 
     def __init__(self, ctx: RunContext, budget: Budget, gate: Gate, delegation: Delegating) -> None:
         super().__init__(ctx)

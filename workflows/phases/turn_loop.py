@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Protocol
 
 from temporalio import workflow
 
@@ -20,6 +20,11 @@ with workflow.unsafe.imports_passed_through():
     from durable_agents.workflows import prompts
     from durable_agents.workflows.contract_base import PREVIEW_CHARS
     from durable_agents.workflows.records import PlanStep
+    from durable_agents.workflows.state_views import (
+        StepsView,
+        TermsView,
+        TranscriptView,
+    )
 
 from durable_agents.workflows.phases.context import Phase, RunContext, RunFailed
 from durable_agents.workflows.phases.model_turn import ModelTurns
@@ -52,11 +57,12 @@ class Answered:
     seq: int  # the transcript entry of the reply that ended it (or of the last turn)
 
 
-class TurnLoop(Phase):
-    """Model turns, tool calls between them, until a reply answers."""
+class TurnLoopState(StepsView, TermsView, TranscriptView, Protocol):
+    """What the TurnLoop part reads and writes of the run's state."""
 
-    # The records of the run's state this part uses (tests/workflows/test_phase_parts.py).
-    RECORDS: ClassVar[frozenset[str]] = frozenset({"steps", "transcript"})
+
+class TurnLoop(Phase[TurnLoopState]):
+    """Model turns, tool calls between them, until a reply answers."""
 
     def __init__(self, ctx: RunContext, turns: ModelTurns, tools: ToolCalls) -> None:
         super().__init__(ctx)
