@@ -348,3 +348,25 @@ def test_our_signers_bind_decisions_and_answers_to_the_moment_they_saw():
         signer.approval("r@1", "alice", True, request, "", NEWEST, None)
     assert (older_build.v, older_build.moment) == (2, None)
     assert "moment" not in older_build.model_dump(mode="json")  # as an older worker reads it
+
+
+def test_a_conversation_checks_its_changes_as_v2_before_its_version_is_settled():
+    """A conversation began after v2 signatures existed, so before its run has settled
+    which signatures it takes (state's version still 1) a message is checked as v2
+    (`Conversation._signing_version`): the honest v2 message counts, an unsigned one
+    does not, as they would once settled."""
+    case = new_case("message")
+    arrange(case.state, signature_version=1)
+    says = CHANGE_SAYS["message"]
+
+    def verdict(signed: SignedDecision | None) -> str | None:
+        return signed_changes.change_error(
+            case.state, "message", "alice", signed, says, case.now, version=2
+        )
+
+    honest = Signer(case.key, "k").change("r@1", "alice", "message", says, case.state.events[-1])
+    assert honest.v == 2
+    assert verdict(honest) is None
+    assert "unsigned message by 'alice'" in (verdict(None) or "")
+    # Taken as the state says (v1: changes count as sent), the same unsigned one counts.
+    assert signed_changes.change_error(case.state, "message", "alice", None, says, case.now) is None
