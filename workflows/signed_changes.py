@@ -45,9 +45,21 @@ from durable_agents.workflows.state_views import (
 )
 
 
-class SigningState(MomentsView, OriginView, RequestsView, SignaturesView, TermsView, Protocol):
-    """What a signature is checked against: the requests it decides, the signatures that
-    count and were used, the policy, the run's identity and its moments."""
+class SignatureCheck(SignaturesView, TermsView, Protocol):
+    """What any signature is checked against: the policy, and the signatures that count."""
+
+
+class MomentCheck(MomentsView, TermsView, Protocol):
+    """What a signature bound to a moment is checked against: the policy and the moments."""
+
+
+class SigningState(MomentsView, OriginView, SignaturesView, TermsView, Protocol):
+    """What a signed change is checked against: the policy, the signatures that count and
+    were used, the run's identity (and the runs above it) and its moments."""
+
+
+class DecidingState(SigningState, RequestsView, Protocol):
+    """What a signed decision or answer is checked against: a change's, and the requests."""
 
 
 def runs_above(state: OriginView) -> list[str]:
@@ -79,7 +91,7 @@ def forwarded_raise_error(state: BudgetView, raise_: BudgetRaise) -> str | None:
     return None
 
 
-def decision_error(state: SigningState, decision: DecideRequest, now: datetime) -> str | None:
+def decision_error(state: DecidingState, decision: DecideRequest, now: datetime) -> str | None:
     """Why a decision that state.requests.decision_error() accepted still does not count."""
     request = state.requests.find_pending_approval(decision.request_id)
     assert request is not None, "checked after state.requests.decision_error()"
@@ -101,7 +113,7 @@ def decision_error(state: SigningState, decision: DecideRequest, now: datetime) 
     return _error(state, decision.signed, wanted) or _moment_error(state, decision.signed)
 
 
-def answer_error(state: SigningState, answer: Answer, now: datetime) -> str | None:
+def answer_error(state: DecidingState, answer: Answer, now: datetime) -> str | None:
     """Why an answer that RunState.answer_error() accepted still does not count."""
     question = state.requests.find_pending_question(answer.question_id)
     assert question is not None, "checked after RunState.answer_error()"
@@ -162,7 +174,7 @@ def change_error(
     return error
 
 
-def note_used(state: SigningState, signed: SignedDecision | None, now: datetime) -> None:
+def note_used(state: SignatureCheck, signed: SignedDecision | None, now: datetime) -> None:
     """Remember a counted change's nonce (a copy sent again is refused), forgetting those
     too old to count anyway."""
     if signed is None or not state.policy.require_signed_decisions:
@@ -172,7 +184,7 @@ def note_used(state: SigningState, signed: SignedDecision | None, now: datetime)
     state.signatures.remember_nonces([*fresh, SignedUse(nonce=signed.request_id, at=at)])
 
 
-def _moment_error(state: SigningState, signed: SignedDecision | None) -> str | None:
+def _moment_error(state: MomentCheck, signed: SignedDecision | None) -> str | None:
     """A v3 decision or answer counts only at the moment its signer saw (as a bound change
     does): a copy sent after a rewind finds that moment gone, or another. v1 and v2
     signatures are bound to no moment (runs recorded before v3 replay as they ran)."""
@@ -182,7 +194,10 @@ def _moment_error(state: SigningState, signed: SignedDecision | None) -> str | N
 
 
 def _error(
-    state: SigningState, signed: SignedDecision | None, wanted: Expected, version: int | None = None
+    state: SignatureCheck,
+    signed: SignedDecision | None,
+    wanted: Expected,
+    version: int | None = None,
 ) -> str | None:
     if signed is not None and signed.key_id in state.revoked_keys:
         return f"the key {signed.key_id!r} was revoked: its signatures count no more"

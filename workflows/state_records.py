@@ -6,7 +6,7 @@ conversation's thread (Thread). Each writes only its own fields (state_write.wri
 from __future__ import annotations
 
 from datetime import datetime
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from durable_agents.workflows.agent_records import AgentRecord, ToolRecord
 from durable_agents.workflows.contract_base import preview
@@ -26,6 +26,7 @@ from durable_agents.workflows.records import (
 )
 from durable_agents.workflows.state_shape import StateShape
 from durable_agents.workflows.state_write import write
+from durable_agents.workflows.whatif import RecordedAnswer, RecordedDecision, ShadowSpec
 
 
 class Origin:
@@ -42,6 +43,27 @@ class Origin:
     def continued(self) -> None:
         """A continue-as-new carried the state: one more run in the chain."""
         write(self._s, self, chain=self._s.chain + 1)
+
+    # A what-if's recording, taken in order: each recorded decision, answer and delegation
+    # is used once (the shadow keeps which, and a continue-as-new carries that).
+    def take_recorded_decision(
+        self, tool: str, arguments: dict[str, Any]
+    ) -> RecordedDecision | None:
+        return self._recording().take_decision(tool, arguments)
+
+    def take_recorded_answer(self, question: str) -> RecordedAnswer | None:
+        return self._recording().take_answer(question)
+
+    def child_shadow(self, tool: str, task: str) -> ShadowSpec | None:
+        """A what-if's sub-agent is a what-if of the recorded run's child for the same task
+        (None: this run is no what-if)."""
+        shadow = self._s.shadow
+        return shadow.take_delegation(tool, task) if shadow is not None else None
+
+    def _recording(self) -> ShadowSpec:
+        shadow = self._s.shadow
+        assert shadow is not None, "recorded decisions are a what-if run's"
+        return shadow
 
     def take_identity(self, identity: str) -> None:
         write(self._s, self, identity=identity)

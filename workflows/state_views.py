@@ -45,6 +45,7 @@ from durable_agents.workflows.state_records import (
     Terms,
     Thread,
 )
+from durable_agents.workflows.state_write import StateRecord
 from durable_agents.workflows.whatif import ShadowSpec
 
 
@@ -297,7 +298,7 @@ class ThreadView(Protocol):
 
 
 # Each record's view, by the record it reads (tests/workflows/test_phase_parts.py).
-VIEWS: dict[type, type] = {
+VIEWS: dict[type[StateRecord], type] = {
     Origin: OriginView,
     Terms: TermsView,
     Lifecycle: LifecycleView,

@@ -149,8 +149,3 @@ def tool_call_inputs(shadow: ShadowSpec | None) -> dict[str, Any]:
     if shadow is None:
         return {}
     return {"shadow": True, "shadow_of": shadow.store_of}
-
-
-def child_shadow(shadow: ShadowSpec | None, tool: str, task: str) -> ShadowSpec | None:
-    """A what-if's sub-agent is a what-if of the recorded run's child for the same task."""
-    return shadow.take_delegation(tool, task) if shadow is not None else None

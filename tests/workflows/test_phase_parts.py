@@ -4,10 +4,15 @@ is handed, reaches nothing else, and can be run alone in a workflow of a test's 
 from __future__ import annotations
 
 import ast
+import copy
+import importlib
 import inspect
+import pkgutil
 import textwrap
 import uuid
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from pathlib import Path
 from types import ModuleType
 from typing import Any, get_origin, get_type_hints
@@ -17,6 +22,7 @@ from pydantic import BaseModel
 from temporalio import workflow
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
+import durable_agents.workflows as workflows_package
 from durable_agents.workflows.agent import AgentWorkflow
 from durable_agents.workflows.contracts import RunBudget, RunRequest
 from durable_agents.workflows.people_inputs import DecideRequest
@@ -36,7 +42,7 @@ from durable_agents.workflows.phases import (
 )
 from durable_agents.workflows.phases.beginnings import Beginnings
 from durable_agents.workflows.phases.budget import Budget
-from durable_agents.workflows.phases.context import Phase, RunContext, RunStopped
+from durable_agents.workflows.phases.context import Phase, RunContext, RunStopped, StateShare
 from durable_agents.workflows.phases.conversation import Conversation
 from durable_agents.workflows.phases.deciding import RecordedDecisions, WaitingForPeople
 from durable_agents.workflows.phases.delegating import Delegating
@@ -121,18 +127,53 @@ def _built(cls: type, ctx: RunContext) -> Any:
     return cls(ctx, *[object() for _ in handed])
 
 
+# The ways to the state whole: the context's own (`_state`, `whole_state`), a share's
+# insides (`_ctx`, ...), and a record's state (`_s`, in every record of RECORDS).
+PAST_THE_VIEW = {"whole_state", "_state", *StateShare.__slots__, "_share"} | {
+    name
+    for record in RECORDS
+    for name in vars(record(RunState.start("r", RunRequest(goal="g"), datetime.now(UTC))))  # type: ignore[call-arg]
+}
+
+
+RECORD_INSIDES = PAST_THE_VIEW - {"whole_state", "_state", *StateShare.__slots__, "_share"}
+
+
 def test_no_part_reaches_the_state_whole():
     """The context holds the state whole; the workflow alone reads it whole (its queries
-    and updates). A part reaching `whole_state` or the context's `_state` would read past
-    its view, so none does."""
-    for cls, module in PHASES.items():
-        tree = ast.parse(inspect.getsource(module))
+    and updates). A part reaching past its share (the context's state, the share's
+    insides, a record's state: `self.state.requests._s`) would read and write past its
+    view, so no module of the parts does; and nothing of the package outside the state's
+    own modules reaches a record's state."""
+    for module in {*PHASES.values()}:
         reached = {
             node.attr
-            for node in ast.walk(tree)
-            if isinstance(node, ast.Attribute) and node.attr in ("whole_state", "_state")
+            for node in ast.walk(ast.parse(inspect.getsource(module)))
+            if isinstance(node, ast.Attribute) and node.attr in PAST_THE_VIEW
         }
-        assert reached == set(), cls.__name__
+        assert reached == set(), module.__name__
+    state_modules = {Path(inspect.getfile(record)).name for record in RECORDS}
+    for path in sorted((ROOT / "workflows").rglob("*.py")):
+        if path.name in state_modules or path.name == "context.py":
+            continue
+        tree = ast.parse(path.read_text())
+        assert not any(isinstance(n, ast.Attribute) and n.attr == "_s" for n in ast.walk(tree)), (
+            path
+        )
+
+
+def test_a_share_refuses_every_write_and_copy():
+    ctx = fresh_context()
+    share: Any = Budget(ctx, WaitingForPeople(ctx)).state
+    for name in [*StateShare.__slots__, "budget_book", "anything"]:
+        with pytest.raises(AttributeError, match="may not set"):
+            setattr(share, name, None)
+    with pytest.raises(TypeError, match="live view"):
+        copy.copy(share)
+    with pytest.raises(TypeError, match="live view"):
+        copy.deepcopy(share)
+    with pytest.raises(AttributeError, match="is not handed"):
+        share.__getattr__("_ctx")
 
 
 def _reaches(cls: type) -> set[str]:
@@ -280,31 +321,72 @@ def _view_used(cls: type) -> set[str]:
     """The records a part's own code uses: each name it reads of its share
     (`self.state.x`), and the view of every function it hands its share to whole
     (`signed_changes.change_error(self.state, ...)` takes a SigningState)."""
-    module = inspect.getmodule(cls)
-    tree = ast.parse(textwrap.dedent(inspect.getsource(cls)))
-    used: set[str] = set()
 
     def is_share(node: ast.expr) -> bool:
-        return (
-            isinstance(node, ast.Attribute)
-            and node.attr == "state"
-            and isinstance(node.value, ast.Name)
-            and node.value.id == "self"
-        )
+        return ast.unparse(node) == "self.state"
 
+    return _records_read(cls, is_share)
+
+
+def _records_read(code: Any, is_share: Callable[[ast.expr], bool]) -> set[str]:
+    """The records `code` (a class or a function) uses of the state it holds (`is_share`):
+    the names it reads of it, and the views of the functions it hands it to whole."""
+    module = inspect.getmodule(code)
+    tree = ast.parse(textwrap.dedent(inspect.getsource(code)))
+    used: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Attribute) and is_share(node.value):
             used.add(HOLDER_OF[node.attr])
-        if isinstance(node, ast.Call) and any(is_share(arg) for arg in node.args):
+        if not isinstance(node, ast.Call):
+            continue
+        handed = [
+            *(str(i) for i, arg in enumerate(node.args) if is_share(arg)),
+            *(kw.arg for kw in node.keywords if kw.arg is not None and is_share(kw.value)),
+        ]
+        for where in handed:
             function = eval(ast.unparse(node.func), vars(module))
-            position = next(i for i, arg in enumerate(node.args) if is_share(arg))
-            parameter = list(inspect.signature(function).parameters)[position]
+            parameters = list(inspect.signature(function).parameters)
+            parameter = parameters[int(where)] if where.isdigit() else where
             view = get_type_hints(function)[parameter]
             if view is object:  # it reads by name: the names it reads are its table's
                 used |= {HOLDER_OF[name] for name in READ_BY_NAME[function]}
             else:
                 used |= records_of(view)
     return used
+
+
+def _view_typed_functions() -> list[tuple[Callable[..., Any], str]]:
+    """Every function of the workflows package with a parameter typed by record views
+    (`state: SigningState`), and that parameter's name."""
+    found: list[tuple[Callable[..., Any], str]] = []
+    for info in pkgutil.walk_packages(workflows_package.__path__, "durable_agents.workflows."):
+        module = importlib.import_module(info.name)
+        for function in vars(module).values():
+            if not inspect.isfunction(function) or function.__module__ != module.__name__:
+                continue
+            for parameter, written in function.__annotations__.items():
+                try:  # a name imported only for type checking is no view (views import)
+                    hint = eval(written, vars(module)) if isinstance(written, str) else written
+                except NameError:
+                    continue
+                if isinstance(hint, type) and set(hint.__mro__) & set(VIEWS.values()):
+                    found.append((function, parameter))
+    return found
+
+
+def _is_named(name: str, node: ast.expr) -> bool:
+    return isinstance(node, ast.Name) and node.id == name
+
+
+def test_each_function_is_typed_by_exactly_the_records_it_reads():
+    """A function a part hands its share to is typed by the views of the records it reads,
+    no more: what it is typed by is what the part is handed for it."""
+    typed = _view_typed_functions()
+    assert {f.__name__ for f, _ in typed} >= {"change_error", "decision_error", "refusal"}
+    for function, parameter in typed:
+        view = eval(function.__annotations__[parameter], vars(inspect.getmodule(function)))
+        read = _records_read(function, partial(_is_named, parameter))
+        assert read == set(records_of(view)), f"{function.__module__}.{function.__name__}"
 
 
 # The functions that read any object by name, and the names each reads.
@@ -314,8 +396,8 @@ READ_BY_NAME = {StartOptions.fields_of: list(StartOptions.model_fields)}
 def test_each_part_is_handed_exactly_the_records_it_uses():
     """A part's view names no record its code does not use, and (mypy) its code uses none
     its view does not name."""
-    for cls in PHASES:
-        assert _view_used(cls) == set(cls.RECORDS), cls.__name__
+    wrong = {cls.__name__: _view_used(cls) ^ cls.RECORDS for cls in PHASES}
+    assert {name: diff for name, diff in wrong.items() if diff} == {}
 
 
 def test_each_part_uses_only_the_records_of_the_state_it_names():

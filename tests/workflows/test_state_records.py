@@ -8,6 +8,7 @@ from __future__ import annotations
 import ast
 import inspect
 import re
+import textwrap
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import get_args
@@ -23,6 +24,7 @@ from durable_agents.workflows.state_write import StateWriteRefused
 
 ROOT = Path(__file__).parents[2]
 FIELDS = list(RunState.model_fields)
+RUN_STATE_FIELDS = list(RunState.model_fields.values())
 RECORD_NAMES = {record.__name__: record for record in RECORDS}
 # Calls that change a list, dict or model in place.
 MUTATORS = {
@@ -121,6 +123,49 @@ def _getters() -> dict[str, str]:
 GETTERS = _getters()
 
 
+def _mutating_methods() -> set[str]:
+    """The methods of the models the state holds that change their own model (`self.x =
+    ...`, `self.used.append(...)`, or another such method on self): calling one through a
+    field (`state.shadow.take_decision(...)`) is a write to that field."""
+    held = {model for field in RUN_STATE_FIELDS for model in _models_in(field.annotation)}
+    bodies = {
+        name: ast.parse(textwrap.dedent(inspect.getsource(function)))
+        for model in held
+        for name, function in vars(model).items()
+        if inspect.isfunction(function) and not name.startswith("__")
+    }
+    found: set[str] = set()
+    while True:
+        more = {name for name, tree in bodies.items() if _changes_self(tree, MUTATORS | found)}
+        if more <= found:
+            return found
+        found |= more
+
+
+def _changes_self(tree: ast.AST, mutators: set[str]) -> bool:
+    def on_self(node: ast.expr) -> bool:
+        while isinstance(node, ast.Attribute | ast.Subscript):
+            node = node.value
+        return isinstance(node, ast.Name) and node.id == "self"
+
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign | ast.AugAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            if any(isinstance(t, ast.Attribute | ast.Subscript) and on_self(t) for t in targets):
+                return True
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in mutators
+            and on_self(node.func.value)
+        ):
+            return True
+    return False
+
+
+MUTATORS |= _mutating_methods()
+
+
 def package_sources() -> list[Path]:
     """Every module of ours in the repository: its top-level folders and files, less the
     tests, the `durable_agents` links to those same folders, hidden folders (`.venv`,
@@ -146,8 +191,11 @@ class Writes(ast.NodeVisitor):
     calls, and in-place changes reached through a field (`x.plan.append`, `x.usage.a = 1`,
     `x.plan[0] = s`, `x.tool_calls += 1`)."""
 
-    def __init__(self, where: str) -> None:
+    def __init__(self, where: str, getters: dict[str, str] | None = None) -> None:
         self.where = where
+        # The module's own functions that hand out something a field holds, by their
+        # return type (`def _shadow(self) -> ShadowSpec`): what they return is the field's.
+        self.getters = getters or {}
         self.classes: list[str] = []
         self.found: list[tuple[str, str, str]] = []  # (class or "", field, where)
         # Names bound, in the function being read, to what a field holds (`convo =
@@ -191,7 +239,9 @@ class Writes(ast.NodeVisitor):
         """The field an expression reaches into, if any (`x.plan`, `x.plan[0]`, an alias,
         what a record hands out: `x.requests.pending_approvals[0]`, `x.steps.next_step()`)."""
         if isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute):
-            return GETTERS.get(value.func.attr)
+            return GETTERS.get(value.func.attr) or self.getters.get(value.func.attr)
+        if isinstance(value, ast.Call) and isinstance(value.func, ast.Name):
+            return self.getters.get(value.func.id)
         while isinstance(value, (ast.Attribute, ast.Subscript)):
             if isinstance(value, ast.Attribute) and value.attr in GETTERS:
                 return GETTERS[value.attr]
@@ -254,8 +304,18 @@ class Writes(ast.NodeVisitor):
 
 
 def writes_of(source: str, where: str) -> list[tuple[str, str, str]]:
-    visitor = Writes(where)
-    visitor.visit(ast.parse(source))
+    tree = ast.parse(source)
+    getters = {
+        node.name: ITEM_FIELD[models[0]]
+        for node in ast.walk(tree)
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.returns is not None
+        for models in [
+            [m for m in re.findall(r"\w+", ast.unparse(node.returns)) if m in ITEM_FIELD]
+        ]
+        if models
+    }
+    visitor = Writes(where, getters)
+    visitor.visit(tree)
     return visitor.found
 
 
@@ -294,6 +354,7 @@ def test_no_code_writes_a_field_of_the_state_outside_its_record():
         "request = self.state.approvals[-1]; request.status = ApprovalStatus.APPROVED",
         "found = self.state.budget_book.delegation(child); found.spend_reported = False",
         "waiting = self.state.pending_approvals[0]; waiting.comment = 'ok'",
+        "state.shadow.take_decision('pay_invoice', {})",
     ],
 )
 def test_the_search_finds_each_kind_of_write_from_a_part(line):
@@ -324,3 +385,17 @@ def test_the_records_own_modules_are_searched():
         assert module is not None
         assert str(Path(module).resolve().relative_to(ROOT.resolve())) in searched
     assert "workflows/phases/story.py" in searched and state_fields.__name__
+
+
+def test_the_search_follows_what_a_modules_own_function_hands_out():
+    """A what-if's recording taken through a part's own getter (`shadow = self._shadow();
+    shadow.take_answer(q)`) is a write to `shadow`, which only Origin makes."""
+    source = (
+        "class RecordedDecisions:\n"
+        "    def _shadow(self) -> ShadowSpec | None:\n        return self.state.shadow\n"
+        "    def go(self, q):\n        shadow = self._shadow()\n        shadow.take_answer(q)\n"
+    )
+    assert misplaced(writes_of(source, "workflows/phases/deciding.py")) == [
+        "workflows/phases/deciding.py:6: shadow written from RecordedDecisions"
+    ]
+    assert {"take_decision", "take_answer", "take_delegation"} <= MUTATORS

@@ -56,7 +56,6 @@ with workflow.unsafe.imports_passed_through():
         BudgetView,
         MomentsView,
         OriginView,
-        RequestsView,
         SignaturesView,
         TermsView,
         TranscriptView,
@@ -79,13 +78,12 @@ class BeginningsState(
     BudgetView,
     MomentsView,
     OriginView,
-    RequestsView,
     SignaturesView,
     TermsView,
     TranscriptView,
     Protocol,
 ):
-    """What the Beginnings part reads and writes of the run's state."""
+    """The records the Beginnings part uses: their transitions, and their fields to read."""
 
 
 class Beginnings(Phase[BeginningsState]):

@@ -27,7 +27,7 @@ from durable_agents.workflows.phases.deciding import People
 
 
 class BudgetState(BudgetView, LifecycleView, MomentsView, RequestsView, StepsView, Protocol):
-    """What the Budget part reads and writes of the run's state."""
+    """The records the Budget part uses: their transitions, and their fields to read."""
 
 
 class Budget(Phase[BudgetState]):

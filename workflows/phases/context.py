@@ -308,22 +308,34 @@ ViewT = TypeVar("ViewT")
 class StateShare:
     """What a part is handed of the run's state: the names its view answers (each record
     it uses, and that record's fields to read), read from the state the context holds now,
-    since a fork's start replaces it whole. Anything else is refused, and so is any write."""
+    since a fork's start replaces it whole. Anything else is refused, and so is any write
+    or copy (a copy of a share would be the same live view)."""
 
     __slots__ = ("_ctx", "_names", "_part")
 
     def __init__(self, ctx: RunContext, names: frozenset[str], part: str) -> None:
-        self._ctx = ctx
-        self._names = names
-        self._part = part
+        object.__setattr__(self, "_ctx", ctx)
+        object.__setattr__(self, "_names", names)
+        object.__setattr__(self, "_part", part)
 
     def __getattr__(self, name: str) -> Any:
-        if name in self._names:
+        if not name.startswith("_") and name in self._names:
             return getattr(self._ctx._state, name)
         raise AttributeError(
             f"{self._part} is not handed {name!r} of the run's state: "
             "its view names the records it uses"
         )
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(
+            f"{self._part} may not set {name!r}: a record's transitions change the state"
+        )
+
+    def __copy__(self) -> StateShare:
+        raise TypeError("a part's share of the state is a live view: read it, never copy it")
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> StateShare:
+        return self.__copy__()
 
 
 class Phase(Generic[ViewT]):

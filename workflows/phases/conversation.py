@@ -75,7 +75,7 @@ class ConversationState(
     TranscriptView,
     Protocol,
 ):
-    """What the Conversation part reads and writes of the run's state."""
+    """The records the Conversation part uses: their transitions, and their fields to read."""
 
 
 class Conversation(Phase[ConversationState]):

@@ -55,7 +55,7 @@ class People(Protocol):
 
 
 class WaitingForPeopleState(RequestsView, TermsView, Protocol):
-    """What the WaitingForPeople part reads and writes of the run's state."""
+    """The records the WaitingForPeople part uses: their transitions, and their fields to read."""
 
 
 class WaitingForPeople(Phase[WaitingForPeopleState]):
@@ -117,7 +117,7 @@ class WaitingForPeople(Phase[WaitingForPeopleState]):
 
 
 class RecordedDecisionsState(OriginView, RequestsView, Protocol):
-    """What the RecordedDecisions part reads and writes of the run's state."""
+    """The records the RecordedDecisions part uses: their transitions, and their fields to read."""
 
 
 class RecordedDecisions(Phase[RecordedDecisionsState]):
@@ -125,7 +125,7 @@ class RecordedDecisions(Phase[RecordedDecisionsState]):
 
     async def wait_for_decision(self, request: ApprovalRequest) -> None:
         shadow = self._shadow()
-        found = shadow.take_decision(request.tool, request.arguments)
+        found = self.state.origin.take_recorded_decision(request.tool, request.arguments)
         if found is not None:
             by, comment, approved = recorded_actor(found.by), found.comment, found.approved
         elif shadow.unmatched == "stop":
@@ -148,7 +148,7 @@ class RecordedDecisions(Phase[RecordedDecisionsState]):
         """The recorded answer to the same question, else none (the model hears that no
         answer came), or the what-if stops."""
         shadow = self._shadow()
-        found = shadow.take_answer(question.question)
+        found = self.state.origin.take_recorded_answer(question.question)
         if found is None and shadow.unmatched == "stop":
             raise RunFailed(
                 "what-if stopped: the model asked a question the recorded run never did"

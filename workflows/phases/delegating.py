@@ -18,7 +18,7 @@ from temporalio.exceptions import (
 )
 
 with workflow.unsafe.imports_passed_through():
-    from durable_agents.workflows import faults, patches, prompts, signed_changes, whatif
+    from durable_agents.workflows import faults, patches, prompts, signed_changes
     from durable_agents.workflows.activity_io import ToolCall
     from durable_agents.workflows.activity_options import (
         AWAIT_RUN,
@@ -49,7 +49,7 @@ from durable_agents.workflows.phases.context import Phase, failure_reason
 
 
 class DelegatingState(BudgetView, OriginView, OutcomesView, TermsView, ThreadView, Protocol):
-    """What the Delegating part reads and writes of the run's state."""
+    """The records the Delegating part uses: their transitions, and their fields to read."""
 
 
 class Delegating(Phase[DelegatingState]):
@@ -104,7 +104,7 @@ class Delegating(Phase[DelegatingState]):
                 identities=[*signed_changes.runs_above(self.state), self.state.store_key][-20:],
                 report_token=delegation.report_token,
             ),
-            shadow=whatif.child_shadow(self.state.shadow, spec.name, delegation.task),
+            shadow=self.state.origin.child_shadow(spec.name, delegation.task),
         )
         self.ctx.active_child = child_id
         reading = asyncio.create_task(self._read_spend(child_id)) if reads_spend else None

@@ -57,7 +57,7 @@ from durable_agents.workflows.phases.deciding import People
 class GateState(
     AuditView, BudgetView, OutcomesView, RequestsView, TermsView, TranscriptView, Protocol
 ):
-    """What the Gate part reads and writes of the run's state."""
+    """The records the Gate part uses: their transitions, and their fields to read."""
 
 
 class Gate(Phase[GateState]):

@@ -33,7 +33,7 @@ from durable_agents.workflows.phases.context import Phase, RunContext
 
 
 class ModelTurnsState(BudgetView, OriginView, TermsView, TranscriptView, Protocol):
-    """What the ModelTurns part reads and writes of the run's state."""
+    """The records the ModelTurns part uses: their transitions, and their fields to read."""
 
 
 class ModelTurns(Phase[ModelTurnsState]):

@@ -45,7 +45,7 @@ class Refused(Exception):
 class PeopleActionsState(
     MomentsView, OriginView, RequestsView, SignaturesView, TermsView, Protocol
 ):
-    """What the PeopleActions part reads and writes of the run's state."""
+    """The records the PeopleActions part uses: their transitions, and their fields to read."""
 
 
 class PeopleActions(Phase[PeopleActionsState]):

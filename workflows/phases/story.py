@@ -51,7 +51,7 @@ class StoryState(
     TranscriptView,
     Protocol,
 ):
-    """What the Story part reads and writes of the run's state."""
+    """The records the Story part uses: their transitions, and their fields to read."""
 
 
 class Story(Phase[StoryState]):

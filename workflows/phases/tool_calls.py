@@ -66,7 +66,7 @@ ValidCall = tuple[Tool, ToolRecord | None, BaseModel]
 class ToolCallsState(
     BudgetView, OriginView, OutcomesView, TermsView, ThreadView, TranscriptView, Protocol
 ):
-    """What the ToolCalls part reads and writes of the run's state."""
+    """The records the ToolCalls part uses: their transitions, and their fields to read."""
 
 
 class ToolCalls(Phase[ToolCallsState]):

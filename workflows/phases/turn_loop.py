@@ -58,7 +58,7 @@ class Answered:
 
 
 class TurnLoopState(StepsView, TermsView, TranscriptView, Protocol):
-    """What the TurnLoop part reads and writes of the run's state."""
+    """The records the TurnLoop part uses: their transitions, and their fields to read."""
 
 
 class TurnLoop(Phase[TurnLoopState]):
