@@ -108,7 +108,8 @@ async def start_run(
     except WorkflowAlreadyStartedError:
         description = await client.get_workflow_handle(run_id).describe()
         if description.status == WorkflowExecutionStatus.RUNNING:
-            if await _started_with(client, run_id) != _what_it_asks(request):
+            first = description.raw_description.workflow_execution_info.first_run_id
+            if await _started_with(client, run_id, first) != _what_it_asks(request):
                 raise RunError(
                     f"run {run_id} is already running with another request (agent, goal, "
                     f"{', '.join(StartOptions.model_fields)}); choose another --id, or repeat "
@@ -143,11 +144,20 @@ def _what_it_asks(request: RunRequest) -> tuple[Any, ...]:
     return (request.agent, request.goal, request.conversation, *options)
 
 
-async def _started_with(client: Client, run_id: str) -> tuple[Any, ...] | None:
-    """What the running execution of a run was started with (its first event's input)."""
-    async for event in client.get_workflow_handle(run_id).fetch_history_events(page_size=1):
-        request = await started_request(client.data_converter, event)
-        return _what_it_asks(request) if request is not None else None
+async def _started_with(client: Client, run_id: str, first: str) -> tuple[Any, ...] | None:
+    """What a run was started with: the first event's input of the first execution of its
+    chain (`first`), since a continue-as-new starts the next one with the options as the
+    run settled them (a policy left out is then the default policy, given). Where that
+    execution's history is gone (past the namespace's retention), the running one's."""
+    for execution in [first, None] if first else [None]:
+        handle = client.get_workflow_handle(run_id, run_id=execution)
+        try:
+            async for event in handle.fetch_history_events(page_size=1):
+                request = await started_request(client.data_converter, event)
+                return _what_it_asks(request) if request is not None else None
+        except RPCError as err:
+            if err.status is not RPCStatusCode.NOT_FOUND:
+                raise
     return None
 
 

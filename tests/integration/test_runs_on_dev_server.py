@@ -17,7 +17,7 @@ from durable_agents.control.timeline import fetch_chain
 from durable_agents.examples.providers import Providers
 from durable_agents.workflows import search_attributes as sa
 from durable_agents.workflows.agent import AgentWorkflow
-from durable_agents.workflows.contracts import RunRequest
+from durable_agents.workflows.contracts import RunLimits, RunRequest
 from durable_agents.workflows.people_inputs import Decision
 from durable_agents.workflows.records import RunStatus
 from tests.conftest import approve_when_asked, count_effects, eventually, run_id
@@ -239,3 +239,29 @@ async def test_a_bare_approve_signal_decides_the_only_waiting_request(dev_env, s
     assert (await runs.wait_result(client, rid)).status == "completed"
     decided = (await runs.get_state(client, rid)).approvals
     assert [(a.status.value, a.decided_by) for a in decided] == [("approved", "anonymous")]
+
+
+async def test_a_run_that_continued_as_new_is_attached_to_by_the_same_request(dev_env, settings):
+    """Its running execution was started by a continue-as-new with the options as the run
+    settled them (no policy asked: the default one); the same request still attaches."""
+    client, rid = dev_env.client, run_id("attach-continued")
+    request = RunRequest(
+        goal="pay", label="pay-invoice", limits=RunLimits(continue_as_new_after_events=50)
+    )
+    await runs.start_run(client, settings, request, rid)
+
+    async def continued_and_waiting() -> bool:
+        description = await client.get_workflow_handle(rid).describe()
+        info = description.raw_description.workflow_execution_info
+        state = await runs.get_state(client, rid)
+        return info.first_run_id != description.run_id and bool(state.pending_approvals)
+
+    await eventually(continued_and_waiting)
+    again = await runs.start_run(client, settings, request, rid)
+    assert again.attached
+    other = request.model_copy(update={"goal": "pay twice"})
+    with pytest.raises(runs.RunError, match="already running with another request"):
+        await runs.start_run(client, settings, other, rid)
+    await approve_when_asked(client, rid)
+    await runs.wait_result(client, rid)
+    assert count_effects(settings, rid, "charge") == 1
