@@ -157,7 +157,7 @@ async def _started_with(client: Client, run_id: str, first: str) -> tuple[Any, .
                 return _what_it_asks(request) if request is not None else None
         except RPCError as err:
             if err.status is not RPCStatusCode.NOT_FOUND:
-                raise
+                raise RunError(f"cannot read how run {run_id} was started: {err.message}") from None
     return None
 
 

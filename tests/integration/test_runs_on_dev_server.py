@@ -254,7 +254,9 @@ async def test_a_run_that_continued_as_new_is_attached_to_by_the_same_request(de
         description = await client.get_workflow_handle(rid).describe()
         info = description.raw_description.workflow_execution_info
         state = await runs.get_state(client, rid)
-        return info.first_run_id != description.run_id and bool(state.pending_approvals)
+        assert info.first_run_id, "the dev server names a chain's first execution"
+        continued = state.chain >= 2 and info.first_run_id != description.run_id
+        return continued and bool(state.pending_approvals)
 
     await eventually(continued_and_waiting)
     again = await runs.start_run(client, settings, request, rid)
