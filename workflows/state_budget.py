@@ -20,16 +20,14 @@ from durable_agents.workflows.records import (
 from durable_agents.workflows.state_decisions import PeopleRequests, latest
 from durable_agents.workflows.state_lifecycle import Lifecycle
 from durable_agents.workflows.state_records import AuditLog
-from durable_agents.workflows.state_shape import StateShape
+from durable_agents.workflows.state_shape import BudgetFields, StateShape, fields_of
 from durable_agents.workflows.state_write import write
 
 
 class BudgetBook:
     """What the run may spend and what it spent: its own calls and its sub-agents'."""
 
-    OWNS: ClassVar[frozenset[str]] = frozenset(
-        {"budget", "usage", "tool_calls", "last_call", "delegations"}
-    )
+    OWNS: ClassVar[frozenset[str]] = fields_of(BudgetFields)
 
     def __init__(self, state: StateShape) -> None:
         self._s = state

@@ -19,7 +19,13 @@ from durable_agents.workflows.records import (
 )
 from durable_agents.workflows.state_lifecycle import Lifecycle
 from durable_agents.workflows.state_records import AuditLog
-from durable_agents.workflows.state_shape import StateShape, pending_approvals, pending_questions
+from durable_agents.workflows.state_shape import (
+    RequestsFields,
+    StateShape,
+    fields_of,
+    pending_approvals,
+    pending_questions,
+)
 from durable_agents.workflows.state_write import write
 from durable_agents.workflows.tools import ASK_HUMAN
 
@@ -30,7 +36,7 @@ class PeopleRequests:
     """What the run asked of people: approvals of tool calls (and of a spent budget) and
     questions, each with its decision or answer once given."""
 
-    OWNS: ClassVar[frozenset[str]] = frozenset({"approvals", "questions"})
+    OWNS: ClassVar[frozenset[str]] = fields_of(RequestsFields)
 
     def __init__(self, state: StateShape) -> None:
         self._s = state

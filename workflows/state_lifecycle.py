@@ -21,16 +21,23 @@ from durable_agents.workflows.records import (
     ToolResultRecord,
 )
 from durable_agents.workflows.state_records import AuditLog, Thread
-from durable_agents.workflows.state_shape import StateShape, pending_approvals, pending_questions
+from durable_agents.workflows.state_shape import (
+    LifecycleFields,
+    OutcomesFields,
+    StateShape,
+    StepsFields,
+    TranscriptFields,
+    fields_of,
+    pending_approvals,
+    pending_questions,
+)
 from durable_agents.workflows.state_write import write
 
 
 class Lifecycle:
     """Where the run is: its status, a pause or cancel asked for, how it ended."""
 
-    OWNS: ClassVar[frozenset[str]] = frozenset(
-        {"status", "pause_requested", "cancel_requested_by", "final_answer", "output", "errors"}
-    )
+    OWNS: ClassVar[frozenset[str]] = fields_of(LifecycleFields)
 
     def __init__(self, state: StateShape) -> None:
         self._s = state
@@ -158,7 +165,7 @@ class Steps:
     """The run's plan (a conversation's turns), the step in progress, and the context its
     finished steps gathered."""
 
-    OWNS: ClassVar[frozenset[str]] = frozenset({"plan", "current_step", "context"})
+    OWNS: ClassVar[frozenset[str]] = fields_of(StepsFields)
 
     def __init__(self, state: StateShape) -> None:
         self._s = state
@@ -230,9 +237,7 @@ class Transcript:
     model call writes, the people's notes the model must hear, the rows written, and where
     the current phase began."""
 
-    OWNS: ClassVar[frozenset[str]] = frozenset(
-        {"next_seq", "outbox", "transcript_rows", "notes_for_model", "phase_start_seq"}
-    )
+    OWNS: ClassVar[frozenset[str]] = fields_of(TranscriptFields)
 
     def __init__(self, state: StateShape) -> None:
         self._s = state
@@ -311,7 +316,7 @@ class ToolOutcomes:
     """What the run's tool calls came to: the latest results (and how many in all), and
     the side effects the effect ledger recorded."""
 
-    OWNS: ClassVar[frozenset[str]] = frozenset({"results", "results_total", "effects"})
+    OWNS: ClassVar[frozenset[str]] = fields_of(OutcomesFields)
 
     def __init__(self, state: StateShape) -> None:
         self._s = state

@@ -24,7 +24,16 @@ from durable_agents.workflows.records import (
     RunEvent,
     SignedUse,
 )
-from durable_agents.workflows.state_shape import StateShape
+from durable_agents.workflows.state_shape import (
+    AuditFields,
+    MomentsFields,
+    OriginFields,
+    SignaturesFields,
+    StateShape,
+    TermsFields,
+    ThreadFields,
+    fields_of,
+)
 from durable_agents.workflows.state_write import write
 from durable_agents.workflows.whatif import RecordedAnswer, RecordedDecision, ShadowSpec
 
@@ -33,9 +42,7 @@ class Origin:
     """Who the run is and where it comes from: its ids, its chain, the run it was forked
     from or delegated by, a what-if shadow's recording, when it began."""
 
-    OWNS: ClassVar[frozenset[str]] = frozenset(
-        {"run_id", "identity", "chain", "parent", "delegated_by", "shadow", "created_at"}
-    )
+    OWNS: ClassVar[frozenset[str]] = fields_of(OriginFields)
 
     def __init__(self, state: StateShape) -> None:
         self._s = state
@@ -86,18 +93,7 @@ class Terms:
     """What the run works on and under: its goal and label, its recorded agent, policy and
     limits, and what it is about (its subject, and the memory namespace resolved from it)."""
 
-    OWNS: ClassVar[frozenset[str]] = frozenset(
-        {
-            "goal",
-            "label",
-            "agent",
-            "policy",
-            "limits",
-            "subject",
-            "subject_grant",
-            "memory_namespace",
-        }
-    )
+    OWNS: ClassVar[frozenset[str]] = fields_of(TermsFields)
 
     def __init__(self, state: StateShape) -> None:
         self._s = state
@@ -139,9 +135,7 @@ class Signatures:
     """Which signatures the run takes and what it counted of them: the version, the nonces
     used, the rules people's inputs are checked by, the keys revoked."""
 
-    OWNS: ClassVar[frozenset[str]] = frozenset(
-        {"signature_version", "signed_nonces", "people_checks", "revoked_keys"}
-    )
+    OWNS: ClassVar[frozenset[str]] = fields_of(SignaturesFields)
 
     def __init__(self, state: StateShape) -> None:
         self._s = state
@@ -181,7 +175,7 @@ class Moments:
     """The run's numbered points (workflows/timeline.py) and the latest ones kept for the
     event protocol (at most EVENTS_KEPT)."""
 
-    OWNS: ClassVar[frozenset[str]] = frozenset({"moment", "events"})
+    OWNS: ClassVar[frozenset[str]] = fields_of(MomentsFields)
 
     def __init__(self, state: StateShape) -> None:
         self._s = state
@@ -213,7 +207,7 @@ class Moments:
 class AuditLog:
     """Every change and who made it (and when the state last changed)."""
 
-    OWNS: ClassVar[frozenset[str]] = frozenset({"audit", "updated_at"})
+    OWNS: ClassVar[frozenset[str]] = fields_of(AuditFields)
 
     def __init__(self, state: StateShape) -> None:
         self._s = state
@@ -236,7 +230,7 @@ class AuditLog:
 class Thread:
     """A conversation's queue and the tail of its turns (None for a run of one goal)."""
 
-    OWNS: ClassVar[frozenset[str]] = frozenset({"conversation"})
+    OWNS: ClassVar[frozenset[str]] = fields_of(ThreadFields)
 
     def __init__(self, state: StateShape) -> None:
         self._s = state

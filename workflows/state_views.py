@@ -1,39 +1,16 @@
-"""What a part of the run reads of the state: one view per record, its fields read-only
-beside the record that writes them (`state.requests`, ...). A part's view composes the
-views of the records it uses (workflows/phases/context.py: `Phase[View]`); mypy refuses
-any other field, and at run time the part is handed a share that answers only its view's
-names. RunState satisfies every view by its fields and record properties."""
+"""What a part of the run reads of the state: one view per record, the record's fields
+read-only (its shape in state_shape.py) beside the record that writes them
+(`state.requests`, ...). A part's view composes the views of the records it uses
+(workflows/phases/context.py: `Phase[View]`); mypy refuses any other field, and at run
+time the part is handed a share that answers only its view's names. RunState satisfies
+every view by its fields and record properties."""
 
 from __future__ import annotations
 
-from datetime import datetime
-from typing import Any, Protocol
+from typing import Protocol
 
-from durable_agents.workflows.activity_io import ChatMessage
-from durable_agents.workflows.agent_records import AgentRecord
-from durable_agents.workflows.contracts import (
-    DelegatedBy,
-    EffectsReport,
-    RunBudget,
-    RunLimits,
-    RunPolicy,
-    Spend,
-)
-from durable_agents.workflows.conversation_records import ConversationFields
-from durable_agents.workflows.people_inputs import SignedDecision
-from durable_agents.workflows.records import (
-    ApprovalRequest,
-    AuditEntry,
-    Delegation,
-    ForkOrigin,
-    PlanStep,
-    Question,
-    RunEvent,
-    RunStatus,
-    SignedUse,
-    ToolResultRecord,
-    Usage,
-)
+from durable_agents.workflows.contracts import Spend
+from durable_agents.workflows.records import ApprovalRequest, PlanStep, Question
 from durable_agents.workflows.state_budget import BudgetBook
 from durable_agents.workflows.state_decisions import PeopleRequests
 from durable_agents.workflows.state_lifecycle import Lifecycle, Steps, ToolOutcomes, Transcript
@@ -45,95 +22,45 @@ from durable_agents.workflows.state_records import (
     Terms,
     Thread,
 )
+from durable_agents.workflows.state_shape import (
+    AuditFields,
+    BudgetFields,
+    LifecycleFields,
+    MomentsFields,
+    OriginFields,
+    OutcomesFields,
+    RequestsFields,
+    SignaturesFields,
+    StepsFields,
+    TermsFields,
+    ThreadFields,
+    TranscriptFields,
+)
 from durable_agents.workflows.state_write import StateRecord
-from durable_agents.workflows.whatif import ShadowSpec
 
 
-class OriginView(Protocol):
+class OriginView(OriginFields, Protocol):
     """Who the run is and where it comes from."""
 
     @property
     def origin(self) -> Origin: ...
 
     @property
-    def run_id(self) -> str: ...
-
-    @property
-    def identity(self) -> str | None: ...
-
-    @property
-    def parent(self) -> ForkOrigin | None: ...
-
-    @property
-    def chain(self) -> int: ...
-
-    @property
-    def delegated_by(self) -> DelegatedBy | None: ...
-
-    @property
-    def shadow(self) -> ShadowSpec | None: ...
-
-    @property
-    def created_at(self) -> datetime: ...
-
-    @property
     def store_key(self) -> str: ...
 
 
-class TermsView(Protocol):
+class TermsView(TermsFields, Protocol):
     """What the run works on and under."""
 
     @property
     def terms(self) -> Terms: ...
 
-    @property
-    def goal(self) -> str: ...
 
-    @property
-    def label(self) -> str | None: ...
-
-    @property
-    def agent(self) -> AgentRecord | None: ...
-
-    @property
-    def policy(self) -> RunPolicy: ...
-
-    @property
-    def limits(self) -> RunLimits: ...
-
-    @property
-    def subject(self) -> dict[str, str] | None: ...
-
-    @property
-    def subject_grant(self) -> SignedDecision | None: ...
-
-    @property
-    def memory_namespace(self) -> str | None: ...
-
-
-class LifecycleView(Protocol):
+class LifecycleView(LifecycleFields, Protocol):
     """Where the run is in its life."""
 
     @property
     def lifecycle(self) -> Lifecycle: ...
-
-    @property
-    def status(self) -> RunStatus: ...
-
-    @property
-    def pause_requested(self) -> bool: ...
-
-    @property
-    def cancel_requested_by(self) -> str | None: ...
-
-    @property
-    def errors(self) -> list[str]: ...
-
-    @property
-    def final_answer(self) -> str | None: ...
-
-    @property
-    def output(self) -> dict[str, Any] | None: ...
 
     @property
     def waiting_for(self) -> str: ...
@@ -141,74 +68,35 @@ class LifecycleView(Protocol):
     def progress_line(self) -> str: ...
 
 
-class StepsView(Protocol):
+class StepsView(StepsFields, Protocol):
     """The plan and the step the run is on."""
 
     @property
     def steps(self) -> Steps: ...
 
     @property
-    def plan(self) -> list[PlanStep]: ...
-
-    @property
-    def current_step(self) -> int | None: ...
-
-    @property
-    def context(self) -> list[str]: ...
-
-    @property
     def completed_steps(self) -> list[PlanStep]: ...
 
 
-class TranscriptView(Protocol):
+class TranscriptView(TranscriptFields, Protocol):
     """What the model is told, and where the transcript stands."""
 
     @property
     def transcript(self) -> Transcript: ...
 
-    @property
-    def next_seq(self) -> int: ...
 
-    @property
-    def outbox(self) -> list[ChatMessage]: ...
-
-    @property
-    def transcript_rows(self) -> int | None: ...
-
-    @property
-    def notes_for_model(self) -> list[str]: ...
-
-    @property
-    def phase_start_seq(self) -> int: ...
-
-
-class OutcomesView(Protocol):
+class OutcomesView(OutcomesFields, Protocol):
     """What the run's tools returned and did."""
 
     @property
     def outcomes(self) -> ToolOutcomes: ...
 
-    @property
-    def results(self) -> list[ToolResultRecord]: ...
 
-    @property
-    def results_total(self) -> int: ...
-
-    @property
-    def effects(self) -> EffectsReport: ...
-
-
-class RequestsView(Protocol):
+class RequestsView(RequestsFields, Protocol):
     """What the run asks of people."""
 
     @property
     def requests(self) -> PeopleRequests: ...
-
-    @property
-    def approvals(self) -> list[ApprovalRequest]: ...
-
-    @property
-    def questions(self) -> list[Question]: ...
 
     @property
     def pending_approvals(self) -> list[ApprovalRequest]: ...
@@ -217,84 +105,42 @@ class RequestsView(Protocol):
     def pending_questions(self) -> list[Question]: ...
 
 
-class BudgetView(Protocol):
+class BudgetView(BudgetFields, Protocol):
     """What the run may spend and has spent."""
 
     @property
     def budget_book(self) -> BudgetBook: ...
 
     @property
-    def usage(self) -> Usage: ...
-
-    @property
-    def budget(self) -> RunBudget | None: ...
-
-    @property
-    def tool_calls(self) -> int: ...
-
-    @property
-    def last_call(self) -> Spend | None: ...
-
-    @property
-    def delegations(self) -> list[Delegation]: ...
-
-    @property
     def spent(self) -> Spend: ...
 
 
-class SignaturesView(Protocol):
+class SignaturesView(SignaturesFields, Protocol):
     """Which signatures count."""
 
     @property
     def signatures(self) -> Signatures: ...
 
-    @property
-    def signature_version(self) -> int: ...
 
-    @property
-    def signed_nonces(self) -> list[SignedUse]: ...
-
-    @property
-    def people_checks(self) -> int: ...
-
-    @property
-    def revoked_keys(self) -> list[str]: ...
-
-
-class MomentsView(Protocol):
+class MomentsView(MomentsFields, Protocol):
     """The run's numbered moments."""
 
     @property
     def moments(self) -> Moments: ...
 
-    @property
-    def moment(self) -> int: ...
 
-    @property
-    def events(self) -> list[RunEvent]: ...
-
-
-class AuditView(Protocol):
+class AuditView(AuditFields, Protocol):
     """The run's audit log."""
 
     @property
     def audit_log(self) -> AuditLog: ...
 
-    @property
-    def audit(self) -> list[AuditEntry]: ...
 
-    @property
-    def updated_at(self) -> datetime: ...
-
-
-class ThreadView(Protocol):
+class ThreadView(ThreadFields, Protocol):
     """A conversation's thread."""
 
     @property
     def thread(self) -> Thread: ...
-
-    @property
-    def conversation(self) -> ConversationFields | None: ...
 
 
 # Each record's view, by the record it reads (tests/workflows/test_phase_parts.py).
@@ -315,14 +161,19 @@ VIEWS: dict[type[StateRecord], type] = {
 
 
 def names_of(view: type) -> frozenset[str]:
-    """What a view answers: the members of every record view it composes."""
+    """What a view answers: the members of every record view it composes, and of the
+    record's fields it reads (state_shape.py)."""
     return frozenset(
         name
         for base in view.__mro__
-        if base in VIEWS.values()
+        if base in VIEWS.values() or base in SHAPES
         for name in vars(base)
         if not name.startswith("_")
     )
+
+
+# The fields each view composes, by view.
+SHAPES = {shape for view in VIEWS.values() for shape in view.__bases__ if shape is not Protocol}
 
 
 def records_of(view: type) -> frozenset[str]:

@@ -344,8 +344,10 @@ class Phase(Generic[ViewT]):
     argument (`class Budget(Phase[BudgetState])`, a Protocol composing record views):
     mypy holds its code to that view, and at run time it is handed only that share."""
 
-    # The view and the records it names, from the type argument (never declared twice).
+    # The view, the names it answers and the records it names, from the type argument
+    # (never declared twice), worked out once per class.
     VIEW: ClassVar[type]
+    NAMES: ClassVar[frozenset[str]]
     RECORDS: ClassVar[frozenset[str]]
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
@@ -353,11 +355,12 @@ class Phase(Generic[ViewT]):
         for base in getattr(cls, "__orig_bases__", ()):
             if get_origin(base) is Phase:
                 (cls.VIEW,) = get_args(base)
+                cls.NAMES = names_of(cls.VIEW)
                 cls.RECORDS = records_of(cls.VIEW)
 
     def __init__(self, ctx: RunContext) -> None:
         self.ctx = ctx
-        self._share = StateShare(ctx, names_of(type(self).VIEW), type(self).__name__)
+        self._share = StateShare(ctx, type(self).NAMES, type(self).__name__)
 
     @property
     def state(self) -> ViewT:
