@@ -3,7 +3,6 @@ through the workflow code, export and replay histories, fork and rewind."""
 
 from __future__ import annotations
 
-import json
 import re
 import uuid
 from collections.abc import Collection, Iterator, Sequence
@@ -36,7 +35,7 @@ from durable_agents.control.runs import (
     started_request,
 )
 from durable_agents.control.signer import Signer
-from durable_agents.runtime import sandbox
+from durable_agents.runtime import operator_files, sandbox
 from durable_agents.runtime.chains import chain_starts
 from durable_agents.runtime.client import as_worker_reads
 from durable_agents.runtime.settings import Settings
@@ -434,7 +433,9 @@ def event_name(history: WorkflowHistory, event_id: int | None) -> str | None:
 def agent_history(path: Path) -> WorkflowHistory:
     """A history file of an agent run, or ValueError saying why not: the SDK's core panics
     and hangs on some histories it cannot start from, so they never reach it."""
-    history = WorkflowHistory.from_json(path.stem, json.loads(path.read_text()))
+    history = WorkflowHistory.from_json(
+        path.stem, operator_files.load_json(path, operator_files.HISTORY_FILE_BYTES)
+    )
     events = list(history.events)
     if not events or events[0].event_type != EventType.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED:
         raise ValueError("it does not begin with a WorkflowExecutionStarted event")

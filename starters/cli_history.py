@@ -13,6 +13,7 @@ from rich.table import Table
 from durable_agents.activities.model_client import called_tools
 from durable_agents.control import stored, timeline
 from durable_agents.control.runs import RunError
+from durable_agents.runtime import operator_files
 from durable_agents.runtime.client import connect, data_converter
 from durable_agents.runtime.encryption import KeyringError
 from durable_agents.runtime.settings import Settings, load_settings
@@ -132,9 +133,11 @@ async def fork(
     patch = None
     if edit is not None:
         try:
-            fields = json.loads(edit.read_text())
-        except json.JSONDecodeError as err:
-            raise fail(f"{edit} is not JSON: {err}") from None
+            fields = operator_files.load_json(edit)
+        except (OSError, ValueError) as err:
+            raise fail(f"{edit}: {err}") from None
+        if not isinstance(fields, dict):
+            raise fail(f"{edit}: the patch must be a JSON object")
         patch = StatePatch.model_validate({**fields, "by": by or getpass.getuser()})
     signer = own_signer(settings)
     started = await timeline.fork(

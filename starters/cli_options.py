@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import functools
 import inspect
-import json
-import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +17,7 @@ from pydantic import BaseModel, ValidationError
 
 from durable_agents.control.agents import start_options
 from durable_agents.control.runs import RunError
+from durable_agents.runtime import operator_files
 from durable_agents.workflows.contract_base import first_problem
 from durable_agents.workflows.contracts import RunBudget, RunLimits, RunPolicy
 from durable_agents.workflows.start_options import StartOptions
@@ -56,25 +55,15 @@ T = TypeVar("T")
 Flags = dict[str, Any]
 
 
-# A policy, limits or budget file is a few KB; anything past this is refused unread.
-MAX_OPTION_FILE_BYTES = 1024 * 1024
-
-
 def read_model_file(path: Path, model: type[M], flag: str) -> M:
     """A policy, limits or budget file (JSON, or TOML by its suffix), validated before any
-    start."""
+    start; read only up to runtime.operator_files' cap (/dev/zero is refused too)."""
     try:
-        with path.open("rb") as file:  # at most the cap read: /dev/zero is refused too
-            raw = file.read(MAX_OPTION_FILE_BYTES + 1)
-        if len(raw) > MAX_OPTION_FILE_BYTES:
-            raise RunError(f"{flag} {path}: larger than {MAX_OPTION_FILE_BYTES:,} bytes")
-        text = raw.decode()
-        data = tomllib.loads(text) if path.suffix == ".toml" else json.loads(text)
+        data = operator_files.load_json_or_toml(path)
     except OSError as err:
         raise RunError(f"{flag} {path}: {err.strerror or err}") from None
-    except (ValueError, tomllib.TOMLDecodeError) as err:
-        kind = "TOML" if path.suffix == ".toml" else "JSON"
-        raise RunError(f"{flag} {path}: not valid {kind}: {err}") from None
+    except ValueError as err:
+        raise RunError(f"{flag} {path}: {err}") from None
     try:
         return model.model_validate(data)
     except ValidationError as err:

@@ -12,6 +12,7 @@ import typer
 
 from durable_agents.control import callers, runs
 from durable_agents.control.signer import Signer, settings_signer
+from durable_agents.runtime import operator_files
 from durable_agents.runtime.client import connect
 from durable_agents.runtime.settings import Settings, load_settings
 from durable_agents.starters.errors import RunIdArgument, fail, run_async
@@ -109,7 +110,7 @@ def parse_assignments(assignments: list[str]) -> dict[str, Any]:
             raise fail(f"--set takes path=value, not {item!r}")
         try:
             patch[path.strip()] = json.loads(value)
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):
             patch[path.strip()] = value
     return patch
 
@@ -131,13 +132,13 @@ async def edit(
         raise fail("give either --set path=value (one or more) or --file patch.json")
     if patch_file is not None:
         try:
-            fields = json.loads(patch_file.read_text())
-        except json.JSONDecodeError as err:
-            raise fail(f"{patch_file} is not JSON: {err}") from None
+            fields = operator_files.load_json(patch_file)
+        except (OSError, ValueError) as err:
+            raise fail(f"{patch_file}: {err}") from None
+        if not isinstance(fields, dict):
+            raise fail(f"{patch_file}: the patch must be a JSON object")
     else:
         fields = parse_assignments(assignments or [])
-    if not isinstance(fields, dict):
-        raise fail("the patch must be a JSON object")
     patch = StatePatch.model_validate({**fields, "by": _who(by)})
     settings = load_settings()
     signer = own_signer(settings)

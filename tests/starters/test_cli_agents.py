@@ -11,8 +11,8 @@ import pytest
 from typer.testing import CliRunner
 
 from durable_agents.infra.offline_model.embedded import free_port
+from durable_agents.runtime.operator_files import SMALL_FILE_BYTES as MAX_OPTION_FILE_BYTES
 from durable_agents.starters.cli import app
-from durable_agents.starters.cli_options import MAX_OPTION_FILE_BYTES
 
 RUNNER = CliRunner()
 
