@@ -82,7 +82,9 @@ def replayer(
     A release check replays in the sandbox, as a worker runs the code. Time travel need not:
     a replay still fails on any command that differs from the history, and the sandbox
     made rebuilding a 500-step run take a third longer."""
-    serve_for_replay(agents or _REPLAY_AGENTS.get() or local_agents())
+    # With keys, a history is read as the worker read it: unsealed hand-offs refused.
+    sealing = as_worker_reads(converter).payload_codec is not None
+    serve_for_replay(agents or _REPLAY_AGENTS.get() or local_agents(), trusts_the_clear=not sealing)
     runner: WorkflowRunner = UnsandboxedWorkflowRunner()
     if sandboxed:
         runner = SandboxedWorkflowRunner(restrictions=sandbox.restrictions(timeline=True))

@@ -80,6 +80,13 @@ def explain(reason: str, target: Connection) -> str:
     return reason
 
 
+# Without keys: pydantic payloads, read through our payload converter all the same (a start
+# input it cannot read fails its run in one line: runtime/refused_payloads.py).
+PLAIN_CONVERTER = dataclasses.replace(
+    pydantic_data_converter, payload_converter_class=SealedPayloadConverter
+)
+
+
 def data_converter(settings: Settings, *, for_worker: bool = False) -> DataConverter:
     """Pydantic payloads; with keys, every payload encrypted and failure messages and stack
     traces moved into an encrypted payload, so the server holds no plaintext. A worker's
@@ -87,7 +94,7 @@ def data_converter(settings: Settings, *, for_worker: bool = False) -> DataConve
     unsealed ones (runtime/refused_payloads.py)."""
     keys = key_text(settings)
     if keys is None:
-        return pydantic_data_converter
+        return PLAIN_CONVERTER
     return _encrypted_converter(keys, for_worker, settings.require_sealed_inputs)
 
 

@@ -30,6 +30,11 @@ UNDECODABLE = b"binary/undecodable"
 UNSEALED = b"binary/unsealed"
 REFUSED_ENCODINGS = (UNDECODABLE, UNSEALED)
 KEY_ID = "encryption-key-id"
+# Set by a worker's codec on a payload it opened with one of the keys (the key id), and
+# taken off any payload that arrives in the clear: what the run's code reads as "this
+# input carries the deployment's key" (RunRequest.sealed), which nobody without a key
+# can set (runtime/refused_payloads.py).
+SEALED_WITH = "durable-agents-sealed-with"
 NONCE_BYTES = 12
 
 
@@ -144,6 +149,7 @@ class EncryptionCodec(PayloadCodec):
     async def encode(self, payloads: Sequence[Payload]) -> list[Payload]:
         out = []
         for payload in payloads:
+            payload = _without_seal(payload)
             key_id, data = self.keyring.encrypt(payload.SerializeToString())
             out.append(Payload(metadata={"encoding": ENCODING, KEY_ID: key_id.encode()}, data=data))
         return out
@@ -155,7 +161,7 @@ class EncryptionCodec(PayloadCodec):
                 if self.tolerant and self.require_sealed:
                     out.append(_marker(UNSEALED, "an input not sealed with this deployment's key"))
                 else:
-                    out.append(payload)  # written before encryption was on
+                    out.append(_without_seal(payload))  # written before encryption was on
                 continue
             try:
                 out.append(self._decrypt(payload))
@@ -169,9 +175,21 @@ class EncryptionCodec(PayloadCodec):
         key_id = payload.metadata.get(KEY_ID, b"").decode("utf-8", errors="replace")
         plain = self.keyring.decrypt(key_id, payload.data)
         try:
-            return Payload.FromString(plain)
+            opened = Payload.FromString(plain)
         except DecodeError as err:
             raise KeyringError(f"data under key {key_id!r} is not a payload") from err
+        opened.metadata[SEALED_WITH] = key_id.encode()
+        return opened
+
+
+def _without_seal(payload: Payload) -> Payload:
+    """The payload without a seal mark: only this codec's decrypting sets one."""
+    if SEALED_WITH not in payload.metadata:
+        return payload
+    bare = Payload()
+    bare.CopyFrom(payload)
+    del bare.metadata[SEALED_WITH]
+    return bare
 
 
 def _marker(encoding: bytes, reason: str) -> Payload:

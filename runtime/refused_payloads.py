@@ -9,13 +9,24 @@ an activity input fails that activity. Anything else in the same activation goes
 The refusals are mixed into whichever payload converter the client has (ours, or a peer
 plugin's: `with_refusals`), so a team's pydantic-ai or OpenAI Agents plugin and ours share
 one client in either order (worker/converter.py).
+
+Two more things only this converter can do, because only it sees a payload as it came:
+- a value that asks for it (`take_seal`) learns whether the codec opened it with one of
+  the deployment's keys (encryption.SEALED_WITH): a run's start input, so the run can
+  refuse what only the deployment may hand it (workflows/admission.py);
+- a type that says an unreadable payload fails the run (`UNREADABLE_FAILS_THE_RUN`, the
+  start input) turns a decode error into a one-line non-retryable refusal naming the
+  field: the SDK then fails the run at once, where a plain error fails its first workflow
+  task over and over and the run sits "running" for good.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from functools import cache
 from typing import Any
 
+from pydantic import ValidationError
 from temporalio.api.common.v1 import Payload
 from temporalio.contrib.pydantic import PydanticJSONPlainPayloadConverter, PydanticPayloadConverter
 from temporalio.converter import (
@@ -25,7 +36,7 @@ from temporalio.converter import (
 )
 from temporalio.exceptions import ApplicationError
 
-from durable_agents.runtime.encryption import REFUSED_ENCODINGS
+from durable_agents.runtime.encryption import REFUSED_ENCODINGS, SEALED_WITH
 
 REFUSED_TYPE = "InputRefused"
 
@@ -57,6 +68,46 @@ class RefusesMarkers(CompositePayloadConverter):
         self._set_converters(
             *self.converters.values(), *(_Refusing(encoding) for encoding in REFUSED_ENCODINGS)
         )
+
+    def from_payloads(
+        self, payloads: Sequence[Payload], type_hints: list[type] | None = None
+    ) -> list[Any]:
+        hints: list[Any] = list(type_hints or [])
+        hints += [None] * (len(payloads) - len(hints))
+        values = []
+        for payload, hint in zip(payloads, hints, strict=False):
+            try:
+                [value] = super().from_payloads([payload], [hint] if hint is not None else None)
+            except ApplicationError:
+                raise
+            except Exception as err:
+                if not getattr(hint, "UNREADABLE_FAILS_THE_RUN", False):
+                    raise
+                raise ApplicationError(
+                    f"refused: the start input cannot be read: {unreadable(err)}",
+                    type=REFUSED_TYPE,
+                    non_retryable=True,
+                ) from None
+            take_seal = getattr(value, "take_seal", None)
+            if callable(take_seal):
+                seal = payload.metadata.get(SEALED_WITH)
+                take_seal(seal.decode("utf-8", errors="replace") if seal else None)
+            values.append(value)
+        return values
+
+
+def unreadable(err: Exception, limit: int = 300) -> str:
+    """Why a payload cannot be read, in one line that names the field."""
+    cause = err.__cause__ if isinstance(err, RuntimeError) and err.__cause__ else err
+    if isinstance(cause, ValidationError):
+        said = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc']) or 'input'}: {e['msg']}"
+            for e in cause.errors(include_url=False)
+        )
+    else:
+        said = f"{type(cause).__name__}: {cause}"
+    said = " ".join(said.split())
+    return said if len(said) <= limit else said[: limit - 3] + "..."
 
 
 class SealedPayloadConverter(RefusesMarkers, PydanticPayloadConverter):

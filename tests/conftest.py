@@ -164,6 +164,9 @@ def settings_for(
         namespace=client.namespace,
         task_queue=f"tq-{uuid.uuid4().hex[:8]}",
         offline_model_port=model_port,
+        # The suite's dev servers are its own: nobody else polls them (keys are tested
+        # where a test gives them, tests/integration/test_trust_keys.py).
+        namespace_is_ours_alone=True,
     )
 
 

@@ -132,7 +132,7 @@ def lay_over(existing: DataConverter | None, ours: DataConverter) -> DataConvert
         )
     sealing = ours.payload_codec
     if sealing is None:
-        return dataclasses.replace(existing, payload_converter_class=payload)
+        return dataclasses.replace(existing, payload_converter_class=with_refusals(payload))
     codec = existing.payload_codec
     if codec is not None and not _same_keys(codec, sealing):
         raise PluginError(

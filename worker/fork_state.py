@@ -30,7 +30,9 @@ class ForkStates:
     async def parent_state_at(self, asked: ParentMoment) -> RunState:
         client = activity.client()
         chain = await _chain(client, asked.parent_run_id)
-        serve_for_replay(self.registry)
+        serve_for_replay(
+            self.registry, trusts_the_clear=client.data_converter.payload_codec is None
+        )
         replaying = Replayer(
             workflows=[AgentWorkflow],
             data_converter=client.data_converter,

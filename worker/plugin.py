@@ -25,6 +25,7 @@ from types import FrameType
 from typing import Any
 
 import temporalio.client
+import temporalio.converter
 import temporalio.worker
 from temporalio import activity
 from temporalio.client import ClientConfig
@@ -36,6 +37,7 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 from durable_agents.activities.model_setup import model_setup_hint
 from durable_agents.runtime import telemetry
 from durable_agents.runtime.client import data_converter
+from durable_agents.runtime.refused_payloads import RefusesMarkers
 from durable_agents.runtime.settings import Settings, load_settings
 from durable_agents.worker.activities import production_activities
 from durable_agents.worker.callers import Admits, CallerCheck
@@ -169,8 +171,16 @@ class DurableAgentsPlugin(SimplePlugin):
                 "(agents=[...], or None for AGENT_MODULES), or build this worker on a client "
                 "without it"
             )
-        check_carries_agents(client.data_converter, data_converter(self.settings, for_worker=True))
-        serve(task_queue, self.registry)
+        ours = data_converter(self.settings, for_worker=True)
+        if ours.payload_codec is None and not issubclass(
+            client.data_converter.payload_converter_class, RefusesMarkers
+        ):
+            # A client made without our plugin: the worker reads through ours all the same
+            # (a start input it cannot read then fails its run in one line).
+            client = _reconnected(client, lay_over(client.data_converter, ours))
+            config["client"] = client
+        check_carries_agents(client.data_converter, ours)
+        serve(task_queue, self.registry, trusts_the_clear=trusts_the_clear(self.settings))
         config = super().configure_worker(config)
         # A worker given our plugin, but not its client: the client's tracing interceptor
         # serves the worker too (the SDK's), so ours only where neither has one, nor a
@@ -211,7 +221,7 @@ class DurableAgentsPlugin(SimplePlugin):
     def configure_replayer(
         self, config: temporalio.worker.ReplayerConfig
     ) -> temporalio.worker.ReplayerConfig:
-        serve_for_replay(self.registry)
+        serve_for_replay(self.registry, trusts_the_clear=not self.settings.encryption_on)
         config = super().configure_replayer(config)
         existing = config.get("data_converter")
         ours = data_converter(self.settings, for_worker=True)
@@ -282,6 +292,23 @@ def _activity_name(fn: Callable[..., Any]) -> str | None:
     return definition.name if definition is not None else None
 
 
+def _reconnected(
+    client: temporalio.client.Client, converter: temporalio.converter.DataConverter
+) -> temporalio.client.Client:
+    """The same connection and options with another data converter."""
+    config = client.config(active_config=True)
+    return temporalio.client.Client(
+        config["service_client"],
+        namespace=config["namespace"],
+        data_converter=converter,
+        interceptors=config.get("interceptors", []),
+        default_workflow_query_reject_condition=config.get(
+            "default_workflow_query_reject_condition"
+        ),
+        header_codec_behavior=config["header_codec_behavior"],
+    )
+
+
 def without_our_plugin(client: temporalio.client.Client) -> temporalio.client.Client:
     """The same connection without a DurableAgentsPlugin of the client's: a worker built
     with a plugin of its own (the what-if's, with activities that never act) must not get
@@ -301,3 +328,24 @@ def without_our_plugin(client: temporalio.client.Client) -> temporalio.client.Cl
         ),
         header_codec_behavior=config["header_codec_behavior"],
     )
+
+
+def trusts_the_clear(settings: Settings) -> bool:
+    """Whether the worker takes what it is handed in the clear as the deployment's own.
+    With keys, never: only what carries them (a poller of its queue holds none). Without
+    keys, only where the team said nobody else polls its namespace; otherwise the worker
+    refuses to serve, in one line that names the command that makes keys."""
+    if settings.encryption_on:
+        return False
+    if settings.namespace_is_ours_alone:
+        return True
+    raise PluginError(NO_KEYS)
+
+
+NO_KEYS = (
+    "this worker holds no keys, so it cannot tell the deployment's own hand-offs from those "
+    "of anyone who may poll its task queue: make keys with `agentctl keys new k1 > keys` and "
+    "set AGENT_ENCRYPTION_KEYS_FILE=keys (the same file for every part of the deployment), "
+    "or, if nobody else can start workflows in or poll this namespace, say so with "
+    "AGENT_NAMESPACE_IS_OURS_ALONE=true"
+)

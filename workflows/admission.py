@@ -26,7 +26,7 @@ with workflow.unsafe.imports_passed_through():
     from durable_agents.workflows.contract_base import RUN_ID_PATTERN, preview
     from durable_agents.workflows.contracts import RunRequest
     from durable_agents.workflows.records import IDENTITY_SEPARATOR
-    from durable_agents.workflows.state import MAX_PACKED_STATE_CHARS
+    from durable_agents.workflows.state import MAX_PACKED_STATE_CHARS, packed_by
     from durable_agents.workflows.state_views import OriginView
     from durable_agents.workflows.subject_grants import SCHEDULE_PREFIX
 
@@ -127,13 +127,32 @@ def beginning_of(request: RunRequest, info: workflow.Info, origin: RunOrigin | N
     return Beginning.FRESH
 
 
-def before_parsing(request: RunRequest, info: workflow.Info) -> str | None:
-    """Why the start event alone refuses the run, before any carried state is inflated."""
+def handed_on(request: RunRequest) -> str | None:
+    """What the start hands the run that the run cannot re-derive from its own agent, and
+    that only the deployment itself may hand it (None: nothing of the kind)."""
+    if request.resumes:
+        return "a carried state (a continuation's)"
+    if request.delegated_by is not None:
+        return "a sub-agent's terms (delegated_by)"
+    if request.fork is not None and request.fork.edit is not None:
+        return "a fork's edit"
+    return None
+
+
+def before_parsing(request: RunRequest, info: workflow.Info, trusts_the_clear: bool) -> str | None:
+    """Why the start event alone refuses the run, before any carried state is inflated.
+    `trusts_the_clear`: the worker takes unsealed hand-offs as the deployment's own (it
+    holds no keys and was told nobody else polls its namespace: workflows/registry.py)."""
     if not re.fullmatch(RUN_ID_PATTERN, info.workflow_id):
         return (
             f"refused: run id {preview(info.workflow_id, 80)!r} is not one agentctl and the "
             "console can show: use letters, digits and . _ : - (at most 200)"
         )
+    handed = handed_on(request)
+    if handed is not None and not (request.sealed or trusts_the_clear):
+        # Whoever polls our queue can write any start, continuation or child: only a
+        # process holding the deployment's key can seal one.
+        return f"refused: {handed} is taken only sealed with the deployment's key"
     if not request.resumes:
         return None
     if info.continued_run_id is None:
@@ -143,6 +162,14 @@ def before_parsing(request: RunRequest, info: workflow.Info) -> str | None:
     packed = request.resume_state_packed
     if packed is not None and len(packed) > MAX_PACKED_STATE_CHARS:
         return f"refused: the carried state is over {MAX_PACKED_STATE_CHARS} characters"
+    packer = packed_by(packed) if packed is not None else None
+    if packer is not None and packer != info.continued_run_id:
+        # A sealed state of this chain's past, copied into a later continuation: it would
+        # roll the run back (its spend, its decisions).
+        return (
+            f"refused: the carried state was packed by run {preview(packer, 60)}, not by "
+            f"run {info.continued_run_id} that this one continues"
+        )
     return None
 
 

@@ -47,6 +47,7 @@ with workflow.unsafe.imports_passed_through():
         StatePatch,
     )
     from durable_agents.workflows.records import ApprovalRequest, Question
+    from durable_agents.workflows.registry import trusts_the_clear
     from durable_agents.workflows.state import (
         EventPage,
         RunState,
@@ -107,7 +108,8 @@ class AgentWorkflow:
         # What the start event alone refuses, before a carried state is inflated; a
         # carried state is inflated only to a bound, and trusted only once the admission
         # (in `run`, before the run does anything) has found it in Temporal's record.
-        self._refused = admission.before_parsing(request, workflow.info())
+        info = workflow.info()
+        self._refused = admission.before_parsing(request, info, trusts_the_clear(info.task_queue))
         carried = None if self._refused is not None else self._carried(request)
         if carried is not None:
             # Our own state, carried over a continue-as-new: the chain goes on.
@@ -171,6 +173,9 @@ class AgentWorkflow:
         ):
             # A continuation or a child: taken only as Temporal's record shows it began.
             await self._beginnings.admit(request)
+        if request.resumes:
+            # What a continuation carries only tightens its own agent's floor.
+            self._beginnings.hold_carried_to_floor()
         if (
             misplaced := whatif.misplaced(self.state.shadow, workflow.info().task_queue)
         ) is not None:

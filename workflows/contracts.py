@@ -11,11 +11,12 @@ from __future__ import annotations
 import base64
 import binascii
 from decimal import Decimal
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import (
     AliasChoices,
     Field,
+    PrivateAttr,
     SerializerFunctionWrapHandler,
     field_validator,
     model_serializer,
@@ -156,14 +157,22 @@ class TrustedKey(StrictModel):
     _is_ed25519 = field_validator("public_key")(_ed25519_key)
 
 
+# Past any amount a tool moves: a threshold above it is no threshold (and infinity none).
+MAX_AMOUNT = Decimal(10**12)
+
+
 class RunPolicy(StrictModel):
     """What needs a human beyond each tool's declared risk, who may decide, how long to wait."""
 
     approve_all_side_effects: bool = False
     # Any tool that moves money needs approval above this amount (None: no such rule).
-    approve_payments_above: Decimal | None = Field(default=None, ge=0)
+    approve_payments_above: Decimal | None = Field(
+        default=None, ge=0, le=MAX_AMOUNT, allow_inf_nan=False
+    )
     # Once the run has spent this many dollars on the model, every tool call needs approval.
-    approve_everything_after_spend_usd: float | None = Field(default=None, ge=0)
+    approve_everything_after_spend_usd: float | None = Field(
+        default=None, ge=0, le=1_000_000, allow_inf_nan=False
+    )
     # Who may decide, per tool name; a tool not listed may be decided by anyone.
     approvers: dict[str, list[str]] = Field(default_factory=dict)
     # How long an approval or a question waits, and what happens then.
@@ -247,6 +256,22 @@ class RunRequest(StrictModel):
     # packed (workflows/state.py: pack_state); plain JSON in runs of earlier versions.
     resume_state: dict[str, Any] | None = None
     resume_state_packed: str | None = None
+
+    # A start input the worker cannot read fails the run in one line, never its first
+    # workflow task over and over (runtime/refused_payloads.py reads this).
+    UNREADABLE_FAILS_THE_RUN: ClassVar[bool] = True
+    # The key id the worker's codec opened this input with; None: it came in the clear.
+    # Set only by the worker's payload converter (`take_seal`), never from the wire.
+    _sealed_with: str | None = PrivateAttr(default=None)
+
+    def take_seal(self, key_id: str | None) -> None:
+        self._sealed_with = key_id
+
+    @property
+    def sealed(self) -> bool:
+        """Whether the input carries the deployment's key: only a process holding one of
+        its keys could have written it (workflows/admission.py, what only it may hand on)."""
+        return self._sealed_with is not None
 
     @field_validator("label")
     @classmethod

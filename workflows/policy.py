@@ -9,6 +9,7 @@ plays a run may only tighten it (`loosening` says where a requested policy does 
 from __future__ import annotations
 
 from decimal import Decimal
+from typing import Any
 
 from pydantic import BaseModel
 
@@ -108,3 +109,63 @@ def _looser_signing(requested: RunPolicy, floor: RunPolicy) -> str | None:
         if own.signs_for and not (key.signs_for and set(key.signs_for) <= set(own.signs_for)):
             return f"trusted key {key_id!r} may sign only for {sorted(own.signs_for)}"
     return None
+
+
+def narrowed(floor: RunPolicy, handed: RunPolicy) -> RunPolicy:
+    """The policy a parent hands a sub-agent: its own (`handed`) and the sub-agent's floor
+    together, the tighter rule of each, so the child finds nothing in it that loosens its
+    agent's floor (`loosening`), and nothing of the parent's own rules is lost."""
+
+    def lowest(a: Any, b: Any) -> Any:
+        return a if b is None else b if a is None else min(a, b)
+
+    approvers = dict(handed.approvers)
+    for tool, allowed in floor.approvers.items():
+        wanted = approvers.get(tool)
+        approvers[tool] = list(allowed) if wanted is None else sorted(set(wanted) & set(allowed))
+    on_timeout, escalate_to = _narrowed_escalation(floor, handed)
+    signing = floor.require_signed_decisions or handed.require_signed_decisions
+    return RunPolicy(
+        approve_all_side_effects=floor.approve_all_side_effects or handed.approve_all_side_effects,
+        approve_payments_above=lowest(floor.approve_payments_above, handed.approve_payments_above),
+        approve_everything_after_spend_usd=lowest(
+            floor.approve_everything_after_spend_usd, handed.approve_everything_after_spend_usd
+        ),
+        approvers=approvers,
+        decision_timeout_seconds=min(
+            floor.decision_timeout_seconds, handed.decision_timeout_seconds
+        ),
+        on_timeout=on_timeout,
+        escalate_to=escalate_to,
+        require_signed_decisions=signing,
+        trusted_keys=_narrowed_keys(floor, handed),
+    )
+
+
+def _narrowed_escalation(floor: RunPolicy, handed: RunPolicy) -> tuple[Any, list[str]]:
+    """Escalate only where both escalate, to people both name; else reject."""
+    if floor.on_timeout != "escalate" or handed.on_timeout != "escalate":
+        return "reject", []
+    if not floor.escalate_to:
+        return "escalate", list(handed.escalate_to)
+    if not handed.escalate_to:
+        return "escalate", list(floor.escalate_to)
+    both = sorted(set(floor.escalate_to) & set(handed.escalate_to))
+    return ("escalate", both) if both else ("reject", [])
+
+
+def _narrowed_keys(floor: RunPolicy, handed: RunPolicy) -> dict[str, Any]:
+    """Where the agent trusts keys, only those of them the parent trusts as well (the
+    agent's own where none is shared); where it trusts none, the parent's."""
+    if not (floor.require_signed_decisions or floor.trusted_keys):
+        return dict(handed.trusted_keys)
+    shared = {}
+    for key_id, own in floor.trusted_keys.items():
+        theirs = handed.trusted_keys.get(key_id)
+        if theirs is None or theirs.public_key != own.public_key:
+            continue
+        narrower = bool(theirs.signs_for) and set(theirs.signs_for) <= set(
+            own.signs_for or theirs.signs_for
+        )
+        shared[key_id] = theirs if narrower or not own.signs_for else own
+    return shared or dict(floor.trusted_keys)

@@ -141,12 +141,34 @@ _BY_TASK_QUEUE: dict[str, AgentRegistry] = {}
 _FOR_REPLAY: list[AgentRegistry] = []
 
 
-def serve(task_queue: str, registry: AgentRegistry) -> None:
+# Task queues whose worker holds no keys and was told in so many words that nobody else
+# polls its namespace (or that runs on Temporal's test server): there, what a run is
+# handed in the clear counts as the deployment's own (workflows/admission.py). Everywhere
+# else only what carries the deployment's key does.
+_TRUSTS_THE_CLEAR: set[str] = set()
+_REPLAY_TRUSTS_THE_CLEAR = [True]
+
+
+def serve(task_queue: str, registry: AgentRegistry, *, trusts_the_clear: bool = False) -> None:
     _BY_TASK_QUEUE[task_queue] = registry
+    if trusts_the_clear:
+        _TRUSTS_THE_CLEAR.add(task_queue)
+    else:
+        _TRUSTS_THE_CLEAR.discard(task_queue)
 
 
-def serve_for_replay(registry: AgentRegistry) -> None:
+def serve_for_replay(registry: AgentRegistry, *, trusts_the_clear: bool = True) -> None:
+    """A replayer: with keys it reads sealed histories as the worker did; without keys
+    there is nothing sealed to tell apart."""
     _FOR_REPLAY[:] = [registry]
+    _REPLAY_TRUSTS_THE_CLEAR[:] = [trusts_the_clear]
+
+
+def trusts_the_clear(task_queue: str) -> bool:
+    """Whether this process's worker for `task_queue` takes unsealed inputs as its own."""
+    if task_queue in _BY_TASK_QUEUE:
+        return task_queue in _TRUSTS_THE_CLEAR
+    return bool(_FOR_REPLAY) and _REPLAY_TRUSTS_THE_CLEAR[0]
 
 
 def served(task_queue: str) -> AgentRegistry:

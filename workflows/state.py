@@ -185,11 +185,23 @@ class EventPage(BaseModel):
     events: list[RunEvent]
 
 
-def pack_state(state: RunState) -> str:
+def pack_state(state: RunState, by_run: str | None = None) -> str:
     """The state a continue-as-new carries, compressed: it is written twice (the
     continue-as-new event and the next run's start), and a long plan of step titles and
-    results shrinks several times over."""
-    return base64.b64encode(zlib.compress(state.model_dump_json().encode(), 6)).decode()
+    results shrinks several times over. `by_run`: the Temporal run that packs it, named
+    in front (the next run checks it is the one it continues: workflows/admission.py)."""
+    packed = base64.b64encode(zlib.compress(state.model_dump_json().encode(), 6)).decode()
+    return packed if by_run is None else f"{by_run}{PACKER_SEPARATOR}{packed}"
+
+
+# Between the packing run's id and the packed state: never a base64 character.
+PACKER_SEPARATOR = "."
+
+
+def packed_by(packed: str) -> str | None:
+    """The run that packed a carried state (None: packed before runs named themselves)."""
+    packer, sep, _ = packed.partition(PACKER_SEPARATOR)
+    return packer if sep else None
 
 
 # A carried state inflates to at most this (a state that large is far past what a run
@@ -205,6 +217,7 @@ class StateTooLarge(ValueError):
 
 def unpack_state(packed: str) -> RunState:
     """The carried state, inflated only up to MAX_STATE_BYTES."""
+    packed = packed.rpartition(PACKER_SEPARATOR)[2]
     inflater = zlib.decompressobj()
     raw = inflater.decompress(base64.b64decode(packed, validate=True), MAX_STATE_BYTES)
     if inflater.unconsumed_tail:

@@ -56,7 +56,10 @@ CASES = [
 
 def our_plugin(tmp_path, queue: str, *, sealed: bool = False) -> DurableAgentsPlugin:
     keys = SecretStr(f"k1={new_key()}") if sealed else None
-    settings = Settings(data_dir=tmp_path, task_queue=queue, metrics_port=0, encryption_keys=keys)
+    settings = Settings(
+        data_dir=tmp_path, task_queue=queue, metrics_port=0, encryption_keys=keys,
+        namespace_is_ours_alone=True,
+    )  # fmt: skip
     model = ScriptedModel(
         [
             call("record_progress", step=1, note="n1"),

@@ -13,7 +13,6 @@ from pydantic import SecretStr
 from temporalio import activity, workflow
 from temporalio.api.common.v1 import Payload
 from temporalio.client import Client
-from temporalio.contrib.pydantic import PydanticPayloadConverter
 from temporalio.converter import (
     CompositePayloadConverter,
     DataConverter,
@@ -26,6 +25,7 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxR
 from durable_agents import DurableAgentsPlugin, PluginError, Settings
 from durable_agents.client import AgentClient
 from durable_agents.runtime.encryption import new_key
+from durable_agents.runtime.refused_payloads import SealedPayloadConverter
 from durable_agents.testing import ScriptedModel, say
 from durable_agents.worker.activities import production_activities
 from durable_agents.worker.sandbox import NOT_WORKFLOW_CODE
@@ -54,8 +54,9 @@ class Invoicing:
 def plugin_for(tmp_path, model: ScriptedModel, *, sealed: bool = False) -> DurableAgentsPlugin:
     keys = SecretStr(f"k1={new_key()}") if sealed else None
     settings = Settings(
-        data_dir=tmp_path, task_queue="billing", metrics_port=0, encryption_keys=keys
-    )
+        data_dir=tmp_path, task_queue="billing", metrics_port=0, encryption_keys=keys,
+        namespace_is_ours_alone=True,
+    )  # fmt: skip
     return DurableAgentsPlugin(
         [triage],
         settings=settings,
@@ -156,9 +157,10 @@ def test_a_teams_codec_is_kept_and_what_cannot_work_together_is_refused(tmp_path
     theirs = DataConverter(payload_codec=TeamCodec())
     made = plugin.configure_client({"data_converter": theirs})["data_converter"]  # type: ignore[typeddict-item]
     assert isinstance(made.payload_codec, TeamCodec)
-    assert made.payload_converter_class is PydanticPayloadConverter
+    # Ours over pydantic's: it fails a run whose start input it cannot read in one line.
+    assert made.payload_converter_class is SealedPayloadConverter
     plain = plugin.configure_client({"data_converter": DataConverter.default})  # type: ignore[typeddict-item]
-    assert plain["data_converter"].payload_converter_class is PydanticPayloadConverter
+    assert plain["data_converter"].payload_converter_class is SealedPayloadConverter
     sealed = DurableAgentsPlugin(
         [],
         settings=plugin.settings.model_copy(

@@ -45,7 +45,10 @@ charger = Agent(name="charger", instructions="Charge.", planning=False, tools=[c
 
 def settings(tmp_path, queue: str, *, sealed: bool) -> Settings:
     keys = SecretStr(f"k1={new_key()}") if sealed else None
-    return Settings(data_dir=tmp_path, task_queue=queue, metrics_port=0, encryption_keys=keys)
+    return Settings(
+        data_dir=tmp_path, task_queue=queue, metrics_port=0, encryption_keys=keys,
+        namespace_is_ours_alone=True,
+    )  # fmt: skip
 
 
 def ours(tmp_path, queue: str, model: ScriptedModel, *, sealed: bool) -> DurableAgentsPlugin:

@@ -59,7 +59,7 @@ async def test_a_namespace_without_our_search_attributes_is_refused_at_start(
     bare = await new_namespace(dev_env.client)
     settings = Settings(
         data_dir=tmp_path, task_queue="orders", metrics_port=0, namespace=bare,
-        offline_model_port=model_server.port,
+        offline_model_port=model_server.port, namespace_is_ours_alone=True,
     )  # fmt: skip
     client = await Client.connect(
         target, namespace=bare, plugins=[DurableAgentsPlugin([triage], settings=settings)]
@@ -96,7 +96,7 @@ async def test_an_attribute_of_another_type_is_refused_by_worker_and_setup(
     await register_search_attributes(client)  # the others
     settings = Settings(
         data_dir=tmp_path, task_queue="orders", metrics_port=0, namespace=bare,
-        offline_model_port=model_server.port,
+        offline_model_port=model_server.port, namespace_is_ours_alone=True,
     )  # fmt: skip
     with pytest.raises(SearchAttributesMissing) as refused:
         await set_up_namespace(client, settings, ours=False)
@@ -114,6 +114,7 @@ async def test_a_worker_with_no_model_says_what_to_set(dev_env, tmp_path, caplog
     settings = Settings(
         data_dir=tmp_path, task_queue=f"tq-{uuid.uuid4().hex[:8]}", metrics_port=0,
         namespace=dev_env.client.namespace, offline_model_port=closed_port(),
+        namespace_is_ours_alone=True,
     )  # fmt: skip
     client = await Client.connect(
         dev_env.client.service_client.config.target_host,

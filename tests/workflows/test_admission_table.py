@@ -134,7 +134,7 @@ HOSTILE = {
 @pytest.mark.parametrize("case", list(HOSTILE))
 def test_a_hostile_beginning_is_refused_in_one_line(case: str) -> None:
     request, info, origin, identity, says = HOSTILE[case]
-    refused = admission.before_parsing(request, info)  # type: ignore[arg-type]
+    refused = admission.before_parsing(request, info, True)  # type: ignore[arg-type]
     if refused is None:
         assert origin is not None, case
         state = state_of(info, identity)

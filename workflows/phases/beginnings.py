@@ -107,6 +107,18 @@ class Beginnings(Phase[BeginningsState]):
         if refused is not None:
             raise ApplicationError(refused, type="StartRefused", non_retryable=True)
 
+    def hold_carried_to_floor(self) -> None:
+        """A continuation's carried policy, held to its agent's floor as this worker has
+        the agent (the same rule as a start's and a sub-agent's, `_settle_policy`): a
+        carried state that loosens it was not made by this deployment's runs."""
+        declared = self.ctx.registry().agent(self.ctx.agent.name).adopted()
+        floor = policy_floor(declared.policy, declared.tool_approvers)
+        error = loosening(self.state.policy, floor, decided_by_record=self.state.shadow is not None)
+        if error is not None:
+            raise ApplicationError(
+                f"refused: the carried state: {error}", type="StartRefused", non_retryable=True
+            )
+
     async def settle_memory(self, request: RunRequest) -> None:
         """A fresh run of an agent with memory: its namespace, from the run's subject, or
         the one its parent shares (a fork keeps its parent's, a continued run its own)."""
@@ -248,11 +260,12 @@ class Beginnings(Phase[BeginningsState]):
         if request.policy is None:
             self.state.terms.adopt(policy=floor)
             return
-        if not is_floor or self._from_parent(request):
-            # A sub-agent runs under the policy its parent hands it (the parent's own was
-            # held to its agent's floor when it started), with its tools' approvers.
+        if not is_floor:
+            # Runs from before the floor: the policy as the request gave it.
             self.state.terms.take_tool_approvers(adopted.tool_approvers)
             return
+        # A sub-agent too: what its parent hands it only narrows its own agent's floor
+        # (the parent hands its policy narrowed to it, workflows/policy.py `narrowed`).
         error = loosening(request.policy, floor, decided_by_record=request.shadow is not None)
         if error is not None:
             self.ctx.fail(RunFailed(f"refused: {error}"))

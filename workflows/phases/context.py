@@ -119,7 +119,7 @@ class RunContext:
 
     def packed_state(self) -> str:
         """The state whole, as a continue-as-new carries it to the next run of the chain."""
-        return pack_state(self._state)
+        return pack_state(self._state, by_run=workflow.info().run_id)
 
     def run_named(self, *, model_call: bool = False) -> str:
         """The run a step's input names (activity_io.OWN_RUN): its store key where that is

@@ -28,9 +28,16 @@ with workflow.unsafe.imports_passed_through():
         DelegateArgs,
     )
     from durable_agents.workflows.contract_base import preview
-    from durable_agents.workflows.contracts import DelegatedBy, RunRequest, RunResult, Spend
+    from durable_agents.workflows.contracts import (
+        DelegatedBy,
+        RunPolicy,
+        RunRequest,
+        RunResult,
+        Spend,
+    )
     from durable_agents.workflows.delegation import child_run_id
     from durable_agents.workflows.event_kinds import EventKind
+    from durable_agents.workflows.policy import narrowed, policy_floor
     from durable_agents.workflows.records import Delegation, PlanStep
     from durable_agents.workflows.state_views import (
         BudgetView,
@@ -94,7 +101,7 @@ class Delegating(Phase[DelegatingState]):
             subject=self.state.subject,
             subject_grant=self.state.subject_grant,
             memory_namespace=self.state.memory_namespace if shared else None,
-            policy=self.state.policy,
+            policy=self._handed_policy(agent),
             budget=self.state.budget_book.remaining_budget(now, delegation),
             delegated_by=DelegatedBy(
                 run_id=self.state.run_id,
@@ -127,6 +134,12 @@ class Delegating(Phase[DelegatingState]):
         self.ctx.moment(EventKind.DELEGATE_ANSWERED, f"{agent}: {result.status}")
         self._delegate_answered(step, call, spec, child_id, result.status, answer)
         self.ctx.report_spend()
+
+    def _handed_policy(self, agent: str) -> RunPolicy:
+        """This run's policy narrowed to the sub-agent's own floor (as this worker has its
+        agent): the child refuses anything looser than its floor, and keeps ours."""
+        declared = self.ctx.registry().agent(agent).adopted()
+        return narrowed(policy_floor(declared.policy, declared.tool_approvers), self.state.policy)
 
     async def _read_spend(self, child_id: str) -> None:
         """Each time the running child reports, read its spend from its own run; reports
