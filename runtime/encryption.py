@@ -30,11 +30,13 @@ UNDECODABLE = b"binary/undecodable"
 UNSEALED = b"binary/unsealed"
 REFUSED_ENCODINGS = (UNDECODABLE, UNSEALED)
 KEY_ID = "encryption-key-id"
-# Set by a worker's codec on a payload it opened with one of the keys (the key id), and
-# taken off any payload that arrives in the clear: what the run's code reads as "this
-# input carries the deployment's key" (RunRequest.sealed), which nobody without a key
-# can set (runtime/refused_payloads.py).
+# Set by a worker's codec on every payload it decodes: the key id it opened the payload
+# with, or empty for one that came in the clear (whatever the sender put there is
+# replaced). What the payload converter reads as "this carries the deployment's key"
+# (runtime/refused_payloads.py); a process without keys sets nothing, and nobody without
+# a key can make a payload read as sealed.
 SEALED_WITH = "durable-agents-sealed-with"
+IN_THE_CLEAR = b""
 NONCE_BYTES = 12
 
 
@@ -160,11 +162,16 @@ class EncryptionCodec(PayloadCodec):
             if payload.metadata.get("encoding") != ENCODING:
                 if self.tolerant and self.require_sealed:
                     out.append(_marker(UNSEALED, "an input not sealed with this deployment's key"))
+                elif self.tolerant:
+                    out.append(_in_the_clear(payload))  # written before encryption was on
                 else:
-                    out.append(_without_seal(payload))  # written before encryption was on
+                    out.append(payload)
                 continue
             try:
-                out.append(self._decrypt(payload))
+                opened = self._decrypt(payload)
+                if self.tolerant:  # a worker's, or a replay's: the run's code reads the mark
+                    opened.metadata[SEALED_WITH] = payload.metadata.get(KEY_ID, b"")
+                out.append(opened)
             except KeyringError as err:
                 if not self.tolerant:
                     raise
@@ -175,11 +182,9 @@ class EncryptionCodec(PayloadCodec):
         key_id = payload.metadata.get(KEY_ID, b"").decode("utf-8", errors="replace")
         plain = self.keyring.decrypt(key_id, payload.data)
         try:
-            opened = Payload.FromString(plain)
+            return Payload.FromString(plain)
         except DecodeError as err:
             raise KeyringError(f"data under key {key_id!r} is not a payload") from err
-        opened.metadata[SEALED_WITH] = key_id.encode()
-        return opened
 
 
 def _without_seal(payload: Payload) -> Payload:
@@ -190,6 +195,14 @@ def _without_seal(payload: Payload) -> Payload:
     bare.CopyFrom(payload)
     del bare.metadata[SEALED_WITH]
     return bare
+
+
+def _in_the_clear(payload: Payload) -> Payload:
+    """A payload that came unsealed, marked so (any mark its sender set is replaced)."""
+    marked = Payload()
+    marked.CopyFrom(payload)
+    marked.metadata[SEALED_WITH] = IN_THE_CLEAR
+    return marked
 
 
 def _marker(encoding: bytes, reason: str) -> Payload:

@@ -24,19 +24,21 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from functools import cache
-from typing import Any
+from typing import Any, Self
 
 from pydantic import ValidationError
 from temporalio.api.common.v1 import Payload
 from temporalio.contrib.pydantic import PydanticJSONPlainPayloadConverter, PydanticPayloadConverter
 from temporalio.converter import (
+    ActivitySerializationContext,
     CompositePayloadConverter,
     EncodingPayloadConverter,
     PayloadConverter,
+    SerializationContext,
 )
 from temporalio.exceptions import ApplicationError
 
-from durable_agents.runtime.encryption import REFUSED_ENCODINGS, SEALED_WITH
+from durable_agents.runtime.encryption import IN_THE_CLEAR, REFUSED_ENCODINGS, SEALED_WITH
 
 REFUSED_TYPE = "InputRefused"
 
@@ -57,6 +59,10 @@ class _Refusing(EncodingPayloadConverter):
         raise ApplicationError(f"refused: {reason}", type=REFUSED_TYPE, non_retryable=True)
 
 
+# The one workflow type whose activities only the deployment's processes may feed.
+AGENT_WORKFLOW = "AgentWorkflow"
+
+
 class RefusesMarkers(CompositePayloadConverter):
     """Mixed in before a payload converter: its converters, plus a refusal for every marker
     a worker's codec hands on. Any converter that can be built with no arguments takes it,
@@ -65,6 +71,7 @@ class RefusesMarkers(CompositePayloadConverter):
 
     def __init__(self) -> None:
         super().__init__()  # the converter mixed into: it builds its own converters
+        self._context: SerializationContext | None = None
         self._set_converters(
             *self.converters.values(), *(_Refusing(encoding) for encoding in REFUSED_ENCODINGS)
         )
@@ -88,12 +95,44 @@ class RefusesMarkers(CompositePayloadConverter):
                     type=REFUSED_TYPE,
                     non_retryable=True,
                 ) from None
+            seal = payload.metadata.get(SEALED_WITH)
+            if seal == IN_THE_CLEAR and self._deployment_only():
+                raise ApplicationError(
+                    f"refused: {self._what()} is not sealed with the deployment's key",
+                    type=REFUSED_TYPE,
+                    non_retryable=True,
+                )
             take_seal = getattr(value, "take_seal", None)
             if callable(take_seal):
-                seal = payload.metadata.get(SEALED_WITH)
                 take_seal(seal.decode("utf-8", errors="replace") if seal else None)
             values.append(value)
         return values
+
+    def with_context(self, context: SerializationContext) -> Self:
+        made = super().with_context(context)
+        if made is self:
+            made = type(self)()  # nullary, as the SDK builds it: its own converters again
+        made._context = context
+        return made
+
+    def _deployment_only(self) -> bool:
+        """Whether what is read here only the deployment's own processes write: an agent
+        run's activity inputs and results (local ones' markers too). Whoever may start a
+        workflow may poll our queues, take a run's task or an activity's, and write either;
+        only a process holding a key seals them. A start, signal or update may come from
+        outside, in the clear, and the run checks it as such."""
+        context = self._context
+        return (
+            isinstance(context, ActivitySerializationContext)
+            and context.workflow_type == AGENT_WORKFLOW
+        )
+
+    def _what(self) -> str:
+        context = self._context
+        assert isinstance(context, ActivitySerializationContext)
+        return (
+            f"{context.activity_type} of run {context.workflow_id} (an activity's input or result)"
+        )
 
 
 def unreadable(err: Exception, limit: int = 300) -> str:

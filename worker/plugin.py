@@ -171,15 +171,15 @@ class DurableAgentsPlugin(SimplePlugin):
                 "(agents=[...], or None for AGENT_MODULES), or build this worker on a client "
                 "without it"
             )
-        ours = data_converter(self.settings, for_worker=True)
-        if ours.payload_codec is None and not issubclass(
+        reading = data_converter(self.settings, for_worker=True)
+        if reading.payload_codec is None and not issubclass(
             client.data_converter.payload_converter_class, RefusesMarkers
         ):
             # A client made without our plugin: the worker reads through ours all the same
             # (a start input it cannot read then fails its run in one line).
-            client = _reconnected(client, lay_over(client.data_converter, ours))
+            client = _reconnected(client, lay_over(client.data_converter, reading))
             config["client"] = client
-        check_carries_agents(client.data_converter, ours)
+        check_carries_agents(client.data_converter, reading)
         serve(task_queue, self.registry, trusts_the_clear=trusts_the_clear(self.settings))
         config = super().configure_worker(config)
         # A worker given our plugin, but not its client: the client's tracing interceptor

@@ -141,7 +141,8 @@ async def failed_in_one_line(client: Client, wid: str) -> str:
         assert (await handle.describe()).status == WorkflowExecutionStatus.FAILED
         return str(said)
     except TimeoutError:
-        return f"still {(await handle.describe()).status.name} after 10 s"
+        status = (await handle.describe()).status
+        return f"still {status.name if status else status} after 10 s"
     return "completed"
 
 

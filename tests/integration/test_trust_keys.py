@@ -20,14 +20,14 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import AsyncIterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 from pydantic import SecretStr
 from temporalio import workflow
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError
-from temporalio.common import RawValue
+from temporalio.common import RawValue, RetryPolicy
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
@@ -37,12 +37,20 @@ from durable_agents.runtime.client import connect
 from durable_agents.runtime.encryption import new_key
 from durable_agents.runtime.settings import Settings
 from durable_agents.worker.main import build_worker
+from durable_agents.workflows.activity_io import ToolOutcome
 from durable_agents.workflows.contracts import DelegatedBy, RunLimits, RunPolicy, RunRequest
 from durable_agents.workflows.people_inputs import Decision
 from durable_agents.workflows.records import IDENTITY_SEPARATOR
 from durable_agents.workflows.state import RunState, pack_state
-from tests.conftest import arrange, count_effects, eventually, run_id, settings_for
-from tests.integration.test_outside_callers import FakeParent, Smuggled, journal
+from tests.conftest import (
+    arrange,
+    count_effects,
+    eventually,
+    pay_invoice_call,
+    run_id,
+    settings_for,
+)
+from tests.integration.test_outside_callers import FakeParent, Smuggled, causes, journal
 
 REFUND = RunRequest(goal="Refund jane 80 EUR", agent="refund", label="refund-loop")
 
@@ -213,3 +221,63 @@ async def test_a_worker_without_keys_refuses_to_serve_unless_told(
     told = settings.model_copy(update={"namespace_is_ours_alone": True, "task_queue": queue})
     async with build_worker(dev_env.client, told):
         pass
+
+
+@workflow.defn(name="AgentWorkflow", sandboxed=False)
+class DirectPayer:
+    """The attacker's code for a run's first task: it schedules our tool itself, for the
+    run's own identity, on our queue (our caller check sees an AgentWorkflow on it)."""
+
+    @workflow.run
+    async def run(self, start: RawValue) -> None:
+        info = workflow.info()
+        identity = f"{info.workflow_id}{IDENTITY_SEPARATOR}{info.first_execution_run_id}"
+        await workflow.execute_activity(
+            "run_tool",
+            pay_invoice_call(identity),
+            result_type=ToolOutcome,
+            start_to_close_timeout=timedelta(seconds=60),
+            retry_policy=RetryPolicy(maximum_attempts=1),
+        )
+
+
+async def test_a_poller_of_our_queue_cannot_feed_our_activities(
+    dev_env: WorkflowEnvironment, model_server, tmp_path
+) -> None:
+    """With keys, what an agent run's activities are fed must be sealed: a task taken by
+    a poller without the key schedules our tool with an input in the clear, refused
+    before the tool acts (runtime/refused_payloads.py, `_deployment_only`)."""
+    settings = settings_for(
+        dev_env.client, tmp_path / "data", model_server.port, versioning=False
+    ).model_copy(
+        update={"encryption_keys": SecretStr(f"k1={new_key()}"), "namespace_is_ours_alone": False}
+    )
+    client, plain, rid = await connect(settings), dev_env.client, run_id("fed")
+    async with attacker_worker(plain, settings.task_queue, DirectPayer):
+        await client.start_workflow("AgentWorkflow", REFUND, id=rid, task_queue=settings.task_queue)
+
+        async def scheduled() -> bool:
+            return any(
+                e.HasField("activity_task_scheduled_event_attributes")
+                for e in await events(plain, rid)
+            )
+
+        await eventually(scheduled)
+        async with build_worker(await connect(settings, for_worker=True), settings):
+
+            async def failed() -> list[Any]:
+                return [
+                    e.activity_task_failed_event_attributes.failure
+                    for e in await events(plain, rid)
+                    if e.HasField("activity_task_failed_event_attributes")
+                ]
+
+            [failure] = await eventually(failed)
+    said = causes(await client.data_converter.decode_failure(failure))
+    assert "run_tool of run" in said and "not sealed with the deployment's key" in said, said
+    identity = f"{rid}{IDENTITY_SEPARATOR}"
+    assert all(count_effects(settings, key, "charge") == 0 for key in (rid, identity))
+
+
+async def events(client: Client, wid: str) -> list[Any]:
+    return list((await client.get_workflow_handle(wid).fetch_history()).events)
