@@ -67,7 +67,8 @@ ADMISSION: dict[Beginning, Rule] = {
         "the start event: no carried state, no parent, an id agentctl can show",
     ),
     Beginning.CONTINUED: Rule(
-        "the carried state, identity included",
+        "the carried state, identity included, sealed with the deployment's key and packed "
+        "by the run it continues; its policy within its agent's floor",
         "the previous run's own continue-as-new event names this run and carries this "
         "input; that run is an AgentWorkflow on this queue; the identity is this chain's",
     ),
@@ -80,7 +81,8 @@ ADMISSION: dict[Beginning, Rule] = {
         "the start event's initiator (retry) and attempt",
     ),
     Beginning.CHILD: Rule(
-        "the policy, budget and memory namespace its parent hands it",
+        "the policy (only narrowing its own agent's floor), budget and memory namespace its "
+        "parent hands it, sealed with the deployment's key",
         "the parent Temporal records is shown, runs on this queue, and is the run "
         "delegated_by names",
     ),
@@ -89,7 +91,7 @@ ADMISSION: dict[Beginning, Rule] = {
         "the parent Temporal records is shown and runs on this queue",
     ),
     Beginning.FORK: Rule(
-        "the moment and a signed edit only",
+        "the moment and a signed edit only (an edit only sealed with the deployment's key)",
         "the parent's identity and policy from the parent (fork_origin); the carried "
         "state equals the parent's history rebuilt at that moment (parent_state_at)",
     ),
