@@ -1,24 +1,30 @@
 """`python -m durable_agents.console`: serve the console (what `agentctl console` and
-`agentctl up` run)."""
+`agentctl up` run).
+
+Its extra is checked before anything it brings is imported: without [console], one line
+naming it, not a ModuleNotFoundError traceback."""
 
 from __future__ import annotations
 
-import asyncio
-
-import uvicorn
-
-from durable_agents.activities.sql import redacted_url
-from durable_agents.activities.stores import open_database
-from durable_agents.console.app import create_app
-from durable_agents.console.identity import SecretTooShort, console_secret
-from durable_agents.console.serving import PROXY_HEADERS
-from durable_agents.console.sessions import SignedOutSessions
-from durable_agents.runtime.client import connect
-from durable_agents.runtime.connection import ConnectionSettingsError
-from durable_agents.runtime.settings import load_settings
+from durable_agents.runtime.extras import require_all_or_exit
 
 
 def main() -> None:
+    require_all_or_exit("the console", "console")
+    import asyncio
+
+    import uvicorn
+
+    from durable_agents.activities.sql import redacted_url
+    from durable_agents.activities.stores import open_database
+    from durable_agents.console.app import create_app
+    from durable_agents.console.identity import SecretTooShort, console_secret
+    from durable_agents.console.serving import PROXY_HEADERS
+    from durable_agents.console.sessions import SignedOutSessions
+    from durable_agents.runtime.client import connect
+    from durable_agents.runtime.connection import ConnectionSettingsError
+    from durable_agents.runtime.settings import load_settings
+
     settings = load_settings()
     try:
         console_secret(settings)

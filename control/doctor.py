@@ -25,6 +25,7 @@ from durable_agents.infra.stack import files_for, polling_builds, recent_pollers
 from durable_agents.runtime.client import connect, connect_failure
 from durable_agents.runtime.connection import Connection, ConnectionSettingsError, connection
 from durable_agents.runtime.encryption import KeyringError, keyring_from
+from durable_agents.runtime.extras import ExtraMissing, install_hint
 from durable_agents.runtime.settings import Settings
 from durable_agents.workflows import search_attributes as sa
 from durable_agents.workflows.contract_base import preview
@@ -230,6 +231,8 @@ async def _stores(settings: Settings) -> Finding:
     try:
         db = await asyncio.to_thread(open_database, settings)
         await asyncio.to_thread(db.query, "SELECT 1 AS ok")
+    except ExtraMissing as err:  # the driver is not installed: no server or URL to check
+        return Finding("stores", False, f"cannot open our stores: {err}", install_hint("postgres"))
     except Exception as err:
         fix = (
             "check AGENT_DATABASE_URL (is PostgreSQL running and the database there?)"

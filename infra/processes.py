@@ -2,6 +2,12 @@
 
 Each process writes its log under <data dir>/logs and its pid under <data dir>/run,
 so `agentctl down` and `agentctl stack` work from any later shell.
+
+A pid file holds the pid and the process's start time, read at spawn: the pair names that
+one process for ever (a pid is reused, never with the start time it had). So a part is
+ours from the moment it is spawned, before it has exec'd and carries its marker (between
+fork and exec it has our environment; during exec, none): on a busy machine `up` would
+otherwise take its own part just started for a stranger.
 """
 
 from __future__ import annotations
@@ -64,20 +70,32 @@ class ProcessFiles:
         return self.root / "logs" / f"{self.name}.log"
 
     def running_pid(self) -> int | None:
-        """The pid from the pid file if that process is alive and still ours."""
+        """The pid from the pid file if that process is alive and still ours: the one we
+        spawned (same start time), or, for a pid file without one, marked as this part."""
         try:
-            pid = int(self.pid_file.read_text().strip())
+            pid_text, _, started = self.pid_file.read_text().strip().partition(" ")
+            pid = int(pid_text)
         except (FileNotFoundError, ValueError):
             return None
         try:
             os.kill(pid, 0)
-            environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
             stat = Path(f"/proc/{pid}/stat").read_text()
+            if stat.rsplit(") ", 1)[-1].startswith("Z"):
+                return None  # exited, waiting to be reaped
+            if started:
+                return pid if _start_time(stat) == started else None
+            environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
         except (ProcessLookupError, PermissionError, FileNotFoundError):
             return None
-        if stat.rsplit(") ", 1)[-1].startswith("Z"):
-            return None  # exited, waiting to be reaped
         return pid if f"{MARKER}={self.marker}".encode() in environ else None
+
+    def record(self, pid: int) -> None:
+        """Write the pid file of a process just spawned (its start time beside the pid):
+        before it has exec'd, it is ours already."""
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        written = self.pid_file.with_suffix(".pid.new")
+        written.write_text(f"{pid} {_start_time(stat)}")
+        written.replace(self.pid_file)  # whole or not at all, for a reader in another shell
 
     @property
     def marker(self) -> str:
@@ -114,8 +132,14 @@ def spawn(spec: ProcessSpec, files: ProcessFiles) -> subprocess.Popen[bytes]:
             env=env,
             start_new_session=True,
         )
-    files.pid_file.write_text(str(process.pid))
+    files.record(process.pid)  # unreaped, the child keeps its pid: read before any wait
     return process
+
+
+def _start_time(stat: str) -> str:
+    """A process's start time (clock ticks after boot), from its /proc/PID/stat text: the
+    22nd field, counted after the command name (which may hold spaces and parentheses)."""
+    return stat.rsplit(") ", 1)[-1].split()[19]
 
 
 def stop(files: ProcessFiles, timeout: float = 15.0) -> bool:

@@ -2,11 +2,17 @@
 
 `up` starts what is not running and waits for each part to be ready; `down` stops
 them; `status` says what runs where. Runs survive down and up: same SQLite file.
+
+A stack is encrypted unless told otherwise: on its first start `up` makes the keys in the
+data dir (<data dir>/keys, as `agentctl keys new` prints one), and every part that reads
+payloads or stores gets that file; the CLI finds it there too (Settings.effective_keys_file).
+An `up` that fails leaves nothing half-started: it stops the parts it started.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import secrets
 import subprocess
 import sys
@@ -33,6 +39,7 @@ from durable_agents.infra.processes import (
 from durable_agents.infra.temporal_setup import set_up_namespace
 from durable_agents.runtime import versioning
 from durable_agents.runtime.client import connect
+from durable_agents.runtime.encryption import new_key
 from durable_agents.runtime.extras import require_all
 from durable_agents.runtime.settings import Settings
 from durable_agents.workflows import search_attributes as sa
@@ -68,6 +75,7 @@ def settings_env(settings: Settings) -> dict[str, str]:
         "AGENT_WORKER_VERSIONING": str(settings.worker_versioning).lower(),
         **({"AGENT_DEPLOYMENT": settings.deployment} if settings.deployment else {}),
         **({"AGENT_BUILD_ID": settings.build_id} if settings.build_id else {}),
+        **({"AGENT_NAMESPACE_IS_OURS_ALONE": "true"} if settings.namespace_is_ours_alone else {}),
     }
 
 
@@ -87,11 +95,12 @@ def codec_token(settings: Settings) -> str:
 def part_specs(settings: Settings) -> list[ProcessSpec]:
     data = settings.data_dir.resolve()
     env = settings_env(settings)
+    keyed = env | keys_env(settings)  # for the parts that read payloads or stores
     codec_flags: list[str] = []
-    codec_env = env
+    codec_env = keyed
     if settings.encryption_on:
         token = codec_token(settings)
-        codec_env = env | {"AGENT_CODEC_TOKEN": token}
+        codec_env = keyed | {"AGENT_CODEC_TOKEN": token}
         from durable_agents.worker.codec_server import (
             ui_endpoint,  # FastAPI: only when encryption is on
         )
@@ -139,7 +148,7 @@ def part_specs(settings: Settings) -> list[ProcessSpec]:
         name="worker",
         argv=[sys.executable, "-m", "durable_agents.worker"],
         port=None,
-        env=env,
+        env=keyed,
         inherit=("",),
     )
     # The console: our settings (keys to decode, the stores), never the model key.
@@ -147,7 +156,7 @@ def part_specs(settings: Settings) -> list[ProcessSpec]:
         name="console",
         argv=[sys.executable, "-m", "durable_agents.console"],
         port=settings.console_port,
-        env=env,
+        env=keyed,
         inherit=("AGENT_",),
         withhold=("OPENAI", "AGENT_OPENAI"),
     )
@@ -173,12 +182,62 @@ def files_for(settings: Settings, name: str) -> ProcessFiles:
 
 
 async def up(settings: Settings, say: Callable[[str], None] = print) -> None:
+    """Start each part not running yet. If one fails (or Ctrl-C), the parts this call
+    started are stopped, their pid files gone, before the error goes on: what ran before
+    keeps running, nothing is left half-started."""
     require_all("the local stack (agentctl up)", "local")
+    make_keys(settings, say)
+    started: list[ProcessFiles] = []
+    try:
+        await _start_parts(settings, say, started)
+    except BaseException:
+        for files in reversed(started):
+            if stop(files):
+                say(f"{files.name}: stopped (up did not finish)")
+        raise
+
+
+def make_keys(settings: Settings, say: Callable[[str], None] = print) -> None:
+    """The stack's encryption keys, made once in the data dir (readable by its owner alone),
+    unless AGENT_ENCRYPTION_KEYS or AGENT_ENCRYPTION_KEYS_FILE says where they are. Not while
+    a part runs: it was started without keys, and could not read what the keys seal."""
+    if settings.encryption_keys is not None or settings.effective_keys_file is not None:
+        return
+    if any(files_for(settings, name).running_pid() is not None for name in ALL_PARTS):
+        return
+    path = settings.data_dir.resolve() / KEYS_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        return  # another `up` made them a moment ago
+    with os.fdopen(fd, "w") as keys:
+        keys.write(f"{KEY_ID}={new_key()}\n")  # as `agentctl keys new` prints it
+    say(f"keys: made {path} (payloads and stores are encrypted with them; keep a copy)")
+
+
+KEYS_FILE = "keys"  # what Settings.effective_keys_file finds in the data dir
+KEY_ID = "k1"
+
+
+def keys_env(settings: Settings) -> dict[str, str]:
+    """Where a part reads the keys: the file, by its full path (the keys given inline,
+    AGENT_ENCRYPTION_KEYS, reach the parts that inherit our settings as they are)."""
+    found = settings.effective_keys_file
+    if settings.encryption_keys is not None or found is None:
+        return {}
+    return {"AGENT_ENCRYPTION_KEYS_FILE": str(found.resolve())}
+
+
+async def _start_parts(
+    settings: Settings, say: Callable[[str], None], started: list[ProcessFiles]
+) -> None:
     for spec in part_specs(settings):
         files = files_for(settings, spec.name)
         if files.running_pid() is not None:
             say(f"{spec.name}: already running (pid {files.running_pid()})")
         else:
+            started.append(files)  # before it is spawned: stopped if it never gets ready
             await start_part(spec, settings, say)
         if spec.name == "codec":
             say(

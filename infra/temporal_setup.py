@@ -151,13 +151,16 @@ async def ensure_prune_schedule(client: Client, settings: Settings) -> None:
 
 async def set_up_namespace(client: Client, settings: Settings, *, ours: bool) -> NamespaceSetup:
     """Everything a namespace needs before runs: search attributes, pruning, and (in a
-    namespace that is `ours`, or one this creates) the retention of closed runs."""
+    namespace that is `ours`, or one this creates) the retention of closed runs. A name of
+    ours taken with another type refuses it before anything is changed."""
     before = await _retention_of(client)
+    if before is not None:
+        await refuse_taken_names(client)
     retention = await settle_retention(client, settings.retention_days, ours=ours)
     if before is None:
         await _until_served(client)
     await register_search_attributes(client)
-    missing = await missing_search_attributes(client)  # a name taken with another type
+    missing = await missing_search_attributes(client)  # taken meanwhile, with another type
     if missing:
         raise SearchAttributesMissing(advice(client.namespace, missing))
     await ensure_prune_schedule(client, settings)
@@ -167,3 +170,13 @@ async def set_up_namespace(client: Client, settings: Settings, *, ours: bool) ->
         retention=retention,
         retention_set=ours or before is None,
     )
+
+
+async def refuse_taken_names(client: Client) -> None:
+    """Refuse a namespace where any of our search attributes' names is taken with another
+    type, all of them checked against all the namespace has before one is registered: a
+    refusal leaves the namespace as it was, not with some of ours added (their types
+    cannot be changed, and the fix is to remove the taken names, then set up again)."""
+    taken = [name for name in await missing_search_attributes(client) if " (" in name]
+    if taken:
+        raise SearchAttributesMissing(advice(client.namespace, taken))

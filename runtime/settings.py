@@ -144,6 +144,11 @@ class Settings(BaseSettings):
     # Holding the key is what lets a process act: a worker refuses every start, signal,
     # update, query and activity input not sealed with one of the keys (runtime/encryption.py).
     require_sealed_inputs: bool = False
+    # Without keys a worker cannot tell the deployment's own hand-offs (a continuation's
+    # carried state, a sub-agent's terms, a fork's edit) from anyone's who polls its task
+    # queue, so it refuses to serve, unless this says in so many words that nobody else can
+    # start workflows in, or poll, this namespace (docs/operations.md, "The trust model").
+    namespace_is_ours_alone: bool = False
     # Signed decisions for every agent whose tools move money (a tool with an amount_field,
     # its own or a sub-agent's): the worker starts its runs with require_signed_decisions
     # on, trusting the keys of AGENT_TRUSTED_KEYS_FILE (JSON, as `agentctl signing console`
@@ -325,13 +330,23 @@ class Settings(BaseSettings):
         """The key list from the environment, else from the keys file."""
         if self.encryption_keys is not None:
             return self.encryption_keys.get_secret_value()
-        if self.encryption_keys_file is not None:
-            return self.encryption_keys_file.read_text()
+        if self.effective_keys_file is not None:
+            return self.effective_keys_file.read_text()
         return None
 
     @property
+    def effective_keys_file(self) -> Path | None:
+        """AGENT_ENCRYPTION_KEYS_FILE; with neither key setting set, the keys `agentctl up`
+        made in the data dir (<data dir>/keys) if they are there, so that every process
+        using the stack's data dir (the CLI beside it) holds the stack's keys."""
+        if self.encryption_keys is not None or self.encryption_keys_file is not None:
+            return self.encryption_keys_file
+        made = self.data_dir / "keys"
+        return made if made.is_file() else None
+
+    @property
     def encryption_on(self) -> bool:
-        return self.encryption_keys is not None or self.encryption_keys_file is not None
+        return self.encryption_keys is not None or self.effective_keys_file is not None
 
     @property
     def codec_url(self) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 
 from durable_agents.control.doctor import diagnose
 from durable_agents.runtime.encryption import new_key
@@ -33,10 +34,11 @@ async def doctor(
     for finding in findings:
         if finding.ok and quiet:
             continue
+        # Only the mark is markup: what a finding says may hold brackets ([postgres]).
         mark = "[green]ok[/]  " if finding.ok else "[red]FAIL[/]"
-        console.print(f"{mark} {finding.part:<10} {finding.says}", highlight=False)
+        console.print(f"{mark} {finding.part:<10} {escape(finding.says)}", highlight=False)
         if finding.fix:
-            console.print(f"     {'':<10} fix: {finding.fix}", highlight=False)
+            console.print(f"     {'':<10} fix: {escape(finding.fix)}", highlight=False)
     if not all(finding.ok for finding in findings):
         raise typer.Exit(1)
 

@@ -15,36 +15,42 @@ from durable_agents.runtime import versioning
 from durable_agents.runtime.client import connect
 from durable_agents.runtime.settings import load_settings
 from durable_agents.starters.errors import run_async
-from durable_agents.starters.terminal import SafeConsole
+from durable_agents.starters.terminal import SafeConsole, shown
 
 console = SafeConsole()
+
+
+def say(line: str) -> None:
+    """A line about the stack, printed as it is: a path, a namespace or a part's own words
+    may hold brackets, which the terminal's markup would take for styles and drop."""
+    console.print(shown(line))
 
 
 @run_async
 async def up() -> None:
     """Start the Temporal dev server, the offline model and a worker in the background."""
     settings = load_settings()
-    await stack.up(settings, say=console.print)
-    await release.adopt_local_build(await connect(settings), settings, console.print)
-    console.print(f"Temporal Web UI: {settings.web_ui_url()}")
-    console.print(f"Console: {settings.console_url} (add a user first: agentctl users add NAME)")
+    await stack.up(settings, say=say)
+    await release.adopt_local_build(await connect(settings), settings, say)
+    say(f"Temporal Web UI: {settings.web_ui_url()}")
+    say(f"Console: {settings.console_url} (add a user first: agentctl users add NAME)")
 
 
 @run_async
 async def down() -> None:
     """Stop the local stack. Runs are kept: `up` brings them back."""
-    stack.down(load_settings(), say=console.print)
+    stack.down(load_settings(), say=say)
 
 
 def show_stack() -> None:
     """Say what runs where."""
     settings = load_settings()
-    table = Table(title=f"local stack (data dir {settings.data_dir.resolve()})")
+    table = Table(title=shown(f"local stack (data dir {settings.data_dir.resolve()})"))
     for column in ("part", "state", "pid", "where", "log"):
         table.add_column(column)
     for part in stack.status(settings):
         state = "[green]running[/]" if part.running else "[red]stopped[/]"
-        table.add_row(part.name, state, str(part.pid or ""), part.where, part.log)
+        table.add_row(part.name, state, str(part.pid or ""), shown(part.where), shown(part.log))
     console.print(table)
 
 
@@ -60,13 +66,13 @@ async def setup() -> None:
         else f"retention left at {hours(done.retention)} (the namespace's own; ours would be "
         f"{settings.retention_days:g} days)"
     )
-    console.print(
+    say(
         f"namespace {done.namespace} at {done.address}: search attributes registered, "
         f"{retention}, prune schedule {settings.prune_schedule_id!r}"
     )
     if settings.worker_versioning:
         current = await versioning.current_build(client, settings.deployment_name)
-        console.print(
+        say(
             f"worker deployment {settings.deployment_name}: "
             + (
                 f"new runs start on build {current}"
@@ -91,18 +97,16 @@ async def prune(
     if report.refused is not None:
         raise RunError(report.refused)  # a worker with a longer retention than ours
     verb = "would prune" if report.dry_run else "pruned"
-    console.print(
+    say(
         f"{verb} {len(report.pruned)} runs ({report.rows_deleted} rows); kept "
         f"{report.kept_open} open and {report.kept_recent} recently closed"
     )
     for run_id in report.pruned:
-        console.print(f"  {run_id}")
+        say(f"  {run_id}")
     if report.memories_deleted:
-        console.print(
-            f"{verb} {report.memories_deleted} memories older than AGENT_MEMORY_RETENTION_DAYS"
-        )
+        say(f"{verb} {report.memories_deleted} memories older than AGENT_MEMORY_RETENTION_DAYS")
     if report.whatif_reports_deleted:
-        console.print(f"{verb} {report.whatif_reports_deleted} what-if reports")
+        say(f"{verb} {report.whatif_reports_deleted} what-if reports")
 
 
 def worker() -> None:

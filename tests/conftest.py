@@ -32,6 +32,7 @@ from durable_agents.runtime.settings import DEFAULT_AGENT_MODULES, Settings
 from durable_agents.worker.main import build_worker
 from durable_agents.workflows import search_attributes as sa
 from durable_agents.workflows.activity_io import ToolCallInput
+from durable_agents.workflows.contracts import RunRequest
 from durable_agents.workflows.people_inputs import Decision
 from durable_agents.workflows.registry import load_registry, serve_for_replay
 from durable_agents.workflows.state import RunSummary
@@ -141,8 +142,9 @@ async def own_clock() -> AsyncIterator[WorkflowEnvironment]:
 
 
 # Temporal refuses more than 100 task queues in one deployment version (its
-# matching.maxTaskQueuesInDeploymentVersion), and a suite makes hundreds.
-QUEUES_PER_DEPLOYMENT = 40
+# matching.maxTaskQueuesInDeploymentVersion), and a suite makes hundreds: each test's
+# worker polls two (its own and its store's, worker/store_queue.py), some tests more.
+QUEUES_PER_DEPLOYMENT = 20
 _queues_made = [0]
 
 
@@ -359,10 +361,12 @@ async def key_of(client: Client, rid: str) -> str:
 
 
 async def start_wedged_run(client: Client, task_queue: str) -> Any:
-    """A run started with an input the workflow cannot read: its first workflow task fails
-    on every attempt. Returned once it has failed twice."""
+    """A run of an agent this worker does not have: its first workflow task fails on every
+    attempt (AgentUnavailable waits for a worker that has it; an input the run cannot read
+    fails the run instead). Returned once it has failed twice."""
+    request = RunRequest(goal="x", agent="an-agent-no-worker-has")
     handle = await client.start_workflow(
-        "AgentWorkflow", 42, id=f"wedged-{uuid.uuid4().hex[:8]}", task_queue=task_queue
+        "AgentWorkflow", request, id=f"wedged-{uuid.uuid4().hex[:8]}", task_queue=task_queue
     )
 
     async def failed_twice() -> bool:

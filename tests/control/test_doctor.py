@@ -14,7 +14,9 @@ from durable_agents.control.doctor import diagnose
 from durable_agents.infra.offline_model.embedded import free_port
 from durable_agents.infra.stack import worker_polling
 from durable_agents.runtime.encryption import new_key
+from durable_agents.runtime.extras import install_hint
 from tests.conftest import eventually, start_wedged_run
+from tests.starters.not_installed import env_without
 
 AGENTCTL = str(Path(sys.executable).parent / "agentctl")
 
@@ -80,6 +82,31 @@ def test_the_command_exits_non_zero_and_reads_a_settings_file(tmp_path):
     assert done.returncode == 1 and "no such file" in done.stderr
 
 
+def test_a_missing_driver_is_printed_with_its_extra_and_the_fix_installs_it(tmp_path):
+    """AGENT_DATABASE_URL without the [postgres] extra: doctor prints the extra's name as
+    it is (the terminal's markup would take `[postgres]` for a style and drop it) and the
+    fix is the install line, not a check of the URL."""
+    env = env_without(
+        ["psycopg"],
+        tmp_path / "site",
+        {
+            **os.environ,
+            "AGENT_DATABASE_URL": "postgresql://nobody@127.0.0.1:1/none",
+            "AGENT_DATA_DIR": str(tmp_path / "data"),
+            "COLUMNS": "200",
+        },
+    )
+    done = subprocess.run(
+        [AGENTCTL, "doctor", "--only", "stores"], env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 1, done.stderr
+    said = " ".join(done.stdout.split())
+    assert "FAIL stores cannot open our stores:" in said
+    assert "needs the [postgres] extra" in said
+    assert f"fix: {install_hint('postgres')}" in said
+    assert "check AGENT_DATABASE_URL" not in said
+
+
 def test_keys_new_prints_a_usable_entry():
     done = subprocess.run(
         [AGENTCTL, "keys", "new", "2026-12"], capture_output=True, text=True, timeout=60
@@ -98,12 +125,12 @@ async def test_only_checks_the_parts_asked_for(settings):
 
 
 async def test_a_wedged_run_is_reported_with_its_failure_and_the_fix(worker, dev_env, settings):
-    """A run started with an input the workflow cannot read: its first workflow task fails
-    on every attempt. doctor names the run, the failure and the way out."""
+    """A run of an agent no worker has: its first workflow task fails on every attempt.
+    doctor names the run, the failure and the way out."""
     handle = await start_wedged_run(dev_env.client, settings.task_queue)
     finding = by_part(await diagnose(settings, {"runs"}))["runs"]
     assert not finding.ok
-    assert handle.id in finding.says and "Failed decoding arguments" in finding.says
+    assert handle.id in finding.says and "an-agent-no-worker-has" in finding.says
     assert "agentctl rewind" in finding.fix and "terminate" in finding.fix
     await handle.terminate("test over")
     assert by_part(await diagnose(settings, {"runs"}))["runs"].ok

@@ -106,3 +106,38 @@ async def test_setup_creates_a_missing_namespace_with_our_retention(
     said = await setup_in(env)
     assert await retention(client, new) == timedelta(days=3)
     assert "retention set to 72h (a namespace it created)" in said
+
+
+async def test_a_name_taken_with_another_type_refuses_setup_before_it_registers_any(
+    dev_env, model_server, tmp_path
+):
+    """One of our names taken with another type: setup checks every one of ours against
+    all the namespace has first, so its refusal leaves none of ours registered (and the
+    retention as it was), and says in one line what to remove."""
+    client = dev_env.client
+    theirs = f"taken-{uuid.uuid4().hex[:8]}"
+    await client.workflow_service.register_namespace(
+        RegisterNamespaceRequest(
+            namespace=theirs, workflow_execution_retention_period=Duration(seconds=720 * 3600)
+        )
+    )
+    await eventually(lambda: served(client, theirs))
+    await client.operator_service.add_search_attributes(
+        AddSearchAttributesRequest(
+            namespace=theirs,
+            search_attributes={sa.STEP.name: IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD},
+        )
+    )
+    settings = settings_for(client, tmp_path / "data", model_server.port)
+    env = team_env(settings, theirs, client.service_client.config.target_host)
+
+    done = await asyncio.to_thread(CliRunner().invoke, app, ["setup"], env=env)
+    assert done.exit_code == 1
+    assert done.output.strip().splitlines() == [
+        f"error: namespace {theirs!r} has the search attributes {sa.STEP.name} (Keyword, not "
+        f"Int): remove them (`temporal operator search-attribute remove --name "
+        f"{sa.STEP.name}`), then run `agentctl setup`"
+    ]
+    others = {key.name for key in sa.ALL} - {sa.STEP.name}
+    assert others.isdisjoint(await registered(client, theirs))
+    assert await retention(client, theirs) == timedelta(hours=720)

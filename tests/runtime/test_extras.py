@@ -3,11 +3,22 @@ missing for another reason (a broken install of the extra itself) is not disguis
 
 from __future__ import annotations
 
+import importlib.metadata as metadata
 import sys
+import tomllib
+from pathlib import Path
 
 import pytest
+from packaging.requirements import Requirement
 
-from durable_agents.runtime.extras import EXTRAS, ExtraMissing, require, require_all
+from durable_agents.runtime.extras import (
+    DISTRIBUTION,
+    EXTRAS,
+    NOT_PARTS,
+    ExtraMissing,
+    require,
+    require_all,
+)
 
 
 def test_a_missing_part_names_its_extra(monkeypatch):
@@ -37,25 +48,62 @@ def test_a_module_missing_inside_the_extra_is_not_taken_for_the_extra(monkeypatc
     assert raised.value.name == "not_a_module_anywhere"
 
 
-def test_each_extra_declares_the_distributions_of_its_modules():
-    """EXTRAS and pyproject's extras agree: each module an extra's part asks for comes from
-    a distribution that extra (or [all]) brings."""
-    import importlib.metadata as metadata
+ROOT = Path(__file__).resolve().parents[2]
 
-    from packaging.requirements import Requirement
 
-    declared: dict[str, set[str]] = {}
-    for line in metadata.requires("durable-agents-temporal") or []:
-        requirement = Requirement(line)
-        marker = str(requirement.marker or "")
-        for extra in EXTRAS:
-            if f'extra == "{extra}"' in marker:
-                declared.setdefault(extra, set()).add(_normal(requirement.name))
-    owners = metadata.packages_distributions()
-    for extra, modules in EXTRAS.items():
-        for module in modules:
-            brought = {_normal(d) for d in owners.get(module, [])}
-            assert brought & declared.get(extra, set()), (extra, module, brought)
+def declared_extras() -> dict[str, set[str]]:
+    """pyproject's extras, each as the distributions it brings: an extra naming another of
+    ours ([all], [local]'s [console]) brings that one's too."""
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"
+    ]
+
+    def brought(extra: str) -> set[str]:
+        found: set[str] = set()
+        for line in extras[extra]:
+            requirement = Requirement(line)
+            if _normal(requirement.name) == DISTRIBUTION:
+                for inner in requirement.extras:
+                    found |= brought(inner)
+            else:
+                found.add(_normal(requirement.name))
+        return found
+
+    return {extra: brought(extra) for extra in extras}
+
+
+def modules_of(distribution: str) -> set[str]:
+    """The top-level modules an installed distribution brings (none: a binary's wheel)."""
+    metadata.distribution(distribution)  # raises when it is not installed here
+    return {
+        module
+        for module, owners in metadata.packages_distributions().items()
+        if distribution in {_normal(owner) for owner in owners} and not module.startswith("_")
+    }
+
+
+def test_every_extra_of_pyproject_is_a_row_or_named_as_no_part():
+    declared = declared_extras()
+    assert set(declared) == set(EXTRAS) | set(NOT_PARTS)
+    assert not set(EXTRAS) & set(NOT_PARTS)
+
+
+@pytest.mark.parametrize("extra", sorted(EXTRAS))
+def test_each_row_is_its_extras_distributions_both_ways(extra):
+    """Each module a row asks for comes from a distribution its extra brings, and each
+    distribution the extra brings that has modules has one in the row: a part asks for
+    every distribution it would miss, and for none its extra does not install."""
+    brought = declared_extras()[extra]
+    by_distribution = {distribution: modules_of(distribution) for distribution in brought}
+    for module in EXTRAS[extra]:
+        owners = {_normal(d) for d in metadata.packages_distributions().get(module, [])}
+        assert owners & brought, f"[{extra}] asks for {module}, which none of {brought} brings"
+    for distribution, modules in by_distribution.items():
+        if modules:
+            assert modules & set(EXTRAS[extra]), (
+                f"[{extra}] brings {distribution} ({', '.join(sorted(modules))}), "
+                "which its row never asks for"
+            )
 
 
 def _normal(name: str) -> str:

@@ -9,6 +9,7 @@ import os
 import random
 import re
 import socket
+import stat
 import subprocess
 import sys
 import time
@@ -18,6 +19,8 @@ from typing import Any
 import httpx
 import pytest
 
+from durable_agents.infra.processes import MARKER
+from durable_agents.runtime.encryption import ENCODING, Keyring
 from tests import temporal_cli
 
 AGENTCTL = str(Path(sys.executable).parent / "agentctl")
@@ -105,7 +108,8 @@ def test_pay_invoice_through_approval_and_across_a_restart(stack):
     assert "retention 7 days, daily prune schedule 'durable-agents-prune'" in up.stdout
     assert f"Console: http://127.0.0.1:{stack.env['AGENT_CONSOLE_PORT']}" in up.stdout
     listing = stack("stack").stdout
-    assert listing.count("running") == 4 and "the console" in listing
+    # Keys by default: the codec server runs beside the other four.
+    assert listing.count("running") == 5 and "the console" in listing
     address = f"127.0.0.1:{stack.env['AGENT_TEMPORAL_PORT']}"
     schedule = temporal_cli.run(
         address, "default", "schedule", "describe", "--schedule-id", "durable-agents-prune",
@@ -191,7 +195,7 @@ def test_pay_invoice_through_approval_and_across_a_restart(stack):
     assert [r["run_id"] for r in json.loads(listed)] == ["e2e-1"]
 
     stack("down")
-    assert stack("stack").stdout.count("stopped") == 4
+    assert stack("stack").stdout.count("stopped") == 5
 
     stack("up")
     assert stack.show("e2e-1")["status"] == "completed"  # the run survived down and up
@@ -215,6 +219,66 @@ def test_a_taken_port_is_a_clear_error(stack):
     assert result.returncode == 1
     assert f"temporal: port {port} is already in use" in result.stderr
     assert "AGENT_TEMPORAL_PORT" in result.stderr
+
+
+def test_a_failed_up_stops_what_it_started(stack):
+    """The console cannot start (its port is taken): `up` stops the four parts it started
+    before it, removes their pid files, and says why in one line."""
+    port, result = up_with_port_taken(stack, "AGENT_CONSOLE_PORT")
+    assert result.returncode == 1
+    assert result.stderr.splitlines() == [
+        f"error: console: port {port} is already in use by another process; stop it or "
+        "choose another port (AGENT_CONSOLE_PORT)"
+    ]
+    data = Path(stack.env["AGENT_DATA_DIR"]).resolve()
+    assert processes_of(data) == []
+    assert list((data / "run").iterdir()) == []
+    for part in ("temporal", "codec", "model", "worker"):
+        assert f"{part}: starting" in result.stdout
+        assert f"{part}: stopped (up did not finish)" in result.stdout
+    assert "running" not in stack("stack").stdout.replace("not running", "")
+
+
+def processes_of(data: Path) -> list[str]:
+    """The live processes marked as a part of the stack whose data dir is `data`."""
+    found = []
+    for environ in Path("/proc").glob("[0-9]*/environ"):
+        with contextlib.suppress(OSError):
+            marked = [v for v in environ.read_bytes().split(b"\0") if v.startswith(MARKER.encode())]
+            if any(v.endswith(f"@{data}".encode()) for v in marked):
+                found.append(environ.parent.name)
+    return found
+
+
+def test_up_makes_the_keys_and_a_run_started_from_the_cli_is_sealed(stack):
+    """A fresh data dir: `up` makes the keys (readable by their owner alone), every part
+    that reads payloads gets them, and `agentctl run` beside the stack finds them: the
+    start's input in the server's history is ciphertext."""
+    data = Path(stack.env["AGENT_DATA_DIR"]).resolve()
+    up = stack("up")
+    keys = data / "keys"
+    assert stat.S_IMODE(keys.stat().st_mode) == 0o600
+    made = keys.read_text()
+    assert Keyring.parse(made).active == "k1"
+    assert f"keys: made {keys}" in up.stdout
+    for part in ("worker", "console", "codec"):
+        pid = (data / "run" / f"{part}.pid").read_text().split()[0]
+        environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+        assert f"AGENT_ENCRYPTION_KEYS_FILE={keys}".encode() in environ, part
+
+    stack("run", "Pay INV-1001", "--agent", "before-agents", "--label", "pay-invoice",
+          "--id", "sealed-1")  # fmt: skip
+    address = f"127.0.0.1:{stack.env['AGENT_TEMPORAL_PORT']}"
+    shown = temporal_cli.run(address, "default", "workflow", "show", "-w", "sealed-1", "-o", "json")
+    assert shown.returncode == 0, shown.stderr
+    start = json.loads(shown.stdout)["events"][0]["workflowExecutionStartedEventAttributes"]
+    encodings = {base64.b64decode(p["metadata"]["encoding"]) for p in start["input"]["payloads"]}
+    assert encodings == {ENCODING}
+    stack.wait_status("sealed-1", "awaiting_approval")  # the worker opened it: same keys
+
+    stack("down")
+    stack("up")
+    assert keys.read_text() == made  # made once: the runs stay readable
 
 
 def test_commands_fail_with_one_line_when_no_stack_runs(stack):
@@ -319,6 +383,7 @@ def test_an_encrypted_stack_runs_the_demo_and_the_web_ui_decodes(stack):
 
     stack.env["AGENT_ENCRYPTION_KEYS"] = f"k1={new_key()}"
     demo = stack("demo")
+    assert not (Path(stack.env["AGENT_DATA_DIR"]) / "keys").exists()  # the keys given are used
     assert "approving as demo-auto-approver" in demo.stdout
     assert "codec: starting" in demo.stdout
     assert stack("stack").stdout.count("running") == 5
