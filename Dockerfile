@@ -1,4 +1,7 @@
-# The worker (and, with another command, the codec server or agentctl) as one image.
+# The worker (and, with another command, the console, the codec server or agentctl) as one
+# image, with the extras they need: [console] (the console and the codec server), [mcp]
+# (agents' MCP tools) and [postgres] (our stores on AGENT_DATABASE_URL). Not [local] or
+# [testing]: the dev server and the test server are for a laptop and a test run.
 # Build: docker build -t durable-agents:0.1.0 .
 FROM python:3.11.11-slim-bookworm
 
@@ -20,7 +23,7 @@ COPY runtime ./runtime
 COPY starters ./starters
 COPY worker ./worker
 COPY workflows ./workflows
-RUN pip install -c constraints.txt . \
+RUN pip install -c constraints.txt ".[console,mcp,postgres]" \
     && useradd --uid 10001 --create-home agent \
     && mkdir /data /keys && chown agent /data /keys
 

@@ -1,21 +1,27 @@
 """The deployment files, checked without Docker or Kubernetes (neither runs here): they
 parse, our services' environment is exactly what the settings model reads and its values
-validate, images are pinned, and shutdown gives activities in flight time to finish."""
+validate, images are pinned, shutdown gives activities in flight time to finish, and the
+image holds the extras of every command they run from it."""
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import base64
 import importlib.util
 import json
 import re
+import tomllib
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from packaging.requirements import Requirement
 
 from durable_agents.runtime.encryption import new_key
+from durable_agents.runtime.extras import DISTRIBUTION, EXTRAS
 from durable_agents.runtime.settings import Settings
 from durable_agents.starters.cli import app
 
@@ -247,6 +253,113 @@ def test_every_command_the_files_run_exists():
             assert command[1] in verbs, command
             ours += 1
     assert ours >= 6
+
+
+def image_commands() -> list[list[str]]:
+    """Every command compose and Kubernetes run from our image: each service's or
+    container's own (the image's CMD where it gives none), and their health checks."""
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    cmd = re.search(r"^CMD (\[.*\])$", dockerfile, re.MULTILINE)
+    assert cmd is not None
+    default = json.loads(cmd.group(1))
+    found = []
+    for service in compose()["services"].values():
+        if service.get("image") == OUR_IMAGE:
+            found.append(service.get("command", default))
+            check = service.get("healthcheck", {}).get("test")
+            if check:
+                found.append(check[1:] if check[0] == "CMD" else ["sh", "-c", check[1]])
+    for container in containers():
+        if container["image"] == OUR_IMAGE:
+            found.append(container.get("command", default) + container.get("args", []))
+            for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
+                if "exec" in container.get(probe, {}):
+                    found.append(container[probe]["exec"]["command"])
+    return found
+
+
+def modules_run(command: list[str]) -> list[str]:
+    """The Python modules a command runs: `python -m NAME`, and agentctl's entry point
+    (pyproject's script), also where a shell script calls them."""
+    scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
+    text = " ".join(command)
+    if command[0] not in ("python", "agentctl", "sh"):
+        raise AssertionError(f"a command of our image this test cannot read: {command}")
+    named = re.findall(r"\bpython -m ([\w.]+)", text)
+    named += [scripts["agentctl"].split(":")[0]] if re.search(r"\bagentctl\b", text) else []
+    return [f"{name}.__main__" if source_of(f"{name}.__main__") else name for name in named]
+
+
+def source_of(module: str) -> Path | None:
+    """Where a name of ours lives in the repository (durable_agents/ links the top-level
+    folders in); None for a name that is no module of ours (a class, a function)."""
+    base = ROOT.joinpath(*module.split("."))
+    return next((p for p in (base.with_suffix(".py"), base / "__init__.py") if p.is_file()), None)
+
+
+OUR_MODULE = r"durable_agents(\.\w+)+"
+
+
+def imports_of(path: Path) -> Iterator[str]:
+    """The names a module imports, at its top or inside a function (a part imports what its
+    extra brings only when it starts), asks runtime/extras.py's `require` for, or names in
+    a lazy-import table ("durable_agents.…" strings)."""
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            yield from (alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            yield node.module
+            yield from (f"{node.module}.{alias.name}" for alias in node.names)
+        elif isinstance(node, ast.Call) and getattr(node.func, "id", None) == "require":
+            first = node.args[0] if node.args else None
+            if isinstance(first, ast.Constant) and isinstance(first.value, str):
+                yield first.value
+        elif isinstance(node, ast.Constant) and re.fullmatch(OUR_MODULE, str(node.value)):
+            yield str(node.value)
+
+
+def extra_modules_needed(entry: str) -> set[str]:
+    """What the extras bring (runtime/extras.py) that a module may import, through every
+    module of ours it imports in turn."""
+    brought = {module.split(".")[0] for modules in EXTRAS.values() for module in modules}
+    seen: set[str] = set()
+    needed: set[str] = set()
+    waiting = [entry]
+    while waiting:
+        name = waiting.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        if name.split(".")[0] != "durable_agents":
+            needed.add(name.split(".")[0])
+        elif (path := source_of(name)) is not None:
+            waiting += imports_of(path)
+    return needed & brought
+
+
+def extras_installed() -> set[str]:
+    """The extras the Dockerfile's pip install asks for, and those they bring in turn."""
+    asked = re.findall(r"pip install .*?\.\[([\w,-]+)\]", (ROOT / "Dockerfile").read_text())
+    declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    found: set[str] = set()
+    waiting = [extra for group in asked for extra in group.split(",")]
+    while waiting:
+        extra = waiting.pop()
+        if extra not in found:
+            found.add(extra)
+            for line in declared["optional-dependencies"][extra]:
+                requirement = Requirement(line)
+                waiting += requirement.extras if requirement.name == DISTRIBUTION else []
+    return found
+
+
+def test_the_image_installs_the_extras_of_every_command_it_runs():
+    installed = {module for extra in extras_installed() for module in EXTRAS[extra]}
+    run = sorted({module for command in image_commands() for module in modules_run(command)})
+    missing = {module: extra_modules_needed(module) - installed for module in run}
+    assert {module: gone for module, gone in missing.items() if gone} == {}
+    # The worker, the codec server, the console and agentctl: each was read.
+    assert len(run) == 4, run
 
 
 def test_the_image_holds_every_package():
