@@ -41,6 +41,8 @@ if TYPE_CHECKING:
 # What the server sees in `_meta`: the key of this call (stable across retries), the run.
 META_KEY = "io.durable-agents/idempotency-key"
 META_RUN = "io.durable-agents/run"
+# The refusal's type: a call with no row count (`uncounted`).
+UNCOUNTED = "StoreUncounted"
 TOOLS_LISTED_MAX = 500
 
 
@@ -128,6 +130,8 @@ class MCPActivities:
     async def call_mcp_tool(self, call: ToolCallInput) -> ToolOutcome:
         refuse_shadow(call)
         await self.stores.pruned.refuse_pruned(call.run_id)
+        if call.rows_written is None:
+            raise uncounted(call)
         await refuse_unless_held(
             self.stores.db, self.stores.transcript, call.run_id, call.result_seq, call.rows_written
         )
@@ -236,6 +240,20 @@ def _text_of(result: Any) -> str:
     if result.structured_content is not None:
         return render(result.structured_content)
     return json.dumps([part.model_dump(mode="json") for part in result.content])[:100_000]
+
+
+def uncounted(call: ToolCallInput) -> ApplicationError:
+    """The refusal of a call that carries no count of the run's transcript rows. Without
+    one no store can be shown to hold the run's past (nor its ledger the effects the run
+    made), so the call is refused, never taken as checked: every run counts from its
+    start (a fork from its copy), and only a run from before the count carries none.
+    Non-retryable: no worker could ever check it."""
+    return ApplicationError(
+        f"refused: MCP tool {call.name} of run {call.run_id} carries no count of the run's "
+        "transcript rows, so no worker can tell its store holds the run's past",
+        type=UNCOUNTED,
+        non_retryable=True,
+    )
 
 
 def _is_tool_name(name: str) -> bool:

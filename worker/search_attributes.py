@@ -4,8 +4,6 @@ of an attribute the namespace lacks fails its workflow task over and over)."""
 
 from __future__ import annotations
 
-import logging
-
 from google.protobuf.empty_pb2 import Empty
 from temporalio.api.enums.v1 import IndexedValueType
 from temporalio.api.operatorservice.v1 import (
@@ -17,8 +15,6 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from durable_agents.workflows import search_attributes as sa
 
-log = logging.getLogger("durable_agents")
-
 _TYPES = {
     "Keyword": IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD,
     "Int": IndexedValueType.INDEXED_VALUE_TYPE_INT,
@@ -26,9 +22,10 @@ _TYPES = {
 
 
 class SearchAttributesMissing(RuntimeError):
-    """The namespace lacks search attributes our runs write: a run (ours, or a team's
-    workflow calling an agent) would fail its workflow task on each try, stuck, with the
-    reason only in the worker's WARN lines. Said at once instead, in one line."""
+    """The namespace lacks search attributes our runs write, or will not show them to the
+    worker: a run (ours, or a team's workflow calling an agent) would fail its workflow
+    task on each try, stuck, with the reason only in the worker's WARN lines. Said at
+    once instead, in one line."""
 
 
 def _wanted() -> dict[str, IndexedValueType.ValueType]:
@@ -109,9 +106,11 @@ async def _is_test_server(client: Client) -> bool:
 
 async def require_search_attributes(client: Client) -> None:
     """Refuse, in one line naming what to do, a namespace that lacks our search
-    attributes. Temporal's time-skipping test server cannot list them: there they are
-    registered (a test's own server, where registering harms nothing). A server that
-    will not list them to this worker's credentials is trusted, with one warning line."""
+    attributes. Temporal's time-skipping test server cannot list them: there, and only
+    there, they are registered (a test's own server, where registering harms nothing). Any
+    other server that will not list them is refused too: a worker that cannot see them
+    cannot say they are there, and registering them is `agentctl setup`'s, an operator's
+    act on a namespace, never a worker's."""
     try:
         missing = await missing_search_attributes(client)
     except RPCError as err:
@@ -119,13 +118,19 @@ async def require_search_attributes(client: Client) -> None:
             await register_search_attributes(client)
             return
         if err.status in (RPCStatusCode.UNIMPLEMENTED, RPCStatusCode.PERMISSION_DENIED):
-            log.warning(
-                "durable-agents: cannot check namespace %r's search attributes (%s): if runs "
-                "stick on a missing one, run `agentctl setup` with an operator's credentials",
-                client.namespace,
-                err.status.name,
-            )
-            return
+            raise SearchAttributesMissing(unlisted(client.namespace, err.status.name)) from None
         raise
     if missing:
         raise SearchAttributesMissing(advice(client.namespace, missing))
+
+
+def unlisted(namespace: str, status: str) -> str:
+    """What to do when the server will not list the namespace's search attributes to this
+    worker, in one line: register them with an operator's credentials, and let the
+    worker's own list them (setup alone leaves it as blind as before)."""
+    return (
+        f"cannot check the search attributes of namespace {namespace!r} ({status}): a "
+        "worker starts only where it can see ours; run `agentctl setup` once for it with an "
+        "operator's credentials, and give this worker's credentials leave to list search "
+        "attributes"
+    )

@@ -22,7 +22,10 @@ PREVIEW_CHARS = 200
 CUT_SHORT_REASONS = ("length", "content_filter")
 
 
-RUN_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,199}$"
+# A run id, whole by itself however `re` applies it: \A and \Z, as `$` also matches
+# before a trailing newline ("run-1\n" passed `re.match`). Not a pydantic Field pattern
+# (Rust's regex has no \Z): check it with re.fullmatch.
+RUN_ID_PATTERN = r"\A[A-Za-z0-9][A-Za-z0-9._:-]{0,199}\Z"
 
 
 def preview(text: str | None, limit: int = PREVIEW_CHARS, *, single_line: bool = True) -> str:
