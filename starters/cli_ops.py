@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -44,11 +46,36 @@ async def doctor(
 
 
 @keys_app.command("new")
-def new(key_id: Annotated[str, typer.Argument(help="A name for the key, e.g. 2026-12.")]) -> None:
-    """Print a fresh AES-256 key entry. Put it first in AGENT_ENCRYPTION_KEYS to rotate."""
+def new(
+    key_id: Annotated[str, typer.Argument(help="A name for the key, e.g. 2026-12.")],
+    file: Annotated[
+        Path | None,
+        typer.Option(
+            "--file",
+            help="Write the keys file (owner-only; refused if it exists): what "
+            "AGENT_ENCRYPTION_KEYS_FILE names for every part of the deployment.",
+        ),
+    ] = None,
+) -> None:
+    """Print a fresh AES-256 key entry, or write it as a new keys file. To rotate, put the
+    new entry first in the keys (the old ones stay, to read what they sealed)."""
     if not key_id or any(c in key_id for c in "=,: \n"):
         raise typer.BadParameter("a key id has no '=', ',', ':' or spaces")
-    typer.echo(f"{key_id}={new_key()}")
+    entry = f"{key_id}={new_key()}"
+    if file is None:
+        typer.echo(entry)
+        return
+    try:
+        fd = os.open(file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        raise typer.BadParameter(
+            f"{file} exists: to rotate, add the new entry first in it", param_hint="--file"
+        ) from None
+    except OSError as err:
+        raise typer.BadParameter(f"{file}: {err.strerror}", param_hint="--file") from None
+    with os.fdopen(fd, "w") as keys:
+        keys.write(entry + "\n")
+    typer.echo(f"keys: made {file} (key {key_id!r}); set AGENT_ENCRYPTION_KEYS_FILE={file}")
 
 
 def register(app: typer.Typer) -> None:

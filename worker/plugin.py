@@ -344,8 +344,8 @@ def trusts_the_clear(settings: Settings) -> bool:
 
 NO_KEYS = (
     "this worker holds no keys, so it cannot tell the deployment's own hand-offs from those "
-    "of anyone who may poll its task queue: make keys with `agentctl keys new k1 > keys` and "
-    "set AGENT_ENCRYPTION_KEYS_FILE=keys (the same file for every part of the deployment), "
+    "of anyone who may poll its task queue: make keys with `agentctl keys new k1 --file keys` "
+    "and set AGENT_ENCRYPTION_KEYS_FILE=keys (the same file for every part of the deployment), "
     "or, if nobody else can start workflows in or poll this namespace, say so with "
     "AGENT_NAMESPACE_IS_OURS_ALONE=true"
 )

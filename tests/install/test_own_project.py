@@ -29,6 +29,8 @@ from temporalio.testing import WorkflowEnvironment
 
 from durable_agents.control import runs
 from durable_agents.infra.offline_model.embedded import EmbeddedModelServer
+from durable_agents.runtime.client import data_converter
+from durable_agents.runtime.settings import Settings
 from tests.conftest import eventually
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -222,16 +224,24 @@ async def test_the_readme_section_as_written_in_a_temporal_project(
         for argv in commands(blocks("sh")[1]):
             if argv[0] == "export":
                 env |= dict(pair.split("=", 1) for pair in argv[1:])
+            elif argv[:3] == ["agentctl", "keys", "new"]:
+                run(argv)
+                # The team's parts seal every payload with the keys: so does this client.
+                keys = project / argv[argv.index("--file") + 1]
+                converter = data_converter(Settings(encryption_keys_file=keys))
+                client = await Client.connect(
+                    address, namespace=namespace, data_converter=converter
+                )
             elif argv[:2] == ["python", "worker.py"]:
                 worker = start_worker(project, env, tmp_path / "worker.log")
-                await eventually(lambda: _polling(client, "billing"), within=90)
+                await eventually(lambda c=client: _polling(c, "billing"), within=90)
             elif argv[:2] == ["python", "starter.py"]:
                 answer = run(argv).stdout.strip()
                 # Their workflow got the agent's typed answer and branched on it.
                 assert answer == "refunded: (scripted)", answer
             elif argv[:2] == ["agentctl", "approve"]:
                 rid = argv[2]
-                await eventually(lambda rid=rid: _waiting(client, rid), within=90)
+                await eventually(lambda rid=rid, c=client: _waiting(c, rid), within=90)
                 run(argv)
                 result = await runs.wait_result(client, rid)
                 assert result.status == "completed" and result.output is not None
