@@ -326,12 +326,50 @@ async def _protections(settings: Settings) -> list[Finding]:
     local stack runs without them); settings that turn one on but cannot work fail. A
     plaintext transport, and bearer metadata or an API key without TLS, are the transport's
     findings already; the console always asks who is signing in."""
-    found = [*_sealing_off(settings), *await asyncio.to_thread(_signing_off, settings)]
+    found = [
+        *_keys_off(settings),
+        *_sealing_off(settings),
+        *await asyncio.to_thread(_signing_off, settings),
+    ]
     return found or [
         Finding(
             "protections",
             True,
-            "on: sealed inputs, and signed decisions for agents that move money",
+            "on: the deployment's keys, sealed inputs, and signed decisions for agents that "
+            "move money",
+        )
+    ]
+
+
+KEYS_FIX = (
+    "`agentctl keys new k1 --file keys` once, and AGENT_ENCRYPTION_KEYS_FILE=keys for every "
+    "part (agentctl up makes them in its data dir)"
+)
+
+
+def _keys_off(settings: Settings) -> list[Finding]:
+    """No keys: a worker cannot tell the deployment's hand-offs from a poller's (docs/
+    architecture.md, "Keys, not queues"). Told the namespace is ours alone, a warning;
+    otherwise the worker refuses to serve, and so this fails."""
+    if settings.encryption_on:
+        return []
+    if settings.namespace_is_ours_alone:
+        return [
+            Finding(
+                "protections",
+                True,
+                "keys off (AGENT_NAMESPACE_IS_OURS_ALONE): whoever can poll this namespace's "
+                "task queues is taken for the deployment",
+                KEYS_FIX,
+            )
+        ]
+    return [
+        Finding(
+            "protections",
+            False,
+            "no keys: a worker with our plugin refuses to serve (it cannot tell the "
+            "deployment's hand-offs from those of anyone who polls its queue)",
+            KEYS_FIX,
         )
     ]
 

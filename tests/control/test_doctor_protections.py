@@ -27,8 +27,18 @@ def plain(tmp_path: Path) -> Settings:
     return Settings(data_dir=tmp_path, modules=MODULES)
 
 
+async def test_without_keys_doctor_fails_unless_told_the_namespace_is_ours_alone(tmp_path):
+    [keys, *_] = await diagnose(plain(tmp_path), {"protections"})
+    assert not keys.ok and keys.says.startswith("no keys: a worker with our plugin refuses")
+    assert "agentctl keys new k1 --file keys" in keys.fix
+    alone = plain(tmp_path).model_copy(update={"namespace_is_ours_alone": True})
+    [keys, *_] = await diagnose(alone, {"protections"})
+    assert keys.ok and keys.says.startswith("keys off (AGENT_NAMESPACE_IS_OURS_ALONE)")
+
+
 async def test_each_protection_that_is_off_is_named_on_a_line_of_its_own(tmp_path):
-    findings = await diagnose(plain(tmp_path), {"protections"})
+    alone = plain(tmp_path).model_copy(update={"namespace_is_ours_alone": True})
+    [_, *findings] = await diagnose(alone, {"protections"})
     assert all(f.ok and f.part == "protections" for f in findings)  # warnings, not failures
     says = [f.says for f in findings]
     assert len(says) == 3, says
@@ -66,14 +76,18 @@ async def test_with_every_protection_on_none_is_named(tmp_path):
 
 def test_a_protection_off_does_not_fail_the_command(tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith("AGENT_")}
-    env |= {"AGENT_DATA_DIR": str(tmp_path), "AGENT_MODULES": MODULES}
+    env |= {
+        "AGENT_DATA_DIR": str(tmp_path),
+        "AGENT_MODULES": MODULES,
+        "AGENT_NAMESPACE_IS_OURS_ALONE": "true",
+    }
     done = subprocess.run(
         [AGENTCTL, "doctor", "--only", "protections"],
         env=env, capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
     lines = [line for line in done.stdout.splitlines() if "protections" in line]
-    assert len(lines) == 3 and all(" off" in line for line in lines), done.stdout
+    assert len(lines) == 4 and all(" off" in line for line in lines), done.stdout
 
 
 async def test_an_agent_that_hands_money_to_a_sub_agent_is_named(tmp_path):
