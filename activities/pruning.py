@@ -35,7 +35,8 @@ RowsGo = Literal["run", "memory", "report", "bookkeeping"]
 #   namespace, pruned past AGENT_MEMORY_RETENTION_DAYS (activities/memory.py);
 # "report": what-if reports: pruned at the runs' age, forgotten when they name a run
 #   that forgetting cleared;
-# "bookkeeping": nobody's data (a pruned run's tombstone, nonces, schema versions): kept.
+# "bookkeeping": nobody's data (a pruned run's tombstone, nonces, schema versions, the
+#   store's own id): kept.
 ROWS_GO_WITH: dict[str, RowsGo] = {
     "transcript": "run",
     "model_calls": "run",
@@ -51,6 +52,7 @@ ROWS_GO_WITH: dict[str, RowsGo] = {
     "pruned_runs": "bookkeeping",
     "signed_uses": "bookkeeping",
     "store_schemas": "bookkeeping",
+    "store_identity": "bookkeeping",
 }
 TABLES = tuple(table for table, goes in ROWS_GO_WITH.items() if goes == "run")
 

@@ -10,6 +10,7 @@ from durable_agents.activities.ledger import EffectLedger
 from durable_agents.activities.memory import MemoryStore
 from durable_agents.activities.pruning import PrunedGuard
 from durable_agents.activities.sql import PostgresDatabase, SqlDatabase, SqliteDatabase
+from durable_agents.activities.store_queue import StoreIdentity
 from durable_agents.activities.stream import DeltaStore
 from durable_agents.activities.transcript import TranscriptStore
 from durable_agents.activities.whatif_reports import WhatIfReports
@@ -32,6 +33,8 @@ class Stores:
     memory: MemoryStore
     pruned: PrunedGuard
     reports: WhatIfReports
+    # The store's own id: a worker with a store of its own polls a queue named after it.
+    identity: StoreIdentity
 
     @classmethod
     def open(cls, settings: Settings) -> Stores:
@@ -46,4 +49,5 @@ class Stores:
             memory=MemoryStore(db, keyring),
             pruned=PrunedGuard(ledger),
             reports=WhatIfReports(db, keyring),
+            identity=StoreIdentity(db),
         )

@@ -372,6 +372,7 @@ def chaos_settings(data_dir: Path) -> Settings:
         temporal_ui_port=free_port(),
         offline_model_port=free_port(),
         task_queue="chaos",
+        namespace_is_ours_alone=True,  # the chaos run's own dev server: nobody else polls it
     )
 
 

@@ -88,6 +88,7 @@ def bench_settings(
         temporal_port=int(port),
         task_queue=task_queue,
         offline_model_port=model_port,
+        namespace_is_ours_alone=True,  # the benchmark's own dev server: nobody else polls it
     )
 
 

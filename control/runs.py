@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import re
+import time
 import uuid
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ValidationError
+from temporalio.api.enums.v1 import PendingActivityState, TaskQueueType
 from temporalio.api.history.v1 import HistoryEvent
+from temporalio.api.taskqueue.v1 import TaskQueue
+from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.client import (
     Client,
     WorkflowExecutionStatus,
@@ -30,7 +35,9 @@ from temporalio.converter import DataConverter
 from temporalio.exceptions import CancelledError, WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
+from durable_agents.activities.store_queue import STORE_QUEUE_SEPARATOR
 from durable_agents.control.signer import Signer, settings_signer
+from durable_agents.runtime.client import POLLER_SEEN_SECONDS
 from durable_agents.runtime.settings import Settings
 from durable_agents.workflows import search_attributes as sa
 from durable_agents.workflows.agent import AgentWorkflow
@@ -278,15 +285,67 @@ class RunListing:
     started_at: str
     # The workflow that started it as a child: a team's own (`run_agent`) or a delegating run.
     caller: str | None = None
+    # What holds a running run up that no person can do anything about in the run
+    # (`store_wait`: the replica holding its store is gone); "" when nothing.
+    held_up: str = ""
 
 
 async def list_runs(
     client: Client, status: RunStatus | None = None, limit: int = 100
 ) -> list[RunListing]:
+    """Runs, newest first; a running one held up by a replica that is gone says so."""
     query = f"WorkflowType = '{WORKFLOW_TYPE}'"
     if status is not None:
         query += f" AND {sa.STATUS.name} = '{status.value}'"
-    return await listings(client, query, limit)
+    found = await listings(client, query, limit)
+    moving = [i for i, run in enumerate(found) if run.status in STORE_BOUND_STATUSES]
+    waits = await asyncio.gather(*(store_wait(client, found[i].run_id) for i in moving))
+    for i, wait in zip(moving, waits, strict=True):
+        found[i] = dataclasses.replace(found[i], held_up=wait)
+    return found
+
+
+# The statuses of a run that may be waiting on a store-bound activity (not on a person).
+STORE_BOUND_STATUSES = frozenset({RunStatus.RUNNING.value, RunStatus.PLANNING.value})
+
+
+async def store_wait(client: Client, run_id: str) -> str:
+    """Why the run waits on a replica that is gone, or "": where replicas keep stores of
+    their own (activities/store_queue.py), a run's store-bound activity goes to the queue
+    of the one holding its store, and waits there, scheduled, while nobody polls it.
+    Read from Temporal alone (the pending activity and the queue's pollers), so it is
+    said with no worker answering queries. A queue counts as polled when a worker polled
+    it within POLLER_SEEN_SECONDS: a stopped replica is said gone that long after."""
+    try:
+        description = await handle(client, run_id).describe()
+    except RPCError as err:
+        if err.status == RPCStatusCode.NOT_FOUND:
+            return ""
+        raise
+    own = f"{description.task_queue}{STORE_QUEUE_SEPARATOR}"
+    queues = {
+        pending.activity_options.task_queue.name
+        for pending in description.raw_description.pending_activities
+        if pending.state == PendingActivityState.PENDING_ACTIVITY_STATE_SCHEDULED
+    }
+    for queue in sorted(q for q in queues if q.startswith(own)):
+        if not await polled(client, queue):
+            return f"waiting: the replica holding its store (queue {queue}) is not polling"
+    return ""
+
+
+async def polled(client: Client, queue: str) -> bool:
+    """Whether a worker polled the queue for activities lately (Temporal lists a stopped
+    worker's poller for minutes; a live idle one polls again within a minute)."""
+    response = await client.workflow_service.describe_task_queue(
+        DescribeTaskQueueRequest(
+            namespace=client.namespace,
+            task_queue=TaskQueue(name=queue),
+            task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY,
+        )
+    )
+    recent = time.time() - POLLER_SEEN_SECONDS
+    return any(p.last_access_time.ToSeconds() >= recent for p in response.pollers)
 
 
 async def listings(client: Client, query: str, limit: int) -> list[RunListing]:

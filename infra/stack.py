@@ -38,7 +38,7 @@ from durable_agents.infra.processes import (
 )
 from durable_agents.infra.temporal_setup import set_up_namespace
 from durable_agents.runtime import versioning
-from durable_agents.runtime.client import connect
+from durable_agents.runtime.client import POLLER_SEEN_SECONDS, connect
 from durable_agents.runtime.encryption import new_key
 from durable_agents.runtime.extras import require_all
 from durable_agents.runtime.settings import Settings
@@ -361,9 +361,6 @@ async def recent_pollers(settings: Settings, kind: TaskQueueType.ValueType) -> l
     )
     recent = time.time() - POLLER_SEEN_SECONDS
     return [p for p in response.pollers if p.last_access_time.ToSeconds() >= recent]
-
-
-POLLER_SEEN_SECONDS = 90.0
 
 
 # Every part `up` may have started, in the order `down` stops them.

@@ -80,6 +80,10 @@ def explain(reason: str, target: Connection) -> str:
     return reason
 
 
+# A poller Temporal saw this recently counts as polling (a stopped worker is said gone
+# this long after): `agentctl up`'s readiness, a replica's store queue in show and list.
+POLLER_SEEN_SECONDS = 90.0
+
 # Without keys: pydantic payloads, read through our payload converter all the same (a start
 # input it cannot read fails its run in one line: runtime/refused_payloads.py).
 PLAIN_CONVERTER = dataclasses.replace(

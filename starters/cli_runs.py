@@ -11,6 +11,7 @@ from rich.console import Group
 from rich.live import Live
 from rich.table import Table
 from rich.text import Text
+from temporalio.client import Client
 
 from durable_agents.activities.stream import StreamEntry
 from durable_agents.control import callers, runs
@@ -21,7 +22,8 @@ from durable_agents.control.runs import RunError
 from durable_agents.control.stored import run_effects
 from durable_agents.infra.offline_model.scenarios import Fault, ScenarioError, ScenarioSpec, load
 from durable_agents.runtime.client import connect
-from durable_agents.runtime.settings import load_settings
+from durable_agents.runtime.connection import is_loopback
+from durable_agents.runtime.settings import Settings, load_settings
 from durable_agents.starters.cli_options import Flags, options_from_flags, start_flags
 from durable_agents.starters.errors import RunIdArgument, fail, run_async
 from durable_agents.starters.render import print_state, runs_table, summary_panel
@@ -62,6 +64,19 @@ def run_label(
     spec = ScenarioSpec(name=scenario, params=params, faults=[Fault.parse(f) for f in faults])
     load(spec)  # refuse an unknown scenario or bad parameters before starting anything
     return spec.render()
+
+
+def web_ui_link(client: Client, settings: Settings, run_id: str) -> str:
+    """The run's Web UI address, in brackets, or nothing where it is not known: our
+    AGENT_TEMPORAL_UI_PORT is the Web UI of the server our settings name, on this machine
+    (the local stack's dev server) or where the setting is given. A server reached another
+    way (TEMPORAL_ADDRESS, a profile) has its Web UI wherever its team put it: no link
+    rather than one to our default port."""
+    named = client.service_client.config.target_host == settings.temporal_address
+    placed = is_loopback(settings.temporal_host) or "temporal_ui_port" in settings.model_fields_set
+    if named and client.namespace == settings.namespace and placed:
+        return f"  ({settings.web_ui_url(run_id)})"
+    return ""
 
 
 @run_async
@@ -114,7 +129,7 @@ async def run(
     started = await runs.start_run(client, settings, request, run_id)
     verb = "attached to running run" if started.attached else "started run"
     if not as_json:
-        console.print(f"{verb} {started.run_id}  ({settings.web_ui_url(started.run_id)})")
+        console.print(f"{verb} {started.run_id}{web_ui_link(client, settings, started.run_id)}")
     if wait:
         if not as_json:
             console.print(f"waiting; approve with: agentctl approve {started.run_id}")
@@ -161,6 +176,7 @@ async def show(
             typer.echo(states[0].model_dump_json(indent=2))
         else:
             print_state(console, states[0])
+            print_held_up(await runs.store_wait(client, states[0].run_id))
         return
     if as_json:
         dumped = [state.model_dump(mode="json") for state in states]
@@ -172,6 +188,14 @@ async def show(
     for state in states:
         console.rule(shown(state.run_id))
         print_state(console, state)
+        print_held_up(await runs.store_wait(client, state.run_id))
+
+
+def print_held_up(wait: str) -> None:
+    """What holds the run up that only an operator can move (docs/operations.md,
+    "Replicas with stores of their own"), when something does."""
+    if wait:
+        console.print(shown(wait), style="yellow", soft_wrap=True)
 
 
 @run_async

@@ -165,7 +165,7 @@ def runs_table(listings: list[RunListing]) -> Table:
             run.run_id,
             run.status,
             listed_step(run),
-            run.waiting_for,
+            run.waiting_for or run.held_up,
             run.temporal_status,
             run.started_at,
         )

@@ -23,6 +23,8 @@ from temporalio.worker import Worker
 
 from durable_agents.activities.model import ClientFactory, openai_clients
 from durable_agents.activities.sql import StoreSchemaNewer
+from durable_agents.activities.store_queue import store_queue
+from durable_agents.activities.stores import open_database
 from durable_agents.runtime import telemetry, versioning
 from durable_agents.runtime.client import TemporalUnreachable, connect
 from durable_agents.runtime.connection import ConnectionSettingsError
@@ -35,7 +37,9 @@ from durable_agents.runtime.settings import (
 )
 from durable_agents.worker import run_metrics
 from durable_agents.worker.activities import production_activities
+from durable_agents.worker.converter import PluginError
 from durable_agents.worker.plugin import DurableAgentsPlugin, without_our_plugin
+from durable_agents.worker.store_queue import StoreQueueStamp, store_worker
 from durable_agents.workflows.agent import AgentWorkflow
 from durable_agents.workflows.prune import PruneWorkflow
 from durable_agents.workflows.registry import AgentRegistry, load_registry
@@ -46,15 +50,51 @@ log = logging.getLogger("durable_agents.worker")
 
 class AgentWorker(Worker):
     """A worker that, when it starts, makes its build current if its deployment has none
-    yet (the first deploy), so new runs have somewhere to go."""
+    yet (the first deploy), so new runs have somewhere to go. With a store of its own
+    (`store_queue`), it runs the worker of that store's queue beside it
+    (worker/store_queue.py): the two start, stop and fail together."""
 
-    def __init__(self, client: Client, settings: Settings, **options: Any) -> None:
+    def __init__(
+        self, client: Client, settings: Settings, store_queue: str | None = None, **options: Any
+    ) -> None:
         super().__init__(client, **options)
         self._settings = settings
+        self._store_worker = store_worker(self, store_queue) if store_queue else None
+        self._beside: asyncio.Task[None] | None = None
 
     async def __aenter__(self) -> Worker:
         await versioning.ensure_current_build(self.client, self._settings)
         return await super().__aenter__()
+
+    @property
+    def store_queue(self) -> str | None:
+        """The queue of this worker's own store (None: a store every replica shares)."""
+        return self._store_worker.task_queue if self._store_worker is not None else None
+
+    async def run(self) -> None:
+        store = self._store_worker
+        if store is None:
+            await super().run()
+            return
+        self._beside = beside = asyncio.create_task(store.run())
+        main = asyncio.create_task(super().run())
+        try:
+            await asyncio.wait({main, beside}, return_when=asyncio.FIRST_COMPLETED)
+        except asyncio.CancelledError:
+            main.cancel()
+            beside.cancel()
+            raise
+        # Whichever stops first, both stop: never half a replica. (A main worker that
+        # stopped before it ran, a plugin's check failing, has nothing to shut down.)
+        stopping = [store.shutdown()] if main.done() else [store.shutdown(), super().shutdown()]
+        await asyncio.gather(*stopping)
+        await asyncio.gather(main, beside)  # the first failure, if any
+
+    async def shutdown(self) -> None:
+        if self._store_worker is not None and self._beside is not None:
+            await asyncio.gather(super().shutdown(), self._store_worker.shutdown())
+        else:
+            await super().shutdown()
 
 
 def build_worker(
@@ -65,10 +105,11 @@ def build_worker(
     registry: AgentRegistry | None = None,
     model_clients: ClientFactory = openai_clients,
     activities: Sequence[Callable[..., Any]] = (),
-) -> Worker:
+) -> AgentWorker:
     """Our own worker: the agents of `registry` (default: those of AGENT_MODULES) through
     the same plugin a team adds to its worker, on our task queue and deployment;
-    `activities`: a team's own beside ours (the testbed's)."""
+    `activities`: a team's own beside ours (the testbed's). With a store of its own (SQLite
+    under its data dir) it serves that store's queue too (worker/store_queue.py)."""
     registry = (
         registry
         if registry is not None
@@ -80,12 +121,15 @@ def build_worker(
         workflows=workflows,
         activities=partial(production_activities, model_clients=model_clients),
     )
+    own = store_queue(settings.task_queue, open_database(settings))
     return AgentWorker(
         without_our_plugin(client),
         settings,
+        own,
         task_queue=settings.task_queue,
         plugins=[plugin],
         activities=list(activities),
+        interceptors=[StoreQueueStamp(own)] if own else [],
         graceful_shutdown_timeout=timedelta(seconds=settings.graceful_shutdown_seconds),
         deployment_config=versioning.deployment_config(settings),
         max_cached_workflows=settings.workflow_cache_size,
@@ -115,10 +159,12 @@ async def run_worker(settings: Settings) -> None:
                 client, telemetry.RunGauges(runtime.metric_meter), settings.metrics_refresh_seconds
             )
         )
+    own = worker.store_queue
     log.info(
-        "worker on task queue %r at %s serving agents %s; model %s at %s; metrics %s; "
+        "worker on task queue %r%s at %s serving agents %s; model %s at %s; metrics %s; "
         "tracing %s; encryption %s",
         settings.task_queue,
+        f" and its store's {own!r}" if own else "",
         settings.temporal_address,
         ", ".join(sorted(registry.agents)),
         settings.effective_model_name,
@@ -194,6 +240,7 @@ def main() -> None:
         versioning.VersioningUnavailable,
         ConnectionSettingsError,
         TemporalUnreachable,
+        PluginError,
     ) as err:
         log.error("%s", err)
         sys.stdout.flush()

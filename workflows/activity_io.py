@@ -30,6 +30,10 @@ from durable_agents.workflows.contracts import RunPolicy
 # hold the run's records (activities/store_holds.py); the workflow waits it out
 # (workflows/phases/activity_call.py).
 STORE_MISSING = "StoreMissingRecords"
+# The field of a store-bound activity's result that names the task queue of the worker
+# whose store holds the run (activities/store_queue.py): the run sends its later
+# store-bound activities there (workflows/phases/activity_call.py).
+STORE_QUEUE_FIELD = "store_queue"
 
 
 class OtherRun(CompactModel):
@@ -172,6 +176,9 @@ class ModelTurn(StepPayload):
     memoized: bool = False
     # Set when the call was not made: it would have passed the budget (why, with figures).
     over_budget: str | None = None
+    # The queue of the worker whose store holds the run (STORE_QUEUE_FIELD), stamped by a
+    # worker with a store of its own on a call that reached it through the main queue.
+    store_queue: str | None = None
 
     def _left_out(self, name: str, value: Any) -> bool:
         if name == "finish_reason" and value not in CUT_SHORT_REASONS:
@@ -238,6 +245,8 @@ class ToolOutcome(StepPayload):
     summary: str
     result_seq: int
     replayed_from_ledger: bool = False
+    # As a model turn's.
+    store_queue: str | None = None
 
 
 class CallVerdict(StrictModel):

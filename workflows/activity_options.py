@@ -40,6 +40,13 @@ CLAIM_SIGNATURE = "claim_signature"
 # A running sub-agent's spend, asked of its own run after it reports (a local activity).
 CHILD_SPEND = "child_spend"
 
+# The activities that read or write the run's past in our stores (its transcript, model
+# memo, ledger, tool lists, memories): once the run knows the queue of the worker whose
+# store holds it, they go there (workflows/phases/activity_call.py).
+STORE_BOUND = frozenset(
+    {CALL_MODEL, RUN_TOOL, CALL_MCP_TOOL, LIST_MCP_TOOLS, COPY_TRANSCRIPT, CLAIM_SIGNATURE}
+)
+
 # A call a worker's store refused (activity_io.STORE_MISSING) is never a failure of the
 # run: once its retries are spent, the run waits (these, one after another, the last
 # repeated) and calls it again, until a worker whose store holds the run takes it.

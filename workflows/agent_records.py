@@ -52,6 +52,9 @@ class MCPListing(CompactModel):
     server: str
     tools: list[MCPToolSpec] = Field(default_factory=list)
     skipped: list[str] = Field(default_factory=list)  # names we cannot offer, and why
+    # The queue of the worker whose store holds the run, where stores are per replica
+    # (workflows/phases/activity_call.py): an MCP agent's first store-bound call.
+    store_queue: str | None = None
 
 
 class MCPListRequest(CompactModel):

@@ -116,6 +116,12 @@ class RunState(BaseModel):
     # (activities/store_holds.py). None: a run from before the count, or a fork before its
     # copy.
     transcript_rows: int | None = None
+    # The task queue of the worker whose store holds the run (a replica with a store of
+    # its own, activities/store_queue.py), learned from the first store-bound activity's
+    # result: the later ones go there (workflows/phases/activity_call.py). None: the main
+    # queue (one shared store, or not learned yet). A fork keeps its parent's: the copy of
+    # the parent's past is made in that store.
+    store_queue: str | None = None
     # Things people did (edits) that the model must hear about on its next turn.
     notes_for_model: list[str] = Field(default_factory=list)
     # Numbered points of the run's timeline (workflows/timeline.py); the last one reached.

@@ -277,6 +277,11 @@ class Transcript:
         if self._s.transcript_rows is not None:
             write(self._s, self, transcript_rows=self._s.transcript_rows + rows)
 
+    def held_at(self, queue: str) -> None:
+        """The run's store is the one of the worker polling `queue`: its store-bound
+        activities go there from now on."""
+        write(self._s, self, store_queue=queue)
+
     def rows_copied(self, rows: int | None) -> None:
         """A fork's count starts at what the copy of its parent's past put under its key."""
         write(self._s, self, transcript_rows=rows)

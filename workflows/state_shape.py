@@ -142,6 +142,9 @@ class TranscriptFields(Protocol):
     def transcript_rows(self) -> int | None: ...
 
     @property
+    def store_queue(self) -> str | None: ...
+
+    @property
     def notes_for_model(self) -> list[str]: ...
 
     @property

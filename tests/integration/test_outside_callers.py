@@ -1,8 +1,8 @@
 """Activities check who calls them (worker/callers.py): a workflow of anyone's that
-schedules our `run_tool` on our task queue, with a made-up run or with its own, is
-refused before the tool acts, and the providers' own journals are unchanged. So is a
-prune asked through the `temporal` CLI for age 0, and anything acting again for a run
-whose stored data was pruned (a rewind or a fork of it)."""
+schedules our `run_tool` on our task queue (or on the queue of our worker's store), with a
+made-up run or with its own, is refused before the tool acts, and the providers' own
+journals are unchanged. So is a prune asked through the `temporal` CLI for age 0, and
+anything acting again for a run whose stored data was pruned (a rewind or a fork of it)."""
 
 from __future__ import annotations
 
@@ -178,6 +178,16 @@ async def test_an_outside_workflow_cannot_run_our_tools(
     own = Attack(settings.task_queue, "run_tool", pay_invoice_call(impostor))
     said = await attack(dev_env, Impostor, own)
     assert said.startswith(f"CallerRefused: refused: run {impostor} runs on task queue 'outsider-")
+    # The queue of the worker's store (worker/store_queue.py) is checked as ours is.
+    stored = Attack(worker.store_queue, "run_tool", pay_invoice_call(f"{run_id('made-up')}@1"))
+    said = await attack(dev_env, Outsider, stored)
+    assert said.startswith("CallerRefused: refused: run_tool is called only by AgentWorkflow")
+    impostor = run_id("impostor")
+    said = await attack(
+        dev_env, Impostor, Attack(worker.store_queue, "run_tool", pay_invoice_call(impostor))
+    )
+    assert said.startswith(f"CallerRefused: refused: run {impostor} runs on task queue 'outsider-")
+    assert said.endswith(f"not on '{settings.task_queue}' that this worker serves")
     assert journal(settings) == before
     assert count_effects(settings, made_up, "charge") == count_effects(settings, impostor, "charge")
     assert count_effects(settings, impostor, "charge") == 0

@@ -2,11 +2,12 @@
 conversation's refund waits for a person on replica A, A is SIGKILLed, the approval goes
 to replica B.
 
-With separate SQLite stores (each replica's own AGENT_DATA_DIR, the default) B refuses
-the run's tool and model calls with its store named, asks the model nothing and pays
-nothing; the conversation finishes whole once A is back. On one PostgreSQL store B
-finishes it. One refund either way, and every model request holds every earlier turn
-(each asks with more input tokens than the one before)."""
+With separate SQLite stores (each replica's own AGENT_DATA_DIR, the default) the run's
+tool call waits on the queue of A's store (worker/store_queue.py): B is never handed it,
+refuses nothing, asks the model nothing and pays nothing; the conversation finishes whole
+once A is back. On one PostgreSQL store B finishes it. One refund either way, and every
+model request holds every earlier turn (each asks with more input tokens than the one
+before)."""
 
 from __future__ import annotations
 
@@ -22,11 +23,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from temporalio.api.enums.v1 import TaskQueueType
+from temporalio.api.enums.v1 import PendingActivityState, TaskQueueType
 from temporalio.api.taskqueue.v1 import TaskQueue
 from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.client import Client
 
+from durable_agents.activities.store_queue import store_queue
 from durable_agents.activities.stores import open_database
 from durable_agents.activities.transcript import TranscriptStore
 from durable_agents.control import conversations, runs
@@ -79,6 +81,15 @@ async def refusal(client: Client, cid: str) -> tuple[str, str] | None:
         failure = pending.last_failure
         if failure.application_failure_info.type == STORE_MISSING:
             return pending.activity_type.name, failure.message
+    return None
+
+
+async def waiting_on(client: Client, cid: str) -> tuple[str, str] | None:
+    """The pending activity not yet handed to any worker, and the queue it waits on."""
+    description = await runs.handle(client, cid).describe()
+    for pending in description.raw_description.pending_activities:
+        if pending.state == PendingActivityState.PENDING_ACTIVITY_STATE_SCHEDULED:
+            return pending.activity_type.name, pending.activity_options.task_queue.name
     return None
 
 
@@ -137,7 +148,7 @@ def assert_whole(inputs: list[int]) -> None:
     assert all(later > earlier for earlier, later in itertools.pairwise(inputs)), inputs
 
 
-async def test_separate_sqlite_stores_the_survivor_waits_and_the_first_finishes(
+async def test_separate_sqlite_stores_the_survivor_is_never_handed_the_run(
     dev_env, settings, model_server, tmp_path
 ):
     client, cid = dev_env.client, f"chat-{uuid.uuid4().hex[:8]}"
@@ -152,12 +163,16 @@ async def test_separate_sqlite_stores_the_survivor_waits_and_the_first_finishes(
         stop(a, signal.SIGKILL)
         await runs.decide(client, cid, DecideRequest(approve=True, by="support-lead"))
 
-        activity, reason = await eventually(lambda: refusal(client, cid), within=60)
-        assert activity == "run_tool"
-        b_store = f"sqlite:{(tmp_path / 'b' / 'agent.sqlite3').resolve()}"
-        assert b_store in reason and key in reason and "AGENT_DATABASE_URL" in reason
-        await asyncio.sleep(3)  # B keeps refusing: no refund, no model call, nothing written
-        assert await refusal(client, cid) is not None
+        # The tool call waits on the queue of A's store, which the run learned.
+        a_queue = (await runs.get_state(client, cid)).store_queue
+        assert a_queue == store_queue(first.task_queue, open_database(first))
+        assert await eventually(lambda: waiting_on(client, cid), within=60) == (
+            "run_tool",
+            a_queue,
+        )
+        await asyncio.sleep(3)  # B is handed nothing: no refund, no model call, nothing written
+        assert await refusal(client, cid) is None
+        assert await waiting_on(client, cid) == ("run_tool", a_queue)
         assert served(model_server, key) == before
         assert count_effects(first, key, "refund") + count_effects(second, key, "refund") == 0
         assert TranscriptStore(open_database(second)).rows_of(key) == 0

@@ -111,6 +111,7 @@ def a_run_at_step_two() -> RunState:
     state.lifecycle.request_cancel(Actor(by="ops"), NOW)
     state.transcript.note_for_model("ops edited the run")
     arrange(state, errors=["a tool failed"], transcript_rows=12)
+    state.transcript.held_at("tq@0123456789ab")
     return state
 
 
@@ -127,6 +128,8 @@ def test_a_fork_keeps_what_came_before_its_moment_and_starts_the_rest_over():
     # Transcript: the phase in progress is written again from where it began.
     assert fork.next_seq == phase_start < parent.next_seq
     assert (fork.transcript_rows, fork.outbox, fork.notes_for_model) == (None, [], [])
+    # Its parent's past is copied in the parent's store: the fork goes where that is.
+    assert fork.store_queue == parent.store_queue == "tq@0123456789ab"
     # Steps: the running one starts over, the done one stays done.
     one, two, three = fork.plan
     assert one.status is StepStatus.DONE and one.result == "did one"

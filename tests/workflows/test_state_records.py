@@ -37,11 +37,11 @@ RECORDED_FIELDS = (
     "run_id", "identity", "goal", "label", "agent", "policy", "limits", "status", "plan",
     "current_step", "context", "results", "results_total", "approvals", "questions",
     "pause_requested", "cancel_requested_by", "audit", "usage", "errors", "final_answer",
-    "output", "effects", "next_seq", "outbox", "transcript_rows", "notes_for_model", "moment",
-    "events", "phase_start_seq", "parent", "chain", "budget", "tool_calls", "last_call",
-    "delegations", "delegated_by", "signature_version", "signed_nonces", "people_checks",
-    "revoked_keys", "conversation", "subject", "subject_grant", "memory_namespace", "shadow",
-    "created_at", "updated_at",
+    "output", "effects", "next_seq", "outbox", "transcript_rows", "store_queue",
+    "notes_for_model", "moment", "events", "phase_start_seq", "parent", "chain", "budget",
+    "tool_calls", "last_call", "delegations", "delegated_by", "signature_version",
+    "signed_nonces", "people_checks", "revoked_keys", "conversation", "subject",
+    "subject_grant", "memory_namespace", "shadow", "created_at", "updated_at",
 )  # fmt: skip
 
 

@@ -104,7 +104,7 @@ RECORDED_DEFAULTS: dict[str, dict[str, object]] = {
     "ModelTurn": {
         "content_preview": "", "tool_calls": [], "finish_reason": None, "model": "",
         "usage": {"input_tokens": 0, "output_tokens": 0, "cost_usd": 0.0}, "memoized": False,
-        "over_budget": None,
+        "over_budget": None, "store_queue": None,
     },
     "ToolCall": {"oversized": None},
     "ToolCallInput": {
@@ -112,7 +112,7 @@ RECORDED_DEFAULTS: dict[str, dict[str, object]] = {
         "agent": None, "mcp": None, "mcp_name": None, "shadow": None, "shadow_of": None,
         "rows_written": None,
     },
-    "ToolOutcome": {"replayed_from_ledger": False},
+    "ToolOutcome": {"replayed_from_ledger": False, "store_queue": None},
 }  # fmt: skip
 
 

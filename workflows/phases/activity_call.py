@@ -14,6 +14,13 @@ records refused the activity (STORE_MISSING, activities/store_holds.py). That is
 answer at all: the run waits, with the worker's reason as the wait's summary, and calls
 the activity again, until a worker whose store holds the run takes it (docs/
 architecture.md, "Replicas and the stores").
+
+Where replicas keep stores of their own, the run does not wait for luck: the first
+store-bound activity's result names the queue of the worker whose store holds the run
+(activities/store_queue.py), the run records it (RunState.store_queue), and its later
+store-bound activities are scheduled there, so no other replica is ever handed them.
+Histories recorded before carry no such result, so they replay as they ran, unpatched;
+with one shared store no worker stamps one and nothing changes.
 """
 
 from __future__ import annotations
@@ -25,9 +32,10 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
 
 with workflow.unsafe.imports_passed_through():
-    from durable_agents.workflows.activity_io import STORE_MISSING
-    from durable_agents.workflows.activity_options import FIXED, STORE_WAITS, Options
+    from durable_agents.workflows.activity_io import STORE_MISSING, STORE_QUEUE_FIELD
+    from durable_agents.workflows.activity_options import FIXED, STORE_BOUND, STORE_WAITS, Options
     from durable_agents.workflows.contract_base import preview
+    from durable_agents.workflows.state import RunState
 
 Result = TypeVar("Result")
 
@@ -73,6 +81,9 @@ async def call_activity(
     `cancellation_fails`: the one exception to the rule, for a check made as the run
     starts whose runs recorded a cancellation as its failure (Beginnings)."""
     given: dict[str, Any] = (options or FIXED[name]).kwargs()
+    store_bound = name in STORE_BOUND and not local
+    if store_bound and (queue := store_queue()) is not None:
+        given["task_queue"] = queue
     waits = 0
     while True:
         try:
@@ -80,9 +91,12 @@ async def call_activity(
                 return await workflow.execute_local_activity(
                     name, arg, result_type=result, summary=summary, **given
                 )
-            return await workflow.execute_activity(
+            answer = await workflow.execute_activity(
                 name, arg, result_type=result, summary=summary, **given
             )
+            if store_bound:
+                learn_store_queue(answer)
+            return answer
         except ActivityError as err:
             if is_cancellation(err) and not cancellation_fails:
                 raise asyncio.CancelledError() from err
@@ -94,6 +108,34 @@ async def call_activity(
         wait = STORE_WAITS[min(waits, len(STORE_WAITS) - 1)]
         waits += 1
         await workflow.sleep(wait, summary=preview(f"store: {refused}", 600))
+
+
+def run_state() -> RunState | None:
+    """The run's state, as the agent workflow holds it (AgentWorkflow.state): the one
+    place that knows where its store is, whichever part calls. None in a workflow of
+    another kind (a test's own running a part alone)."""
+    state = getattr(workflow.instance(), "state", None)
+    return state if isinstance(state, RunState) else None
+
+
+def store_queue() -> str | None:
+    """The queue of the worker whose store holds the run, once learned (else None: the
+    activity goes to the run's own queue, as every activity of a shared store does)."""
+    state = run_state()
+    return state.store_queue if state is not None else None
+
+
+def learn_store_queue(answer: Any) -> None:
+    """Record the queue a store-bound activity's result names: a worker with a store of
+    its own stamps it there when the call reached it through the main queue."""
+    queue = getattr(answer, STORE_QUEUE_FIELD, None)
+    state = run_state()
+    if state is None or not isinstance(queue, str) or queue == state.store_queue:
+        return
+    # Only a queue of this run's own deployment (`<its queue>@<store id>`): a result that
+    # named another would send the run's calls to whoever polls that one.
+    if queue.startswith(f"{workflow.info().task_queue}@"):
+        state.transcript.held_at(queue)
 
 
 def store_refusal(err: ActivityError) -> str | None:
