@@ -59,6 +59,8 @@ CALLED_BY: dict[str, str] = {
     "claim_signature": AGENT_WORKFLOW,
     "prune_stored_runs": "PruneWorkflow",
 }
+# Activities that act on the world: their input must name its run (never OWN_RUN).
+NAME_THEIR_RUN = frozenset({"run_tool", "call_mcp_tool"})
 # Runs whose facts are kept: a run's queue, chain and parent never change.
 KEPT_RUNS = 4096
 REFUSED = "CallerRefused"
@@ -115,6 +117,10 @@ class CallerCheck(temporalio.worker.Interceptor):
         if (foreign := await self._foreign_parent(workflow_id, facts, info.task_queue)) is not None:
             return foreign
         named = _run_named(args)
+        if named == OWN_RUN and info.activity_type in NAME_THEIR_RUN:
+            # A sealed input of another run, copied into this one's task, would be filled
+            # in with this run's identity and act again under a new idempotency key.
+            return f"{info.activity_type}'s input names no run (runs name theirs since 2026-12)"
         if named not in (None, OWN_RUN) and not _is_own(named, workflow_id, facts.first_run_id):
             return f"the input names run {named!r}, not the calling run {workflow_id}"
         if self.admits is not None and not await self._admitted(workflow_id, run_id, facts):

@@ -26,6 +26,7 @@ from typing import Any
 import pytest
 from pydantic import SecretStr
 from temporalio import workflow
+from temporalio.api.common.v1 import Payload
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError
 from temporalio.common import RawValue, RetryPolicy
 from temporalio.testing import WorkflowEnvironment
@@ -43,9 +44,11 @@ from durable_agents.workflows.people_inputs import Decision
 from durable_agents.workflows.records import IDENTITY_SEPARATOR
 from durable_agents.workflows.state import RunState, pack_state
 from tests.conftest import (
+    approve_when_asked,
     arrange,
     count_effects,
     eventually,
+    key_of,
     pay_invoice_call,
     run_id,
     settings_for,
@@ -281,3 +284,92 @@ async def test_a_poller_of_our_queue_cannot_feed_our_activities(
 
 async def events(client: Client, wid: str) -> list[Any]:
     return list((await client.get_workflow_handle(wid).fetch_history()).events)
+
+
+# What the attacker copies out of a history: a sealed `run_tool` input (set by the test).
+COPIED: list[Payload] = []
+
+
+@workflow.defn(name="AgentWorkflow", sandboxed=False)
+class Replayer:
+    """The attacker's code for a run's first task: it schedules our tool with a sealed
+    input copied from another run's history (it cannot read it, only copy it)."""
+
+    @workflow.run
+    async def run(self, start: RawValue) -> None:
+        await workflow.execute_activity(
+            "run_tool",
+            RawValue(COPIED[0]),
+            result_type=ToolOutcome,
+            start_to_close_timeout=timedelta(seconds=60),
+            retry_policy=RetryPolicy(maximum_attempts=1),
+        )
+
+
+async def scheduled_input(client: Client, wid: str, activity_type: str) -> Payload:
+    for event in await events(client, wid):
+        scheduled = event.activity_task_scheduled_event_attributes
+        if event.HasField("activity_task_scheduled_event_attributes") and (
+            scheduled.activity_type.name == activity_type
+        ):
+            return scheduled.input.payloads[0]
+    raise AssertionError(f"{wid} scheduled no {activity_type}")
+
+
+async def test_a_sealed_tool_input_copied_into_another_run_pays_nothing(
+    dev_env: WorkflowEnvironment, model_server, tmp_path
+) -> None:
+    """A sealed input is the deployment's but not bound to a run: copied from an approved
+    payment's history into another run's task, it names the run it was made for (or, from
+    before runs named theirs, none), and the caller check refuses it."""
+    settings = settings_for(
+        dev_env.client, tmp_path / "data", model_server.port, versioning=False
+    ).model_copy(
+        update={"encryption_keys": SecretStr(f"k1={new_key()}"), "namespace_is_ours_alone": False}
+    )
+    client, plain = await connect(settings), dev_env.client
+    paid = run_id("paid")
+    async with build_worker(await connect(settings, for_worker=True), settings):
+        await runs.start_run(client, settings, RunRequest(goal="pay", label="pay-invoice"), paid)
+        await approve_when_asked(client, paid)
+        await runs.wait_result(client, paid)
+        paid_key = await key_of(client, paid)
+    assert count_effects(settings, paid_key, "charge") == 1
+    copied = await scheduled_input(plain, paid, "run_tool")
+    # From before runs named theirs: the same input naming none, sealed as the worker did.
+    [unnamed] = await client.data_converter.encode(
+        [pay_invoice_call(paid_key).model_copy(update={"run_id": ""})]
+    )
+    said = []
+    for payload in (copied, unnamed):
+        COPIED[:] = [payload]
+        rid = run_id("replayed")
+        async with attacker_worker(plain, settings.task_queue, Replayer):
+            await client.start_workflow(
+                "AgentWorkflow", REFUND, id=rid, task_queue=settings.task_queue
+            )
+
+            async def scheduled(rid: str = rid) -> bool:
+                return any(
+                    e.HasField("activity_task_scheduled_event_attributes")
+                    for e in await events(plain, rid)
+                )
+
+            await eventually(scheduled)
+            async with build_worker(await connect(settings, for_worker=True), settings):
+
+                async def failed(rid: str = rid) -> list[Any]:
+                    return [
+                        e.activity_task_failed_event_attributes.failure
+                        for e in await events(plain, rid)
+                        if e.HasField("activity_task_failed_event_attributes")
+                    ]
+
+                [failure] = await eventually(failed)
+        said.append(causes(await client.data_converter.decode_failure(failure)))
+        replayed_key = f"{rid}{IDENTITY_SEPARATOR}"
+        assert count_effects(settings, rid, "charge") == 0
+        assert count_effects(settings, replayed_key, "charge") == 0
+    assert f"the input names run {paid_key!r}" in said[0], said[0]
+    assert "run_tool's input names no run" in said[1], said[1]
+    assert count_effects(settings, paid_key, "charge") == 1  # paid once, for its approval
