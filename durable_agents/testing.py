@@ -256,8 +256,9 @@ class AgentTestbed:
             task_queue=f"testbed-{uuid.uuid4().hex[:12]}",
             metrics_port=0,
             worker_versioning=False,
-            # A test's own server, polled by nobody else: no keys needed (the worker with
-            # our plugin otherwise refuses to serve without them).
+            # A test's server and queue of its own (the time-skipping one it starts, or the
+            # one a test hands it): no keys needed (a worker with our plugin otherwise
+            # refuses to serve without them).
             namespace_is_ours_alone=True,
         )
         self._client: AgentClient | None = None

@@ -165,7 +165,7 @@ class EncryptionCodec(PayloadCodec):
                 elif self.tolerant:
                     out.append(_in_the_clear(payload))  # written before encryption was on
                 else:
-                    out.append(payload)
+                    out.append(_without_seal(payload))  # a mark its sender set means nothing
                 continue
             try:
                 opened = self._decrypt(payload)

@@ -4,7 +4,8 @@ The worker's codec (runtime/encryption.py) turns such a payload into a marker in
 failing the activation. This converter turns the marker into a non-retryable
 ApplicationError, which the SDK treats per input: a signal is dropped, an update refused,
 a query answered with the error, a start fails the workflow before any of its code runs,
-an activity input fails that activity. Anything else in the same activation goes on.
+an activity input fails that activity; an activity's or a sub-agent's result fails the
+run reading it (the SDK fails a run on a refusal met while applying a job).
 
 The refusals are mixed into whichever payload converter the client has (ours, or a peer
 plugin's: `with_refusals`), so a team's pydantic-ai or OpenAI Agents plugin and ours share
@@ -96,9 +97,10 @@ class RefusesMarkers(CompositePayloadConverter):
                     non_retryable=True,
                 ) from None
             seal = payload.metadata.get(SEALED_WITH)
-            if seal == IN_THE_CLEAR and self._deployment_only():
+            only_ours = self._deployment_only() or getattr(hint, "DEPLOYMENT_ONLY", False)
+            if seal == IN_THE_CLEAR and only_ours:
                 raise ApplicationError(
-                    f"refused: {self._what()} is not sealed with the deployment's key",
+                    f"refused: {self._what(hint)} is not sealed with the deployment's key",
                     type=REFUSED_TYPE,
                     non_retryable=True,
                 )
@@ -127,12 +129,14 @@ class RefusesMarkers(CompositePayloadConverter):
             and context.workflow_type == AGENT_WORKFLOW
         )
 
-    def _what(self) -> str:
+    def _what(self, hint: Any) -> str:
         context = self._context
-        assert isinstance(context, ActivitySerializationContext)
-        return (
-            f"{context.activity_type} of run {context.workflow_id} (an activity's input or result)"
-        )
+        if isinstance(context, ActivitySerializationContext):
+            return (
+                f"{context.activity_type} of run {context.workflow_id} "
+                "(an activity's input or result)"
+            )
+        return f"a {getattr(hint, '__name__', 'value')} (a run's result, state or summary)"
 
 
 def unreadable(err: Exception, limit: int = 300) -> str:

@@ -36,8 +36,9 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
 from durable_agents.activities.model_setup import model_setup_hint
 from durable_agents.runtime import telemetry
-from durable_agents.runtime.client import data_converter
-from durable_agents.runtime.refused_payloads import RefusesMarkers
+from durable_agents.runtime.client import as_worker_reads, data_converter
+from durable_agents.runtime.encryption import EncryptionCodec
+from durable_agents.runtime.refused_payloads import RefusesMarkers, speaks_pydantic
 from durable_agents.runtime.settings import Settings, load_settings
 from durable_agents.worker.activities import production_activities
 from durable_agents.worker.callers import Admits, CallerCheck
@@ -172,12 +173,22 @@ class DurableAgentsPlugin(SimplePlugin):
                 "without it"
             )
         reading = data_converter(self.settings, for_worker=True)
-        if reading.payload_codec is None and not issubclass(
-            client.data_converter.payload_converter_class, RefusesMarkers
+        converter = client.data_converter
+        kind = converter.payload_converter_class
+        if (
+            reading.payload_codec is None
+            and speaks_pydantic(kind)
+            and not issubclass(kind, RefusesMarkers)
         ):
             # A client made without our plugin: the worker reads through ours all the same
             # (a start input it cannot read then fails its run in one line).
-            client = _reconnected(client, lay_over(client.data_converter, reading))
+            converter = lay_over(converter, reading)
+        elif isinstance(converter.payload_codec, EncryptionCodec):
+            # A client's codec (strict, marking nothing): the worker reads as a worker, so
+            # what came in the clear is known as such.
+            converter = as_worker_reads(converter)
+        if converter is not client.data_converter:
+            client = _reconnected(client, converter)
             config["client"] = client
         check_carries_agents(client.data_converter, reading)
         serve(task_queue, self.registry, trusts_the_clear=trusts_the_clear(self.settings))

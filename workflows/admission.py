@@ -191,7 +191,14 @@ def refusal(
     if beginning is Beginning.CONTINUED:
         return _continuation_refused(info, origin, carried)
     if beginning in (Beginning.CHILD, Beginning.RUN_AGENT):
-        return _parent_refused(info, origin.parent)
+        refused = _parent_refused(info, origin.parent)
+        parent = origin.parent
+        # Only an agent run delegates: a workflow of another type reusing a closed parent's
+        # id would hand on that parent's sealed terms.
+        typed = refused is None and beginning is Beginning.CHILD and parent is not None
+        if typed and parent is not None and parent.workflow_type != AGENT_WORKFLOW:
+            return f"refused: delegated to by a {parent.workflow_type}, not by an agent run"
+        return refused
     return None
 
 

@@ -339,6 +339,11 @@ class EffectsReport(StrictModel):
 
 
 class RunResult(StrictModel):
+    # Written only by the deployment's own runs: a worker holding keys refuses one that
+    # came in the clear (runtime/refused_payloads.py): a poller of our queue may answer a
+    # query or complete a run, but cannot seal what it says.
+    DEPLOYMENT_ONLY: ClassVar[bool] = True
+
     run_id: str
     status: str
     final_answer: str | None = None

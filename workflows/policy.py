@@ -87,10 +87,12 @@ def _looser_escalation(escalate_to: list[str], floor: RunPolicy) -> str | None:
     """After an escalation only `escalate_to` decides (empty: anyone): they must be people
     the agent's policy lets decide then, or, where it never escalates, every tool's."""
     wanted = set(escalate_to)
-    if floor.on_timeout == "escalate":
-        if floor.escalate_to and not (wanted and wanted <= set(floor.escalate_to)):
+    if floor.on_timeout == "escalate" and floor.escalate_to:
+        if not (wanted and wanted <= set(floor.escalate_to)):
             return f"escalate_to must be among {sorted(floor.escalate_to)}"
         return None
+    if floor.on_timeout == "escalate" and not wanted:
+        return None  # after the escalation each tool's approvers decide, as the agent's do
     for tool, allowed in sorted(floor.approvers.items()):
         if not (wanted and wanted <= set(allowed)):
             return f"escalate_to must be among the approvers of {tool}: {sorted(allowed)}"
@@ -147,7 +149,9 @@ def _narrowed_escalation(floor: RunPolicy, handed: RunPolicy) -> tuple[Any, list
     if floor.on_timeout != "escalate" or handed.on_timeout != "escalate":
         return "reject", []
     if not floor.escalate_to:
-        return "escalate", list(handed.escalate_to)
+        # After the agent's escalation each tool's approvers decide: only those of them.
+        kept = [who for who in handed.escalate_to if _approves_every_tool(who, floor)]
+        return "escalate", kept
     if not handed.escalate_to:
         return "escalate", list(floor.escalate_to)
     both = sorted(set(floor.escalate_to) & set(handed.escalate_to))
@@ -169,3 +173,7 @@ def _narrowed_keys(floor: RunPolicy, handed: RunPolicy) -> dict[str, Any]:
         )
         shared[key_id] = theirs if narrower or not own.signs_for else own
     return shared or dict(floor.trusted_keys)
+
+
+def _approves_every_tool(who: str, floor: RunPolicy) -> bool:
+    return all(who in allowed for allowed in floor.approvers.values())

@@ -10,7 +10,7 @@ import base64
 import json
 import zlib
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 from pydantic import BaseModel, Field
 
@@ -125,6 +125,11 @@ def trim_for_a_long_life(state: RunState, kept: int = LONG_LIFE_KEPT) -> None:
 
 
 class RunSummary(BaseModel):
+    # Written only by the deployment's own runs: a worker holding keys refuses one that
+    # came in the clear (runtime/refused_payloads.py): a poller of our queue may answer a
+    # query or complete a run, but cannot seal what it says.
+    DEPLOYMENT_ONLY: ClassVar[bool] = True
+
     run_id: str
     goal: str
     status: RunStatus

@@ -10,7 +10,7 @@ field: a record writes its own through state_write.write."""
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Any, ClassVar
 
 from pydantic import AliasChoices, BaseModel, Field
 
@@ -76,6 +76,11 @@ OWNER_OF: dict[str, str] = {field: r.__name__ for r in RECORDS for field in r.OW
 
 class RunState(BaseModel):
     """The run's state, the source of truth: read anywhere, written by its records."""
+
+    # Written only by the deployment's own runs: a worker holding keys refuses one that
+    # came in the clear (runtime/refused_payloads.py): a poller of our queue may answer a
+    # query or complete a run, but cannot seal what it says.
+    DEPLOYMENT_ONLY: ClassVar[bool] = True
 
     run_id: str  # the workflow id: what people name the run by
     # The run's identity across its chain (admission.own_identity), under which its transcript,

@@ -312,7 +312,8 @@ async def scheduled_input(client: Client, wid: str, activity_type: str) -> Paylo
         if event.HasField("activity_task_scheduled_event_attributes") and (
             scheduled.activity_type.name == activity_type
         ):
-            return scheduled.input.payloads[0]
+            payload: Payload = scheduled.input.payloads[0]
+            return payload
     raise AssertionError(f"{wid} scheduled no {activity_type}")
 
 

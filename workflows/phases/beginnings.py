@@ -222,6 +222,7 @@ class Beginnings(Phase[BeginningsState]):
         adopted = await call_activity(
             RESOLVE_AGENT, name, result=AdoptedAgent, summary=f"agent: {name}", local=True
         )
+        self._hold_to_registry(name, adopted)
         self.state.terms.record_agent(adopted.record)
         if figures_floor:
             self._settle_figures(request, adopted)
@@ -236,6 +237,21 @@ class Beginnings(Phase[BeginningsState]):
         self.ctx.settle_signatures()
         for server in adopted.mcp_servers:
             await self._list_mcp_tools(server)
+
+    def _hold_to_registry(self, name: str, adopted: AdoptedAgent) -> None:
+        """The agent as its recorded marker says: a sealed marker copied from another run's
+        history (from before a policy was tightened, say) must not loosen the agent as this
+        worker has it."""
+        declared = self.ctx.registry().agent(name).adopted()
+        floor = policy_floor(declared.policy, declared.tool_approvers)
+        recorded = policy_floor(adopted.policy, adopted.tool_approvers)
+        error = loosening(recorded, floor)
+        if error is not None:
+            raise ApplicationError(
+                f"refused: the recorded agent {name!r}: {error}",
+                type="StartRefused",
+                non_retryable=True,
+            )
 
     def _settle_figures(self, request: RunRequest, adopted: AdoptedAgent) -> None:
         """The agent's budget and limits, or the request's where they only tighten them

@@ -183,6 +183,10 @@ class Delegating(Phase[DelegatingState]):
             return await self._await_started_child(child_id)
         faults.reached("after_child_start", child_id)
         result: RunResult = await handle
+        if result.run_id != child_id:
+            # A result sealed for another run, copied in by whoever completed this one.
+            why = f"the sub-agent's result names run {preview(result.run_id, 80)}"
+            return RunResult(run_id=child_id, status="failed", error=why)
         return result
 
     async def _await_started_child(self, child_id: str) -> RunResult:
