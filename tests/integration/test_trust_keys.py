@@ -53,7 +53,7 @@ from tests.conftest import (
     run_id,
     settings_for,
 )
-from tests.integration.test_outside_callers import FakeParent, Smuggled, causes, journal
+from tests.integration.test_outside_callers import causes, journal
 
 REFUND = RunRequest(goal="Refund jane 80 EUR", agent="refund", label="refund-loop")
 
@@ -72,6 +72,26 @@ class Hijacker:
         arrange(state, policy=RunPolicy(), identity=identity, agent=refund_agent.record())
         packed = pack_state(state, by_run=info.run_id)
         workflow.continue_as_new(REFUND.model_copy(update={"resume_state_packed": packed}))
+
+
+# The request the attacker's parent hands its child (set by the test).
+HANDED: list[RunRequest] = []
+
+
+@workflow.defn(name="AgentWorkflow", sandboxed=False)
+class ImpostorParent:
+    """The attacker's code under our workflow's name, so the child's parent is "an agent
+    run on this queue": it starts the refund agent as its sub-agent with `policy {}`. A
+    task of the child itself it leaves to the deployment's worker (it fails the task)."""
+
+    @workflow.run
+    async def run(self, start: RawValue) -> None:
+        info = workflow.info()
+        if info.parent is not None:
+            raise RuntimeError("the child's task: left to the deployment's worker")
+        await workflow.execute_child_workflow(
+            "AgentWorkflow", HANDED[0], id=f"{info.workflow_id}-child", task_queue=info.task_queue
+        )
 
 
 def attacker_worker(client: Client, queue: str, workflow_class: type) -> Worker:
@@ -162,10 +182,10 @@ async def test_a_poller_of_our_queue_gets_no_refund(
 
         await eventually(continued)
     # A parent of the attacker's, on our queue, starts the refund agent as its child.
-    async with attacker_worker(plain, settings.task_queue, FakeParent):
-        smuggled = Smuggled(settings.task_queue, child_request)
+    HANDED[:] = [child_request]
+    async with attacker_worker(plain, settings.task_queue, ImpostorParent):
         await plain.start_workflow(
-            FakeParent.run, smuggled, id=parent, task_queue=settings.task_queue
+            "AgentWorkflow", REFUND, id=parent, task_queue=settings.task_queue
         )
         await eventually(lambda: exists(plain, f"{parent}-child"))
     keyed = settings.encryption_on

@@ -125,6 +125,15 @@ HOSTILE = {
         RunRequest(goal="g", resume_state_packed="A" * (MAX_PACKED_STATE_CHARS + 1)),
         CONTINUED, GOOD_ORIGIN, "victim-r1@r1", f"over {MAX_PACKED_STATE_CHARS} characters",
     ),
+    "child of a parent of another type": (
+        RunRequest(goal="g", delegated_by=DELEGATED), Info(parent=Parent()),
+        RunOrigin(initiator="start", parent=OURS.model_copy(update={"workflow_type": "Fake"})),
+        "victim-r1@r1", "delegated to by a Fake, not by an agent run",
+    ),
+    "state packed by an earlier run of the chain": (
+        RunRequest(goal="g", resume_state_packed="r-earlier.eJwDAAAAAAE="),
+        CONTINUED, GOOD_ORIGIN, "victim-r1@r1", "packed by run r-earlier, not by run r0",
+    ),
     "odd id": (RunRequest(goal="g"), Info(workflow_id="victim-r1@r1"), None, "x", "run id"),
     "id with a newline": (RunRequest(goal="g"), Info(workflow_id="a\nb"), None, "x", "run id"),
     "id with a path": (RunRequest(goal="g"), Info(workflow_id="../etc"), None, "x", "run id"),
