@@ -36,7 +36,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
-from durable_agents.workflows.activity_io import OWN_RUN
+from durable_agents.workflows.activity_io import OWN_RUN, RUN_TAG, run_tag
 from durable_agents.workflows.admission import RETENTION_ADVICE
 from durable_agents.workflows.records import IDENTITY_SEPARATOR
 
@@ -121,7 +121,11 @@ class CallerCheck(temporalio.worker.Interceptor):
             # A sealed input of another run, copied into this one's task, would be filled
             # in with this run's identity and act again under a new idempotency key.
             return f"{info.activity_type}'s input names no run (runs name theirs since 2026-12)"
-        if named not in (None, OWN_RUN) and not _is_own(named, workflow_id, facts.first_run_id):
+        own = f"{workflow_id}{IDENTITY_SEPARATOR}{facts.first_run_id}"
+        if named is not None and named.startswith(RUN_TAG):
+            if not facts.first_run_id or named != run_tag(own):
+                return f"the input is tagged for another run than {workflow_id} ({named})"
+        elif named not in (None, OWN_RUN) and not _is_own(named, workflow_id, facts.first_run_id):
             return f"the input names run {named!r}, not the calling run {workflow_id}"
         if self.admits is not None and not await self._admitted(workflow_id, run_id, facts):
             return f"run {workflow_id} was not started by this what-if"
@@ -245,7 +249,8 @@ class _Checked(temporalio.worker.ActivityInboundInterceptor):
         if why is not None:
             activity.logger.warning("refused %s: %s", info.activity_type, why)
             raise ApplicationError(f"refused: {why}", type=REFUSED, non_retryable=True)
-        if input.args and _run_named(input.args[0]) == OWN_RUN:
+        named = _run_named(input.args[0]) if input.args else None
+        if named is not None and (named == OWN_RUN or named.startswith(RUN_TAG)):
             input.args = [await self.check.own_identity(info, input.args[0]), *input.args[1:]]
         return await self.next.execute_activity(input)
 

@@ -304,14 +304,18 @@ def _activity_name(fn: Callable[..., Any]) -> str | None:
 
 
 def _reconnected(
-    client: temporalio.client.Client, converter: temporalio.converter.DataConverter
+    client: temporalio.client.Client,
+    converter: temporalio.converter.DataConverter,
+    plugins: Sequence[Any] = (),
 ) -> temporalio.client.Client:
-    """The same connection and options with another data converter."""
+    """The same connection and options with another data converter (and these plugins:
+    the converter carries what the client's made of it already)."""
     config = client.config(active_config=True)
     return temporalio.client.Client(
         config["service_client"],
         namespace=config["namespace"],
         data_converter=converter,
+        plugins=list(plugins),
         interceptors=config.get("interceptors", []),
         default_workflow_query_reject_condition=config.get(
             "default_workflow_query_reject_condition"
@@ -328,17 +332,7 @@ def without_our_plugin(client: temporalio.client.Client) -> temporalio.client.Cl
     plugins = [p for p in config.get("plugins", []) if not isinstance(p, DurableAgentsPlugin)]
     if len(plugins) == len(config.get("plugins", [])):
         return client
-    return temporalio.client.Client(
-        config["service_client"],
-        namespace=config["namespace"],
-        data_converter=config["data_converter"],
-        plugins=plugins,
-        interceptors=config.get("interceptors", []),
-        default_workflow_query_reject_condition=config.get(
-            "default_workflow_query_reject_condition"
-        ),
-        header_codec_behavior=config["header_codec_behavior"],
-    )
+    return _reconnected(client, config["data_converter"], plugins)
 
 
 def trusts_the_clear(settings: Settings) -> bool:

@@ -8,6 +8,7 @@ per step constant (docs/architecture.md, invariant 3).
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any, Literal
 
 from pydantic import (
@@ -109,12 +110,21 @@ class ChatMessage(StepPayload):
     speaker: str | None = None
 
 
-# A step's input names the run whose stored rows it acts on only where that is not the
+# A step's input names the run whose stored rows it acts on: whole where that is not the
 # calling run's own identity, and on the first model call of each Temporal run (where a
-# what-if reads it back from a history file of any name). Left out, the worker's caller
-# check fills in the caller's identity from Temporal's own record (worker/callers.py):
-# 70 bytes less in each of a step's two inputs, and never the name of another run.
+# what-if reads it back from a history file of any name); else by its tag (`run_tag`, 13
+# characters where the identity takes 60), which the worker's caller check compares with
+# the caller's identity from Temporal's own record and then fills in (worker/callers.py).
+# A sealed input copied into another run's task so names a run that is not the caller.
+# OWN_RUN (no name at all) is what runs recorded before the tags sent.
 OWN_RUN = ""
+RUN_TAG = "#"
+
+
+def run_tag(identity: str) -> str:
+    """A run's identity, short: 48 bits of its digest. A copied input matches another run
+    only if that run's identity (its first run id is Temporal's to choose) hits the tag."""
+    return RUN_TAG + hashlib.sha256(identity.encode()).hexdigest()[:12]
 
 
 class ModelCallInput(StepPayload):

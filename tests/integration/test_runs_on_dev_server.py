@@ -16,6 +16,7 @@ from durable_agents.control import runs
 from durable_agents.control.timeline import fetch_chain
 from durable_agents.examples.providers import Providers
 from durable_agents.workflows import search_attributes as sa
+from durable_agents.workflows.activity_io import run_tag
 from durable_agents.workflows.agent import AgentWorkflow
 from durable_agents.workflows.contracts import RunLimits, RunRequest
 from durable_agents.workflows.people_inputs import Decision
@@ -122,7 +123,7 @@ async def test_web_ui_sees_status_step_details_and_activity_summaries(dev_env, s
 async def test_history_per_step_stays_small_and_flat(dev_env, settings):
     """Invariant 3: payloads carry references, so per-step history does not grow. A run
     pays a fixed cost once (its start, its recorded agent: about 1.3 KB); what each step
-    adds stays under 2.8 KB and the same from step 5 to step 40."""
+    adds stays under 2.85 KB and the same from step 5 to step 40."""
     size = {}
     for steps in (5, 40):
         rid = run_id(f"flat{steps}")
@@ -134,8 +135,10 @@ async def test_history_per_step_stays_small_and_flat(dev_env, settings):
     per_step_added = (size[40] - size[5]) / 35
     figures = {"per step added": per_step_added, "per step at 40": size[40] / 40}
     # 2,601 and 2,718 B (issue 46): a step's payloads leave their defaults, the model's
-    # name and the run they name out (2,850 to 3,000 B before).
-    assert max(figures.values()) <= 2800, figures
+    # name and the run they name out (2,850 to 3,000 B before); 2,682 and 2,801 B (issue
+    # 52): each step's two inputs name their run by its tag, so a sealed input copied into
+    # another run's task is refused (some 80 B a step).
+    assert max(figures.values()) <= 2850, figures
     assert abs(size[40] / 40 - per_step_added) / per_step_added <= 0.25, figures
 
 
@@ -202,10 +205,11 @@ def step_inputs(history) -> list[tuple[str, dict[str, object]]]:
 
 
 async def test_a_step_names_its_run_once_and_the_worker_gives_it_its_identity(dev_env, settings):
-    """A step's inputs name no run (70 bytes each, twice a step): the worker's caller check
-    gives each the calling run's identity from Temporal's record, the chain's first run's
-    even after a continue-as-new, so its effects are kept under it as before; only each
-    Temporal run's first model call names it, for a what-if to read."""
+    """A step's inputs name their run by its tag (13 characters, not the identity's 60):
+    the worker's caller check compares it with the calling run's identity from Temporal's
+    record, the chain's first run's even after a continue-as-new, and fills that in, so its
+    effects are kept under it as before; only each Temporal run's first model call names
+    it whole, for a what-if to read."""
     client, rid = dev_env.client, run_id("named")
     request = RunRequest.model_validate(
         {"goal": "b", "label": "long?steps=6", "limits": {"continue_as_new_after_events": 50}}
@@ -219,7 +223,7 @@ async def test_a_step_names_its_run_once_and_the_worker_gives_it_its_identity(de
     for _, history in chain:
         inputs = step_inputs(history)
         assert inputs[0][0] == "call_model" and inputs[0][1]["run_id"] == identity
-        assert all("run_id" not in data for _, data in inputs[1:]), inputs
+        assert all(data["run_id"] == run_tag(identity) for _, data in inputs[1:]), inputs
     notes = Providers.open(settings.data_dir).records.effects(rid)
     assert len(notes) == 6
     assert all(e["run_id"] == identity for e in notes), notes

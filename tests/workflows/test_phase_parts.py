@@ -203,7 +203,7 @@ def test_no_phase_reaches_state_it_was_not_handed():
     made = vars(fresh_context())
     assert set(made) == {
         "_state", "_published", "signatures_settled", "_step_with_status", "_opened_in_one",
-        "active_child", "_sending",
+        "active_child", "_sending", "_identity_named",
     }  # fmt: skip
 
 

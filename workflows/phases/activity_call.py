@@ -132,9 +132,9 @@ def learn_store_queue(answer: Any) -> None:
     state = run_state()
     if state is None or not isinstance(queue, str) or queue == state.store_queue:
         return
-    # Only a queue of this run's own deployment (`<its queue>@<store id>`): a result that
-    # named another would send the run's calls to whoever polls that one.
-    if queue.startswith(f"{workflow.info().task_queue}@"):
+    # Only a store's queue (`<queue>@<store id>`); which queue the run runs on is not
+    # asked: a replay's is not the run's. With keys the result is sealed (the worker's).
+    if "@" in queue:
         state.transcript.held_at(queue)
 
 

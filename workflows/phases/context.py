@@ -26,8 +26,9 @@ from temporalio.exceptions import (
 with workflow.unsafe.imports_passed_through():
     from pydantic import BaseModel
 
-    from durable_agents.workflows import patches, signing, timeline
+    from durable_agents.workflows import admission, patches, signing, timeline
     from durable_agents.workflows import search_attributes as sa
+    from durable_agents.workflows.activity_io import run_tag
     from durable_agents.workflows.agent_records import AgentRecord
     from durable_agents.workflows.agents import BEFORE_AGENTS, Agent
     from durable_agents.workflows.contract_base import preview
@@ -96,6 +97,7 @@ class RunContext:
         # patches on one marker.
         self._opened_in_one = opened_in_one
         # The sub-agent's run this run waits on now (pause, resume, cancel, budget reach it).
+        self._identity_named = False  # this Temporal run's first model call named it
         self.active_child: str | None = None
         # Signals sent and not yet delivered (spend reports, forwarded pauses).
         self._sending: set[asyncio.Task[None]] = set()
@@ -119,12 +121,19 @@ class RunContext:
         """The state whole, as a continue-as-new carries it to the next run of the chain."""
         return pack_state(self._state, by_run=workflow.info().run_id)
 
-    def run_named(self) -> str:
-        """The run a step's input names: its store key, always. A sealed input is the
-        deployment's, but not bound to a run: copied into another run's task, it names a
-        run that is not the caller's, and the worker's caller check refuses it (one that
-        named none would have been filled in with the caller's, and paid again)."""
-        return self._state.store_key
+    def run_named(self, *, model_call: bool = False) -> str:
+        """The run a step's input names (activity_io.run_tag): its store key where that is
+        not the run's own identity, or on the first model call of this Temporal run; else
+        its tag. A sealed input is the deployment's but not bound to a run: copied into
+        another run's task, it names a run that is not the caller's, and the worker's
+        caller check refuses it."""
+        key = self._state.store_key
+        if key != admission.own_identity(workflow.info()):
+            return key
+        if model_call and not self._identity_named:
+            self._identity_named = True
+            return key
+        return run_tag(key)
 
     def registry(self) -> AgentRegistry:
         return served(workflow.info().task_queue)

@@ -57,7 +57,7 @@ class ModelTurns(Phase[ModelTurnsState]):
         await self.ctx.pause_point()
         await self.budget.within("model")
         call = ModelCallInput(
-            run_id=self.ctx.run_named(),
+            run_id=self.ctx.run_named(model_call=True),
             append=self.state.transcript.drain_outbox(),
             reply_seq=self.state.transcript.take_seq(),
             tools=list(tools),
