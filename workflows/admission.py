@@ -27,7 +27,7 @@ with workflow.unsafe.imports_passed_through():
     from durable_agents.workflows.contracts import RunRequest
     from durable_agents.workflows.records import IDENTITY_SEPARATOR
     from durable_agents.workflows.state import MAX_PACKED_STATE_CHARS, packed_by
-    from durable_agents.workflows.state_views import OriginView
+    from durable_agents.workflows.state.origin import Origin
     from durable_agents.workflows.subject_grants import SCHEDULE_PREFIX
 
 AGENT_WORKFLOW = "AgentWorkflow"
@@ -181,7 +181,7 @@ def asks_the_record(request: RunRequest, info: workflow.Info) -> bool:
 
 
 def refusal(
-    request: RunRequest, info: workflow.Info, origin: RunOrigin, carried: OriginView
+    request: RunRequest, info: workflow.Info, origin: RunOrigin, carried: Origin
 ) -> str | None:
     """Why the record refuses this run (one line), or None: `carried` is the state the
     run was built from (a continuation's carried one, else its fresh one)."""
@@ -202,9 +202,7 @@ def refusal(
     return None
 
 
-def _continuation_refused(
-    info: workflow.Info, origin: RunOrigin, carried: OriginView
-) -> str | None:
+def _continuation_refused(info: workflow.Info, origin: RunOrigin, carried: Origin) -> str | None:
     previous = origin.previous
     named = f"run {info.continued_run_id}"
     if previous is None or not previous.found:

@@ -48,6 +48,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from durable_agents.workflows.records import ApprovalRequest, Question
     from durable_agents.workflows.registry import trusts_the_clear
+    from durable_agents.workflows.signed_changes import Signing
     from durable_agents.workflows.state import (
         EventPage,
         RunState,
@@ -61,7 +62,12 @@ with workflow.unsafe.imports_passed_through():
     )
 
 # The phases are imported as workflow code (the strict sandbox checks them too).
-from durable_agents.workflows.phases.beginnings import Beginnings, forged_start
+from durable_agents.workflows.phases.beginnings import (
+    Beginnings,
+    ForkStart,
+    forged_start,
+    fork_start,
+)
 from durable_agents.workflows.phases.budget import Budget
 from durable_agents.workflows.phases.context import (
     CHILD_SPENT,
@@ -94,12 +100,6 @@ from durable_agents.workflows.phases.turn_loop import TurnLoop
 class AgentWorkflow:
     """The run: its parts wired from one context, and every handler people reach it by."""
 
-    # The records of the run's state this part uses (tests/workflows/test_phase_parts.py).
-    RECORDS: ClassVar[frozenset[str]] = frozenset({
-        "audit_log", "budget_book", "lifecycle", "moments", "origin", "requests", "signatures",
-        "thread",
-    })  # fmt: skip
-
     # The story a run that is not a conversation tells (a test's build may tell another).
     story_type: ClassVar[type[Story]] = Story
 
@@ -110,19 +110,22 @@ class AgentWorkflow:
         # (in `run`, before the run does anything) has found it in Temporal's record.
         info = workflow.info()
         self._refused = admission.before_parsing(request, info, trusts_the_clear(info.task_queue))
+        # The run's state, decided once, before its context exists: carried over a
+        # continue-as-new (the chain goes on), a fork's own, or fresh.
         carried = None if self._refused is not None else self._carried(request)
-        if carried is not None:
-            # Our own state, carried over a continue-as-new: the chain goes on.
-            state = carried
-            state.origin.continued()
-        else:
-            state = RunState.start(workflow.info().workflow_id, request, workflow.now())
-        # Asked before any other patch: a new run's opening paths on one marker.
-        self._ctx = RunContext(state, opened_in_one=workflow.patched(patches.OPENING))
-        self._beginnings = Beginnings(self._ctx)
+        fork = None
         if not request.resumes and request.fork is not None:
-            self._beginnings.start_as_fork(request.fork)
-        self._wire(self._ctx)
+            fork = fork_start(request.fork, info.workflow_id, workflow.now())
+        if carried is not None:
+            self.state = carried
+            self.state.origin.continued()
+        elif fork is not None and fork.state is not None:
+            self.state = fork.state
+        else:
+            self.state = RunState.start(info.workflow_id, request, workflow.now())
+        # Asked before any other patch: a new run's opening paths on one marker.
+        self._ctx = RunContext(self.state, opened_in_one=workflow.patched(patches.OPENING))
+        self._wire(self._ctx, self.state, fork)
         if self._ctx.opening_patched(patches.PEOPLE_CHECKED):
             self.state.signatures.check_people(2)
         self._telling: asyncio.Task[str] | None = None
@@ -135,24 +138,51 @@ class AgentWorkflow:
             self._refused = f"refused: the carried state cannot be read: {preview(why, 200)}"
             return None
 
-    def _wire(self, ctx: RunContext) -> None:
-        """The run's parts, each built from the context and the parts it uses. Who decides
-        what the run asks of people is chosen here, once: a what-if takes its recorded
-        run's decisions, any other run waits for real people."""
+    def _wire(self, ctx: RunContext, s: RunState, fork: ForkStart | None) -> None:
+        """The run's parts, each built from the context, the parts it uses and the records
+        of the state it uses: what each holds is said here, in one place. Who decides what
+        the run asks of people is chosen here, once: a what-if takes its recorded run's
+        decisions, any other run waits for real people."""
+        signing = Signing(s.origin, s.terms, s.signatures, s.moments, s.requests)
         people: People = (
-            RecordedDecisions(ctx) if ctx.whole_state.shadow is not None else WaitingForPeople(ctx)
+            RecordedDecisions(ctx, origin=s.origin, requests=s.requests)
+            if s.shadow is not None
+            else WaitingForPeople(ctx, requests=s.requests, terms=s.terms)
         )
-        self._budget = Budget(ctx, people)
-        turns = ModelTurns(ctx, self._budget)
-        tools = ToolCalls(ctx, self._budget, Gate(ctx, people), Delegating(ctx))
-        loop = TurnLoop(ctx, turns, tools)
-        self._story = self.story_type(ctx, loop)
-        self._conversation = Conversation(ctx, loop, self._story)
-        self._people = PeopleActions(ctx)
-
-    @property
-    def state(self) -> RunState:
-        return self._ctx.whole_state
+        self._beginnings = Beginnings(
+            ctx, fork, signing=signing, audit_log=s.audit_log, book=s.budget_book,
+            transcript=s.transcript,
+        )  # fmt: skip
+        self._budget = Budget(
+            ctx, people, book=s.budget_book, lifecycle=s.lifecycle, moments=s.moments,
+            requests=s.requests, steps=s.steps,
+        )  # fmt: skip
+        turns = ModelTurns(
+            ctx, self._budget, book=s.budget_book, origin=s.origin, terms=s.terms,
+            transcript=s.transcript,
+        )  # fmt: skip
+        gate = Gate(
+            ctx, people, audit_log=s.audit_log, book=s.budget_book, outcomes=s.outcomes,
+            requests=s.requests, terms=s.terms, transcript=s.transcript,
+        )  # fmt: skip
+        delegating = Delegating(
+            ctx, book=s.budget_book, origin=s.origin, outcomes=s.outcomes, terms=s.terms,
+            thread=s.thread,
+        )  # fmt: skip
+        tools = ToolCalls(
+            ctx, self._budget, gate, delegating, book=s.budget_book, origin=s.origin,
+            outcomes=s.outcomes, terms=s.terms, thread=s.thread, transcript=s.transcript,
+        )  # fmt: skip
+        loop = TurnLoop(ctx, turns, tools, steps=s.steps, terms=s.terms, transcript=s.transcript)
+        self._story = self.story_type(
+            ctx, loop, audit_log=s.audit_log, lifecycle=s.lifecycle, origin=s.origin,
+            steps=s.steps, terms=s.terms, transcript=s.transcript,
+        )  # fmt: skip
+        self._conversation = Conversation(
+            ctx, loop, self._story, signing=signing, lifecycle=s.lifecycle, steps=s.steps,
+            thread=s.thread, transcript=s.transcript,
+        )  # fmt: skip
+        self._people = PeopleActions(ctx, signing=signing)
 
     async def _tell(self) -> str:
         """A conversation's turns, or the story: what the run was started as."""
@@ -332,7 +362,9 @@ class AgentWorkflow:
         if (error := self.state.budget_book.budget_raise_error(raise_, workflow.now())) is not None:
             workflow.logger.warning("budget ignored: %s", error)
             return
-        if (error := signed_changes.forwarded_raise_error(self.state, raise_)) is not None:
+        if (
+            error := signed_changes.forwarded_raise_error(self.state.budget_book, raise_)
+        ) is not None:
             self._ctx.refuse(raise_.by, error)
             return
         signed = raise_.forwarded or raise_

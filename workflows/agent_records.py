@@ -1,6 +1,7 @@
 """What a run records of its agent when it starts: the tools it may call (name, risk,
 argument-schema digest, MCP server), the instructions' digest, its rules' names and
-defaults. A replay on changed code reads this record back from the history."""
+defaults. A replay on changed code reads it back from the history. (Data models: the
+Terms record of the state, workflows/state/terms.py, holds the agent recorded.)"""
 
 from __future__ import annotations
 

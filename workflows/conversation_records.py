@@ -1,5 +1,7 @@
-"""A conversation's records: what a person sends (a message), what the run keeps of its
-thread (the queue, the recent turns, the ids it has seen) and what a sender hears back.
+"""A conversation's entries (data models, not records of the state: the Thread record,
+workflows/state/thread.py, owns them in the state): what a person sends (a message),
+what the run keeps of its thread (the queue, the recent turns, the ids it has seen) and
+what a sender hears back.
 
 A conversation is a run whose story is turns: each message a person sends is answered by
 a turn of the tool loop (workflows/phases/conversation.py). Everything here is bounded, so

@@ -1,5 +1,7 @@
-"""The records a run keeps: its steps, approvals, questions, results, audit, usage,
-delegations and timeline events, each a small pydantic model with its status."""
+"""The entries a run's state holds: its steps, approvals, questions, results, audit,
+usage, delegations and timeline events, each a small pydantic model with its status.
+(A "record" is one of the state's twelve owners of its fields, workflows/state/; these
+are the data they keep. The module keeps its old name: every import uses it.)"""
 
 from __future__ import annotations
 

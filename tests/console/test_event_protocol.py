@@ -11,8 +11,8 @@ from temporalio.client import WorkflowQueryFailedError
 from temporalio.testing import WorkflowEnvironment
 
 from durable_agents.control import runs
-from durable_agents.workflows import state_records
 from durable_agents.workflows.people_inputs import DecideRequest
+from durable_agents.workflows.state import moments as state_records
 from tests.console.live import LiveConsole, signed_in
 from tests.console.runs_for_console import waiting_payment
 from tests.console.sse import Event, events

@@ -1,11 +1,11 @@
-"""The admission's table in the code (workflows/admission.py, ADMISSION) is the one in
-docs/architecture.md, row for row; and its decision, walked row by row over what
-Temporal's record could say, refuses every carried state but a continuation's own."""
+"""The admission (workflows/admission.py): its table has a row for every way a run begins
+(docs/reference/admission.md prints it, `make docs`), and its decision, walked row by row
+over what Temporal's record could say, refuses every carried state but a continuation's
+own."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
 
@@ -17,25 +17,12 @@ from durable_agents.workflows.people_inputs import SignedDecision
 from durable_agents.workflows.state import MAX_PACKED_STATE_CHARS, RunState
 from tests.conftest import arrange
 
-DOC = Path(__file__).parents[2] / "docs" / "architecture.md"
 OURS = OtherRun(found=True, workflow_type="AgentWorkflow", task_queue="q", on_this_queue=True)
 
 
-def documented_rows() -> dict[str, tuple[str, str]]:
-    text = DOC.read_text()
-    section = text.split("## Admission: one for every way a run comes about", 1)[1]
-    rows = {}
-    for line in section.split("\n## ", 1)[0].splitlines():
-        cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if line.startswith("| ") and len(cells) == 3 and cells[0] != "beginning":
-            rows[cells[0]] = (cells[1], cells[2])
-    return rows
-
-
-def test_the_documented_table_is_the_codes() -> None:
-    coded = {b.value: (rule.trusts, rule.shown_by) for b, rule in ADMISSION.items()}
-    assert documented_rows() == coded
+def test_the_table_has_a_row_for_every_beginning() -> None:
     assert set(ADMISSION) == set(Beginning)
+    assert all(rule.trusts and rule.shown_by for rule in ADMISSION.values())
 
 
 @dataclass

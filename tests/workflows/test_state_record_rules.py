@@ -45,9 +45,9 @@ from durable_agents.workflows.state import (
     forked,
     trim_for_a_long_life,
 )
-from durable_agents.workflows.state_fields import RECORDS
-from durable_agents.workflows.state_fields import RunState as Fields
-from durable_agents.workflows.state_write import StateWriteRefused, write
+from durable_agents.workflows.state.fields import StateFields as Fields
+from durable_agents.workflows.state.record import StateWriteRefused
+from durable_agents.workflows.state.run_state import RECORDS
 from tests.conftest import arrange
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
@@ -340,13 +340,15 @@ def test_a_spend_read_clears_the_report_it_answers():
 def test_every_record_is_refused_every_field_it_does_not_own():
     state = new_state()
     views = [
-        getattr(state, name) for name in vars(Fields) if type(getattr(state, name, None)) in RECORDS
+        getattr(state, name)
+        for name in vars(RunState)
+        if type(getattr(state, name, None)) in RECORDS
     ]
     assert len(views) == len(RECORDS)
     for view in views:
         for field in set(Fields.model_fields) - view.OWNS:
             try:
-                write(state, view, **{field: getattr(state, field)})
+                view._set(**{field: getattr(state, field)})
             except StateWriteRefused:
                 continue
             raise AssertionError(f"{type(view).__name__} wrote {field}")

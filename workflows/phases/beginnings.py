@@ -1,10 +1,14 @@
-"""How a run begins: it records its agent (and its MCP servers' tools) at start, or, as a
-fork, takes its parent's state, identity and policy from the parent itself; and a start
-request that names another run's identity is refused before anything is written."""
+"""How a run begins: its state is decided before anything else (fresh, carried over a
+continue-as-new, or a fork's, `fork_start`); it records its agent (and its MCP servers'
+tools) at start, or, as a fork, takes its parent's identity and policy from the parent
+itself; and a start request that names another run's identity is refused before
+anything is written."""
 
 from __future__ import annotations
 
-from typing import Any, Protocol, TypeVar
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, TypeVar
 
 from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError
@@ -51,15 +55,9 @@ with workflow.unsafe.imports_passed_through():
     from durable_agents.workflows.policy import loosening, policy_floor
     from durable_agents.workflows.records import workflow_id_of
     from durable_agents.workflows.state import RunState, apply_patch, forked, patch_error
-    from durable_agents.workflows.state_views import (
-        AuditView,
-        BudgetView,
-        MomentsView,
-        OriginView,
-        SignaturesView,
-        TermsView,
-        TranscriptView,
-    )
+    from durable_agents.workflows.state.audit_log import AuditLog
+    from durable_agents.workflows.state.budget_book import BudgetBook
+    from durable_agents.workflows.state.transcript import Transcript
     from durable_agents.workflows.subject_grants import SCHEDULE_PREFIX, grant_error
     from durable_agents.workflows.tools import (
         INTERNAL_TOOLS,
@@ -73,29 +71,56 @@ from durable_agents.workflows.phases.inputs import describe
 Asked = TypeVar("Asked")
 
 
-class BeginningsState(
-    AuditView,
-    BudgetView,
-    MomentsView,
-    OriginView,
-    SignaturesView,
-    TermsView,
-    TranscriptView,
-    Protocol,
-):
-    """The records the Beginnings part uses: their transitions, and their fields to read."""
+@dataclass(frozen=True)
+class ForkStart:
+    """A fork's start, decided before the run's context exists: the fork's own state
+    (None where its starting state was refused, `error`), the state as its request
+    carried it (checked against the parent's record) and its parent's store key."""
+
+    state: RunState | None = None
+    carried: RunState | None = None
+    parent_store_key: str | None = None
+    error: str | None = None
 
 
-class Beginnings(Phase[BeginningsState]):
+def fork_start(fork: ForkSpec, run_id: str, now: datetime) -> ForkStart:
+    """The state a fork starts from: its parent's as the request carried it, forked (each
+    record says what of its own a fork keeps), with the edit it carries."""
+    try:
+        parent_state = RunState.model_validate(fork.state)
+    except ValidationError as err:
+        return ForkStart(error=f"the fork's starting state is invalid: {describe(err)}")
+    carried = parent_state.model_copy(deep=True)
+    state = forked(parent_state, run_id, fork.parent_run_id, now)
+    if fork.edit is not None and patch_error(state, fork.edit) is None:
+        apply_patch(state, fork.edit, now)
+    return ForkStart(state, carried, parent_state.store_key)
+
+
+class Beginnings(Phase):
     """How the run begins: its agent recorded, its memory settled, or its fork checked."""
 
-    def __init__(self, ctx: RunContext) -> None:
+    def __init__(
+        self,
+        ctx: RunContext,
+        fork: ForkStart | None,
+        *,
+        signing: signed_changes.Signing,
+        audit_log: AuditLog,
+        book: BudgetBook,
+        transcript: Transcript,
+    ) -> None:
         super().__init__(ctx)
+        # The signed-change check's records (origin, terms, signatures, moments, requests).
+        self.signing, self.origin, self.terms = signing, signing.origin, signing.terms
+        self.signatures = signing.signatures
+        self.audit_log, self.book, self.transcript = audit_log, book, transcript
+        fork = fork or ForkStart()
         # A fork's start: why its starting state was refused, and its parent's store key.
-        self.fork_error: str | None = None
-        self.parent_store_key: str | None = None
+        self.fork_error = fork.error
+        self.parent_store_key = fork.parent_store_key
         # A fork's state as its request carried it (checked against the parent's record).
-        self._carried: RunState | None = None
+        self._carried = fork.carried
         # Keys that grant subjects, as the agent record brought them (AGENT_SUBJECT_KEYS).
         self._subject_keys: dict[str, SubjectKey] = {}
 
@@ -103,7 +128,7 @@ class Beginnings(Phase[BeginningsState]):
         """The admission's record check (workflows/admission.py): how the run began, as
         Temporal's record shows it; what cannot be shown refuses the run."""
         origin = await asked(RUN_ORIGIN, "", RunOrigin, "admission: how this run began")
-        refused = admission.refusal(request, workflow.info(), origin, self.state)
+        refused = admission.refusal(request, workflow.info(), origin, self.origin)
         if refused is not None:
             raise ApplicationError(refused, type="StartRefused", non_retryable=True)
 
@@ -113,7 +138,9 @@ class Beginnings(Phase[BeginningsState]):
         carried state that loosens it was not made by this deployment's runs."""
         declared = self.ctx.registry().agent(self.ctx.agent.name).adopted()
         floor = policy_floor(declared.policy, declared.tool_approvers)
-        error = loosening(self.state.policy, floor, decided_by_record=self.state.shadow is not None)
+        error = loosening(
+            self.terms.policy, floor, decided_by_record=self.origin.shadow is not None
+        )
         if error is not None:
             raise ApplicationError(
                 f"refused: the carried state: {error}", type="StartRefused", non_retryable=True
@@ -125,19 +152,23 @@ class Beginnings(Phase[BeginningsState]):
         if request.memory_namespace is not None and not self._from_parent(request):
             self.ctx.fail(RunFailed("a memory namespace is given only by the run that delegates"))
         memory = self.ctx.agent.memory  # as recorded: code changed later changes nothing here
-        if memory is None or self.state.memory_namespace is not None:
+        if memory is None or self.terms.memory_namespace is not None:
             return
         if request.memory_namespace is not None:
-            self.state.terms.take_memory(request.memory_namespace)
+            self.terms.take_memory(request.memory_namespace)
             return
         try:
-            self.state.terms.take_memory(
-                resolve_namespace(memory.namespace, memory.optional, self.state.subject or {})
+            self.terms.take_memory(
+                resolve_namespace(memory.namespace, memory.optional, self.terms.subject or {})
             )
         except MemoryDeclarationError as err:
             self.ctx.fail(RunFailed(str(err)))
-        if self.state.memory_namespace is not None and self._subject_keys and not self.state.shadow:
-            await self._check_subject_grant(request, self.state.memory_namespace)
+        if (
+            self.terms.memory_namespace is not None
+            and self._subject_keys
+            and not self.origin.shadow
+        ):
+            await self._check_subject_grant(request, self.terms.memory_namespace)
 
     async def _check_subject_grant(self, request: RunRequest, namespace: str) -> None:
         """Where the deployment says who may start a run about whom (AGENT_SUBJECT_KEYS),
@@ -164,7 +195,7 @@ class Beginnings(Phase[BeginningsState]):
             # Named for this workflow id alone: one run under it, not another started
             # later under the same id with the grant copied from this one's history.
             claim = SignatureClaim(
-                nonce=grant.request_id, run_id=self.state.store_key, what="subject grant"
+                nonce=grant.request_id, run_id=self.origin.store_key, what="subject grant"
             )
             try:
                 await call_activity(
@@ -223,16 +254,16 @@ class Beginnings(Phase[BeginningsState]):
             RESOLVE_AGENT, name, result=AdoptedAgent, summary=f"agent: {name}", local=True
         )
         self._hold_to_registry(name, adopted)
-        self.state.terms.record_agent(adopted.record)
+        self.terms.record_agent(adopted.record)
         if figures_floor:
             self._settle_figures(request, adopted)
         else:
             if request.limits is None and adopted.limits is not None:
-                self.state.terms.adopt(limits=adopted.limits)
+                self.terms.adopt(limits=adopted.limits)
             if request.budget is None and adopted.budget is not None:
-                self.state.budget_book.set_budget(adopted.budget)
+                self.book.set_budget(adopted.budget)
         self._settle_policy(request, adopted, floor)
-        self.state.signatures.take_revoked(adopted.revoked_keys)
+        self.signatures.take_revoked(adopted.revoked_keys)
         self._subject_keys = adopted.subject_keys
         self.ctx.settle_signatures()
         for server in adopted.mcp_servers:
@@ -257,14 +288,12 @@ class Beginnings(Phase[BeginningsState]):
         """The agent's budget and limits, or the request's where they only tighten them
         (workflows/floors.py); a sub-agent takes the tighter of its parent's and its own."""
         if self._from_parent(request):
-            self.state.budget_book.set_budget(tighter_budget(request.budget, adopted.budget))
-            self.state.terms.adopt(limits=limits_within(None, adopted.limits))
+            self.book.set_budget(tighter_budget(request.budget, adopted.budget))
+            self.terms.adopt(limits=limits_within(None, adopted.limits))
             return
         try:
-            self.state.budget_book.set_budget(budget_within(request.budget, adopted.budget))
-            self.state.terms.adopt(
-                limits=limits_within(request.limits, adopted.limits) or RunLimits()
-            )
+            self.book.set_budget(budget_within(request.budget, adopted.budget))
+            self.terms.adopt(limits=limits_within(request.limits, adopted.limits) or RunLimits())
         except FloorLoosened as err:
             self.ctx.fail(RunFailed(f"refused: {err}"))
 
@@ -274,24 +303,24 @@ class Beginnings(Phase[BeginningsState]):
         trust) fails the run before any activity has run."""
         floor = policy_floor(adopted.policy, adopted.tool_approvers)
         if request.policy is None:
-            self.state.terms.adopt(policy=floor)
+            self.terms.adopt(policy=floor)
             return
         if not is_floor:
             # Runs from before the floor: the policy as the request gave it.
-            self.state.terms.take_tool_approvers(adopted.tool_approvers)
+            self.terms.take_tool_approvers(adopted.tool_approvers)
             return
         # A sub-agent too: what its parent hands it only narrows its own agent's floor
         # (the parent hands its policy narrowed to it, workflows/policy.py `narrowed`).
         error = loosening(request.policy, floor, decided_by_record=request.shadow is not None)
         if error is not None:
             self.ctx.fail(RunFailed(f"refused: {error}"))
-        self.state.terms.take_tool_approvers(floor.approvers)
+        self.terms.take_tool_approvers(floor.approvers)
 
     async def _list_mcp_tools(self, server: str) -> None:
         """Read an MCP server's tool list once, in an activity: the history keeps it, so a
         replay sees the tools the run started with, whatever the server lists later."""
         asked = MCPListRequest(
-            run_id=self.state.store_key, agent=self.ctx.agent.name, server=server
+            run_id=self.origin.store_key, agent=self.ctx.agent.name, server=server
         )
         listing = await call_activity(
             LIST_MCP_TOOLS, asked, result=MCPListing, summary=f"mcp: list {server}"
@@ -302,7 +331,7 @@ class Beginnings(Phase[BeginningsState]):
                 listing.skipped.append(f"{spec.name}: another tool has that name")
                 continue
             taken.add(spec.name)
-            self.state.terms.add_tool(
+            self.terms.add_tool(
                 ToolRecord(
                     name=spec.name,
                     risk=spec.risk,
@@ -312,27 +341,11 @@ class Beginnings(Phase[BeginningsState]):
                 )
             )
         names = ", ".join(f"{t.name} ({t.risk.value})" for t in listing.tools) or "none"
-        self.state.audit_log.log(
+        self.audit_log.log(
             workflow.now(), "system", "mcp_tools", preview(f"{server}: {names}", 500)
         )
         for skipped in listing.skipped:
-            self.state.audit_log.log(
-                workflow.now(), "system", "mcp_tool_skipped", preview(skipped, 300)
-            )
-
-    def start_as_fork(self, fork: ForkSpec) -> None:
-        try:
-            parent_state = RunState.model_validate(fork.state)
-        except ValidationError as err:
-            self.fork_error = f"the fork's starting state is invalid: {describe(err)}"
-            return
-        now = workflow.now()
-        self._carried = parent_state.model_copy(deep=True)
-        self.parent_store_key = parent_state.store_key
-        state = forked(parent_state, workflow.info().workflow_id, fork.parent_run_id, now)
-        if fork.edit is not None and patch_error(state, fork.edit) is None:
-            apply_patch(state, fork.edit, now)
-        self.ctx.begin_as(state)
+            self.audit_log.log(workflow.now(), "system", "mcp_tool_skipped", preview(skipped, 300))
 
     async def take_parent_facts(self, fork: ForkSpec, checked: bool) -> None:
         """The parent's identity and policy as Temporal has them, not as the fork request
@@ -344,12 +357,12 @@ class Beginnings(Phase[BeginningsState]):
         )
         self.parent_store_key = facts.store_key
         # A fork's memory is its parent's, never one its request names.
-        self.state.terms.take_parents(facts.policy, facts.memory_namespace, facts.subject)
+        self.terms.take_parents(facts.policy, facts.memory_namespace, facts.subject)
         self.ctx.settle_signatures()
         says = fork.what_it_says(workflow.info().workflow_id)
         by = fork.by or "anonymous"
         error = signed_changes.change_error(
-            self.state, "fork", by, fork.signed, says, workflow.now(), runs=(facts.store_key,)
+            self.signing, "fork", by, fork.signed, says, workflow.now(), runs=(facts.store_key,)
         )
         if error is not None:
             self.ctx.refuse(by, error)
@@ -357,17 +370,15 @@ class Beginnings(Phase[BeginningsState]):
         if checked:
             await self._check_against_parents_record(fork)
         if fork.by is not None:
-            self.state.audit_log.log(
-                workflow.now(), fork.by, "forked_by", f"from {fork.parent_run_id}"
-            )
+            self.audit_log.log(workflow.now(), fork.by, "forked_by", f"from {fork.parent_run_id}")
 
     async def _check_against_parents_record(self, fork: ForkSpec) -> None:
         """The state the fork carries must be its parent's own at the moment it names, as
         the parent's history has it (rebuilt by replaying it, `parent_state_at`): a caller
         cannot hand a fork another agent record (tools' risks, amounts, MCP names), plan,
         results or decisions. Only the moment and the signed edit are the caller's."""
-        assert self.state.parent is not None and self._carried is not None
-        moment = ParentMoment(parent_run_id=fork.parent_run_id, moment=self.state.parent.moment)
+        assert self.origin.parent is not None and self._carried is not None
+        moment = ParentMoment(parent_run_id=fork.parent_run_id, moment=self.origin.parent.moment)
         summary = f"fork: rebuild {fork.parent_run_id} at moment {moment.moment}"
         parent = await asked(PARENT_STATE_AT, moment, RunState, summary)
         differs = first_difference(parent, self._carried)
@@ -383,8 +394,8 @@ class Beginnings(Phase[BeginningsState]):
         carried = self._carried
         copy = TranscriptCopy(
             from_run_id=parent_store_key,
-            to_run_id=self.state.store_key,
-            before_seq=self.state.next_seq,
+            to_run_id=self.origin.store_key,
+            before_seq=self.transcript.next_seq,
             signed_nonce=fork.signed.request_id if fork.signed is not None else None,
             # What the parent had written by the fork's moment: a store with less of it
             # copies nothing (the fork would start from half a past).
@@ -393,7 +404,7 @@ class Beginnings(Phase[BeginningsState]):
         summary = f"fork: copy transcript of {workflow_id_of(parent_store_key)}"
         copied = await call_activity(COPY_TRANSCRIPT, copy, result=int, summary=summary)
         # The fork's own count starts at what the copy put under its key.
-        self.state.transcript.rows_copied(copied if isinstance(copied, int) else None)
+        self.transcript.rows_copied(copied if isinstance(copied, int) else None)
 
 
 async def asked(name: str, arg: Any, result: type[Asked], summary: str) -> Asked:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 from datetime import timedelta
-from typing import Any, ClassVar, Generic, NoReturn, TypeVar, cast, get_args, get_origin
+from typing import Any, NoReturn
 
 from temporalio import workflow
 from temporalio.common import SearchAttributeUpdate
@@ -32,16 +32,13 @@ with workflow.unsafe.imports_passed_through():
     from durable_agents.workflows.agent_records import AgentRecord
     from durable_agents.workflows.agents import BEFORE_AGENTS, Agent
     from durable_agents.workflows.contract_base import preview
-    from durable_agents.workflows.contracts import ChildSpend
+    from durable_agents.workflows.contracts import ChildSpend, RunRequest
     from durable_agents.workflows.event_kinds import PUBLISHED_AT, EventKind
     from durable_agents.workflows.memory import MEMORY_TOOLS
     from durable_agents.workflows.people_inputs import Actor
     from durable_agents.workflows.registry import AgentRegistry, served
+    from durable_agents.workflows.start_options import StartOptions
     from durable_agents.workflows.state import RunState, pack_state, trim_for_a_long_life
-    from durable_agents.workflows.state_views import (
-        names_of,
-        records_of,
-    )
     from durable_agents.workflows.tools import (
         ASK_HUMAN,
         COMPLETE_STEP,
@@ -81,13 +78,9 @@ class RunContext:
     """The run's state and the bookkeeping every phase shares; each attribute here is the
     context's own, and a phase reaches the run only through it."""
 
-    # The records of the run's state this part uses (tests/workflows/test_phase_parts.py).
-    RECORDS: ClassVar[frozenset[str]] = frozenset(
-        {"audit_log", "lifecycle", "moments", "signatures", "terms"}
-    )
-
     def __init__(self, state: RunState, *, opened_in_one: bool = False) -> None:
-        # Replaced whole by a fork's start (begin_as): each part reads its share of it here.
+        # The state whole, decided before the context (fresh, carried or forked), never
+        # replaced; each part is handed the records it uses (AgentWorkflow._wire).
         self._state = state
         # What was last upserted as search attributes (before `step-published-with-status`).
         self._published: tuple[str, int, str] | None = None
@@ -102,24 +95,20 @@ class RunContext:
         # Signals sent and not yet delivered (spend reports, forwarded pauses).
         self._sending: set[asyncio.Task[None]] = set()
 
-    @property
-    def whole_state(self) -> RunState:
-        """The state whole, for the workflow alone: its queries and updates answer and edit
-        it whole. A part reads only its share (Phase.state; tests/workflows/
-        test_phase_parts.py refuses a part that reaches this)."""
-        return self._state
-
-    def begin_as(self, state: RunState) -> None:
-        """A fork's start: the run goes on from the state its parent's was forked into."""
-        self._state = state
-
     def trim_for_a_long_life(self) -> None:
         """Before a conversation's continue-as-new: every record keeps its latest only."""
         trim_for_a_long_life(self._state)
 
-    def packed_state(self) -> str:
-        """The state whole, as a continue-as-new carries it to the next run of the chain."""
-        return pack_state(self._state, by_run=workflow.info().run_id)
+    def continued_request(self) -> RunRequest:
+        """The next run of the chain: the state whole, packed, with every start option as
+        the run settled it (an option added is carried)."""
+        return RunRequest(
+            goal=self._state.goal,
+            agent=self.agent.name,
+            conversation=self._state.conversation is not None,
+            resume_state_packed=pack_state(self._state, by_run=workflow.info().run_id),
+            **StartOptions.fields_of(self._state),
+        )
 
     def run_named(self, *, model_call: bool = False) -> str:
         """The run a step's input names (activity_io.run_tag): its store key where that is
@@ -304,67 +293,10 @@ def failure_reason(err: BaseException) -> str:
     return preview(str(err), 500)
 
 
-ViewT = TypeVar("ViewT")
-
-
-class StateShare:
-    """What a part is handed of the run's state: the names its view answers (each record
-    it uses, and that record's fields to read), read from the state the context holds now,
-    since a fork's start replaces it whole. Anything else is refused, and so is any write
-    or copy (a copy of a share would be the same live view)."""
-
-    __slots__ = ("_ctx", "_names", "_part")
-
-    def __init__(self, ctx: RunContext, names: frozenset[str], part: str) -> None:
-        object.__setattr__(self, "_ctx", ctx)
-        object.__setattr__(self, "_names", names)
-        object.__setattr__(self, "_part", part)
-
-    def __getattr__(self, name: str) -> Any:
-        if not name.startswith("_") and name in self._names:
-            return getattr(self._ctx._state, name)
-        raise AttributeError(
-            f"{self._part} is not handed {name!r} of the run's state: "
-            "its view names the records it uses"
-        )
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        raise AttributeError(
-            f"{self._part} may not set {name!r}: a record's transitions change the state"
-        )
-
-    def __copy__(self) -> StateShare:
-        raise TypeError("a part's share of the state is a live view: read it, never copy it")
-
-    def __deepcopy__(self, memo: dict[int, Any]) -> StateShare:
-        return self.__copy__()
-
-
-class Phase(Generic[ViewT]):
-    """A part of the run: handed the run context (and, in its own `__init__`, the phases
-    it uses), it reaches nothing else of the run. Its view of the state is its type
-    argument (`class Budget(Phase[BudgetState])`, a Protocol composing record views):
-    mypy holds its code to that view, and at run time it is handed only that share."""
-
-    # The view, the names it answers and the records it names, from the type argument
-    # (never declared twice), worked out once per class.
-    VIEW: ClassVar[type]
-    NAMES: ClassVar[frozenset[str]]
-    RECORDS: ClassVar[frozenset[str]]
-
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        super().__init_subclass__(**kwargs)
-        for base in getattr(cls, "__orig_bases__", ()):
-            if get_origin(base) is Phase:
-                (cls.VIEW,) = get_args(base)
-                cls.NAMES = names_of(cls.VIEW)
-                cls.RECORDS = records_of(cls.VIEW)
+class Phase:
+    """A part of the run: handed the run context, and in its own `__init__` the records
+    of the state and the parts it uses (AgentWorkflow._wire shows them in one place), it
+    reaches nothing else of the run."""
 
     def __init__(self, ctx: RunContext) -> None:
         self.ctx = ctx
-        self._share = StateShare(ctx, type(self).NAMES, type(self).__name__)
-
-    @property
-    def state(self) -> ViewT:
-        """This part's share of the run's state."""
-        return cast(ViewT, self._share)

@@ -13,8 +13,6 @@ until the fresh run takes them, and their senders ask it with `await_reply`
 
 from __future__ import annotations
 
-from typing import Protocol
-
 from temporalio import workflow
 from temporalio.exceptions import ActivityError
 
@@ -41,17 +39,10 @@ with workflow.unsafe.imports_passed_through():
     )
     from durable_agents.workflows.event_kinds import EventKind
     from durable_agents.workflows.records import FINAL_ANSWER_CHARS, PlanStep, RunStatus
-    from durable_agents.workflows.state_views import (
-        LifecycleView,
-        MomentsView,
-        OriginView,
-        RequestsView,
-        SignaturesView,
-        StepsView,
-        TermsView,
-        ThreadView,
-        TranscriptView,
-    )
+    from durable_agents.workflows.state.lifecycle import Lifecycle
+    from durable_agents.workflows.state.steps import Steps
+    from durable_agents.workflows.state.thread import Thread
+    from durable_agents.workflows.state.transcript import Transcript
 
 from durable_agents.workflows.phases.context import (
     Phase,
@@ -63,27 +54,32 @@ from durable_agents.workflows.phases.story import Story, history_is_long
 from durable_agents.workflows.phases.turn_loop import TurnLoop, Turns
 
 
-class ConversationState(
-    LifecycleView,
-    MomentsView,
-    OriginView,
-    RequestsView,
-    SignaturesView,
-    StepsView,
-    TermsView,
-    ThreadView,
-    TranscriptView,
-    Protocol,
-):
-    """The records the Conversation part uses: their transitions, and their fields to read."""
-
-
-class Conversation(Phase[ConversationState]):
+class Conversation(Phase):
     """A run people talk to: a turn of the tool loop for each message, in order."""
 
-    def __init__(self, ctx: RunContext, loop: TurnLoop, story: Story) -> None:
+    def __init__(
+        self,
+        ctx: RunContext,
+        loop: TurnLoop,
+        story: Story,
+        *,
+        signing: signed_changes.Signing,
+        lifecycle: Lifecycle,
+        steps: Steps,
+        thread: Thread,
+        transcript: Transcript,
+    ) -> None:
         super().__init__(ctx)
         self.loop, self.story = loop, story
+        # The signed-change check's records (origin, terms, signatures, moments, requests).
+        self.signing, self.origin, self.terms = signing, signing.origin, signing.terms
+        self.signatures, self.requests = signing.signatures, signing.requests
+        self.lifecycle, self.steps, self.thread, self.transcript = (
+            lifecycle,
+            steps,
+            thread,
+            transcript,
+        )
         # True while the run waits to continue as new: waiting senders answer `carried`.
         self.carrying = False
         # Senders waiting in an update for a reply now, and updates this run has taken
@@ -95,14 +91,14 @@ class Conversation(Phase[ConversationState]):
 
     @property
     def _conversation(self) -> ConversationFields:
-        convo = self.state.conversation
+        convo = self.thread.conversation
         assert convo is not None, "only a conversation has a thread"
         return convo
 
     async def tell(self) -> str:
         convo = self._conversation
-        if self.state.status is RunStatus.PLANNING:
-            self.state.lifecycle.run()
+        if self.lifecycle.status is RunStatus.PLANNING:
+            self.lifecycle.run()
             self.ctx.publish()
         while True:
             # Idle: no activity, no timer; a cache may evict the run until a message comes.
@@ -118,7 +114,7 @@ class Conversation(Phase[ConversationState]):
 
     def _continue_due(self) -> bool:
         return (
-            history_is_long(self.state.limits)
+            history_is_long(self.terms.limits)
             or self._conversation.turns_this_run >= TURNS_PER_RUN
             or self.updates_seen >= UPDATES_PER_RUN
         )
@@ -128,22 +124,22 @@ class Conversation(Phase[ConversationState]):
         # refused meanwhile (MOVING); the queue goes along in the state, so no message is
         # lost or answered twice.
         self.carrying = True
-        self.state.thread.new_run()
+        self.thread.new_run()
         self.ctx.trim_for_a_long_life()
         await self.story.continue_as_new(workflow.info().get_current_history_length())
 
     async def _take_turn(self, message: QueuedMessage) -> None:
         convo = self._conversation
-        step = self.state.steps.next_step()  # a fork restarts the turn it was made in
+        step = self.steps.next_step()  # a fork restarts the turn it was made in
         if step is None:
             step = PlanStep(index=convo.turns_total + 1, title=_title(message))
-            self.state.steps.add_turn(step, TURNS_KEPT)
+            self.steps.add_turn(step, TURNS_KEPT)
         record = TurnRecord(
             turn=step.index,
             message_id=message.message_id,
             by=message.by,
             message=preview(message.text, MESSAGE_PREVIEW_CHARS),
-            message_seq=self.state.next_seq,
+            message_seq=self.transcript.next_seq,
             started_at=workflow.now(),
         )
         # What the model sees: the first message and the turns the state keeps.
@@ -157,9 +153,9 @@ class Conversation(Phase[ConversationState]):
             # A turn that cannot be answered (the endpoint refused it, a tool that keeps
             # failing the run's way) fails alone: the conversation goes on.
             record.status, record.error = "failed", failure_reason(err)
-            self.state.steps.drop_step(step)
+            self.steps.drop_step(step)
         record.finished_at = workflow.now()
-        self.state.thread.finish_turn(record, TURNS_KEPT)
+        self.thread.finish_turn(record, TURNS_KEPT)
         self.ctx.moment(
             EventKind.REPLIED, f"turn {step.index}: {preview(record.reply or record.error, 80)}"
         )
@@ -167,7 +163,7 @@ class Conversation(Phase[ConversationState]):
     async def _answer_turn(self, step: PlanStep, window: int | None) -> tuple[str, int]:
         """Model turns until a reply calls no tool: that reply answers the message (a
         reply cut short is sent back, as in a plain loop)."""
-        limit = self.state.limits.max_turns_per_step
+        limit = self.terms.limits.max_turns_per_step
         shape = Turns(
             label=lambda turn: f"turn {step.index}.{turn}",
             tools=self.ctx.step_tools(),
@@ -177,7 +173,7 @@ class Conversation(Phase[ConversationState]):
             gives_up=f"no reply within {limit} model turns",
         )
         answered = await self.loop.answer(step, shape)
-        self.state.steps.complete_step(step, answered.text, workflow.now())
+        self.steps.complete_step(step, answered.text, workflow.now())
         return answered.text, answered.seq
 
     # -- what the handlers ask (workflows/agent.py) --------------------------------------
@@ -186,11 +182,11 @@ class Conversation(Phase[ConversationState]):
         """Why a message is refused before it reaches the history (None: taken). The
         signature is checked here too: an unsigned message never counts against the run's
         updates or its audit."""
-        convo = self.state.conversation
+        convo = self.thread.conversation
         if convo is None:
-            return f"run {self.state.run_id} is not a conversation; it takes no messages"
-        if self.state.status.is_closed or convo.closed:
-            return f"the conversation {self.state.run_id} is closed; it takes no messages"
+            return f"run {self.origin.run_id} is not a conversation; it takes no messages"
+        if self.lifecycle.status.is_closed or convo.closed:
+            return f"the conversation {self.origin.run_id} is closed; it takes no messages"
         if self.carrying:
             return MOVING
         if message.wait and (full := self._waiters_full(message.by)) is not None:
@@ -203,13 +199,13 @@ class Conversation(Phase[ConversationState]):
                 "send again once it has answered"
             )
         mine = sum(queued.by == message.by for queued in convo.queue)
-        if self.state.people_checks >= 2 and mine >= MAX_QUEUED_PER_SENDER:
+        if self.signatures.people_checks >= 2 and mine >= MAX_QUEUED_PER_SENDER:
             return (
                 f"{message.by} has {MAX_QUEUED_PER_SENDER} messages waiting for their turn; "
                 "send again once it has answered"
             )
         return signed_changes.change_error(
-            self.state,
+            self.signing,
             "message",
             message.by,
             message.signed,
@@ -227,22 +223,22 @@ class Conversation(Phase[ConversationState]):
             by=message.by,
             received_at=workflow.now(),
         )
-        self.state.thread.take_message(queued, IDS_REMEMBERED)
+        self.thread.take_message(queued, IDS_REMEMBERED)
 
     def _waiters_full(self, by: str) -> str | None:
         """Why one more sender may not wait in an update (None: it may)."""
         if self.waiters >= MAX_WAITERS:
             return f"{self.waiters} senders already wait on this conversation"
-        if self.state.people_checks >= 2 and self.waiting.get(by, 0) >= MAX_WAITERS_PER_SENDER:
+        if self.signatures.people_checks >= 2 and self.waiting.get(by, 0) >= MAX_WAITERS_PER_SENDER:
             return f"{by} already waits on {MAX_WAITERS_PER_SENDER} replies here"
         return None
 
     def reply_error(self, wanted: ReplyWanted) -> str | None:
         """Why a wait for a reply is refused (None: taken): checked as a message is, the
         signature included, so an unsigned wait never holds one of the few places."""
-        convo = self.state.conversation
+        convo = self.thread.conversation
         if convo is None:
-            return f"run {self.state.run_id} is not a conversation"
+            return f"run {self.origin.run_id} is not a conversation"
         if self.carrying:
             return MOVING
         if (full := self._waiters_full(wanted.by)) is not None:
@@ -252,10 +248,10 @@ class Conversation(Phase[ConversationState]):
                 f"the conversation has no message {wanted.message_id!r} (or it is too old "
                 "to wait on)"
             )
-        if self.state.people_checks < 2:
+        if self.signatures.people_checks < 2:
             return None  # a run recorded before waits were signed
         return signed_changes.change_error(
-            self.state,
+            self.signing,
             "await_reply",
             wanted.by,
             wanted.signed,
@@ -267,7 +263,7 @@ class Conversation(Phase[ConversationState]):
     def _signing_version(self) -> int | None:
         """The signatures checked: a conversation takes v2 signatures (it began after they
         existed), whether or not its version is settled yet (None: the run's own)."""
-        if self.state.policy.require_signed_decisions and not self.ctx.signatures_settled:
+        if self.terms.policy.require_signed_decisions and not self.ctx.signatures_settled:
             return 2
         return None
 
@@ -299,7 +295,7 @@ class Conversation(Phase[ConversationState]):
             )
         if self.carrying:
             return TurnReply(message_id=message_id, status="carried")
-        if self.state.status.is_closed:
+        if self.lifecycle.status.is_closed:
             return TurnReply(message_id=message_id, status="closed")
         current = convo.queue[0] if convo.queue else None
         if current is None or current.message_id != message_id:
@@ -312,24 +308,24 @@ class Conversation(Phase[ConversationState]):
             return TurnReply(
                 message_id=message_id,
                 status="waiting",
-                turn=self.state.current_step,
+                turn=self.steps.current_step,
                 waiting_for=waiting,
             )
         return None
 
     def waiting_detail(self) -> str:
         """What the current turn waits for, named for the sender ('' when nothing)."""
-        if self.state.status is RunStatus.AWAITING_APPROVAL:
+        if self.lifecycle.status is RunStatus.AWAITING_APPROVAL:
             return "; ".join(
                 f"approval of {a.tool} (request {a.request_id}: {a.rule})"
-                for a in self.state.pending_approvals
+                for a in self.requests.pending_approvals
             )
-        if self.state.status is RunStatus.AWAITING_INPUT:
+        if self.lifecycle.status is RunStatus.AWAITING_INPUT:
             return "; ".join(
                 f"an answer to question {q.question_id}: {preview(q.question, 120)}"
-                for q in self.state.pending_questions
+                for q in self.requests.pending_questions
             )
-        if self.state.status is RunStatus.PAUSED:
+        if self.lifecycle.status is RunStatus.PAUSED:
             return "a resume (the conversation is paused)"
         return ""
 

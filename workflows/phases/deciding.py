@@ -29,11 +29,9 @@ with workflow.unsafe.imports_passed_through():
         Question,
         QuestionStatus,
     )
-    from durable_agents.workflows.state_views import (
-        OriginView,
-        RequestsView,
-        TermsView,
-    )
+    from durable_agents.workflows.state.origin import Origin
+    from durable_agents.workflows.state.requests import PeopleRequests
+    from durable_agents.workflows.state.terms import Terms
     from durable_agents.workflows.whatif import (
         POLICY_ACTOR,
         WHATIF_ACTOR,
@@ -41,7 +39,7 @@ with workflow.unsafe.imports_passed_through():
         recorded_actor,
     )
 
-from durable_agents.workflows.phases.context import DEADLINE_ACTOR, Phase, RunFailed
+from durable_agents.workflows.phases.context import DEADLINE_ACTOR, Phase, RunContext, RunFailed
 
 
 class People(Protocol):
@@ -54,21 +52,21 @@ class People(Protocol):
     async def wait_for_budget(self, request: ApprovalRequest) -> None: ...
 
 
-class WaitingForPeopleState(RequestsView, TermsView, Protocol):
-    """The records the WaitingForPeople part uses: their transitions, and their fields to read."""
-
-
-class WaitingForPeople(Phase[WaitingForPeopleState]):
+class WaitingForPeople(Phase):
     """Real people: a durable wait, up to the policy's deadline."""
+
+    def __init__(self, ctx: RunContext, *, requests: PeopleRequests, terms: Terms) -> None:
+        super().__init__(ctx)
+        self.requests, self.terms = requests, terms
 
     async def wait_for_decision(self, request: ApprovalRequest) -> None:
         def decided() -> bool:
             return request.status is not ApprovalStatus.PENDING
 
         what = f"{request.request_id} (approve {request.tool})"
-        if not await self._wait(decided, what) and self.state.policy.on_timeout == "escalate":
+        if not await self._wait(decided, what) and self.terms.policy.on_timeout == "escalate":
             later = workflow.now() + self.ctx.decision_timeout
-            self.state.requests.escalate(request, later, workflow.now())
+            self.requests.escalate(request, later, workflow.now())
             self.ctx.moment(EventKind.APPROVAL_ESCALATED, request.tool)
             await self._wait(decided, f"{request.request_id} (approve {request.tool}, escalated)")
         if not decided():
@@ -78,7 +76,7 @@ class WaitingForPeople(Phase[WaitingForPeopleState]):
     async def wait_for_answer(self, question: Question) -> None:
         asked = f"{question.question_id} (answer a question)"
         if not await self._wait(lambda: question.status is not QuestionStatus.PENDING, asked):
-            self.state.requests.expire(question, workflow.now())
+            self.requests.expire(question, workflow.now())
             self.ctx.moment(EventKind.DEADLINE_PASSED, "question expired")
 
     async def wait_for_budget(self, request: ApprovalRequest) -> None:
@@ -113,19 +111,19 @@ class WaitingForPeople(Phase[WaitingForPeopleState]):
         late = DecideRequest(
             request_id=request.request_id, approve=False, by=DEADLINE_ACTOR, comment=comment
         )
-        self.state.requests.apply_decision(late, workflow.now())
+        self.requests.apply_decision(late, workflow.now())
 
 
-class RecordedDecisionsState(OriginView, RequestsView, Protocol):
-    """The records the RecordedDecisions part uses: their transitions, and their fields to read."""
-
-
-class RecordedDecisions(Phase[RecordedDecisionsState]):
+class RecordedDecisions(Phase):
     """A what-if run: the recorded run's decisions and answers, taken in order."""
+
+    def __init__(self, ctx: RunContext, *, origin: Origin, requests: PeopleRequests) -> None:
+        super().__init__(ctx)
+        self.origin, self.requests = origin, requests
 
     async def wait_for_decision(self, request: ApprovalRequest) -> None:
         shadow = self._shadow()
-        found = self.state.origin.take_recorded_decision(request.tool, request.arguments)
+        found = self.origin.take_recorded_decision(request.tool, request.arguments)
         if found is not None:
             by, comment, approved = recorded_actor(found.by), found.comment, found.approved
         elif shadow.unmatched == "stop":
@@ -139,7 +137,7 @@ class RecordedDecisions(Phase[RecordedDecisionsState]):
         decision = DecideRequest(
             request_id=request.request_id, approve=approved, by=by, comment=comment
         )
-        self.state.requests.apply_decision(decision, workflow.now())
+        self.requests.apply_decision(decision, workflow.now())
         self.ctx.moment(
             EventKind.APPROVED if approved else EventKind.REJECTED, f"{request.tool} by {by}"
         )
@@ -148,7 +146,7 @@ class RecordedDecisions(Phase[RecordedDecisionsState]):
         """The recorded answer to the same question, else none (the model hears that no
         answer came), or the what-if stops."""
         shadow = self._shadow()
-        found = self.state.origin.take_recorded_answer(question.question)
+        found = self.origin.take_recorded_answer(question.question)
         if found is None and shadow.unmatched == "stop":
             raise RunFailed(
                 "what-if stopped: the model asked a question the recorded run never did"
@@ -156,18 +154,18 @@ class RecordedDecisions(Phase[RecordedDecisionsState]):
         if found is not None and found.answer is not None:
             by = recorded_actor(found.by or "?")
             answer = Answer(question_id=question.question_id, answer=found.answer, by=by)
-            self.state.requests.answer(answer, workflow.now())
+            self.requests.answer(answer, workflow.now())
         else:
-            self.state.requests.expire(question, workflow.now())
+            self.requests.expire(question, workflow.now())
 
     async def wait_for_budget(self, request: ApprovalRequest) -> None:
         """A what-if raises no budget: it stops there (publishing nothing until it ends)."""
         refused = DecideRequest(
             request_id=request.request_id, approve=False, by=WHATIF_ACTOR, comment="no raise"
         )
-        self.state.requests.apply_decision(refused, workflow.now())
+        self.requests.apply_decision(refused, workflow.now())
 
     def _shadow(self) -> ShadowSpec:
-        shadow = self.state.shadow
+        shadow = self.origin.shadow
         assert shadow is not None, "recorded decisions are a what-if run's"
         return shadow

@@ -6,7 +6,6 @@ the report), and when it ends from its result."""
 from __future__ import annotations
 
 import asyncio
-from typing import Protocol
 
 from temporalio import workflow
 from temporalio.common import WorkflowIDReusePolicy
@@ -39,28 +38,36 @@ with workflow.unsafe.imports_passed_through():
     from durable_agents.workflows.event_kinds import EventKind
     from durable_agents.workflows.policy import narrowed, policy_floor
     from durable_agents.workflows.records import Delegation, PlanStep
-    from durable_agents.workflows.state_views import (
-        BudgetView,
-        OriginView,
-        OutcomesView,
-        TermsView,
-        ThreadView,
-    )
+    from durable_agents.workflows.state.budget_book import BudgetBook
+    from durable_agents.workflows.state.origin import Origin
+    from durable_agents.workflows.state.outcomes import ToolOutcomes
+    from durable_agents.workflows.state.terms import Terms
+    from durable_agents.workflows.state.thread import Thread
     from durable_agents.workflows.tools import (
         Tool,
     )
 
 
 from durable_agents.workflows.phases.activity_call import call_activity
-from durable_agents.workflows.phases.context import Phase, failure_reason
+from durable_agents.workflows.phases.context import Phase, RunContext, failure_reason
 
 
-class DelegatingState(BudgetView, OriginView, OutcomesView, TermsView, ThreadView, Protocol):
-    """The records the Delegating part uses: their transitions, and their fields to read."""
-
-
-class Delegating(Phase[DelegatingState]):
+class Delegating(Phase):
     """A sub-agent's run for a task the model handed it."""
+
+    def __init__(
+        self,
+        ctx: RunContext,
+        *,
+        book: BudgetBook,
+        origin: Origin,
+        outcomes: ToolOutcomes,
+        terms: Terms,
+        thread: Thread,
+    ) -> None:
+        super().__init__(ctx)
+        self.book, self.origin, self.outcomes = book, origin, outcomes
+        self.terms, self.thread = terms, thread
 
     async def delegate(
         self, step: PlanStep, call: ToolCall, spec: Tool, args: DelegateArgs
@@ -68,14 +75,14 @@ class Delegating(Phase[DelegatingState]):
         """Run the sub-agent on the task as a child workflow and hand its answer to the model.
         A fork made after this delegation reuses its answer for the same task."""
         agent = spec.delegate_to or ""
-        reused = self.state.budget_book.reusable_delegation(agent, step.index, args.task)
+        reused = self.book.reusable_delegation(agent, step.index, args.task)
         if reused is not None:
             self.ctx.moment(EventKind.DELEGATE_ANSWER_REUSED, f"{agent}: {reused.child_id}")
             self._delegate_answered(step, call, spec, reused.child_id, "completed", reused.answer)
             return
         now = workflow.now()
-        call_key = self.state.thread.call_key(call.id)
-        child_id = child_run_id(self.state.run_id, self.state.store_key, step.index, call_key)
+        call_key = self.thread.call_key(call.id)
+        child_id = child_run_id(self.origin.run_id, self.origin.store_key, step.index, call_key)
         reads_spend = workflow.patched(patches.CHILD_SPEND_READ)
         delegation = Delegation(
             child_id=child_id,
@@ -90,28 +97,28 @@ class Delegating(Phase[DelegatingState]):
             report_token=None if reads_spend else str(workflow.uuid4()),
             spend_read=reads_spend,
         )
-        self.state.budget_book.start_delegation(delegation, now)
+        self.book.start_delegation(delegation, now)
         self.ctx.moment(EventKind.DELEGATED, f"{agent}: {child_id}")
         memory = self.ctx.agent.memory
         shared = memory is not None and memory.shared_with_sub_agents
         request = RunRequest(
             goal=args.task,
             agent=agent,
-            label=self.state.label,
-            subject=self.state.subject,
-            subject_grant=self.state.subject_grant,
-            memory_namespace=self.state.memory_namespace if shared else None,
+            label=self.terms.label,
+            subject=self.terms.subject,
+            subject_grant=self.terms.subject_grant,
+            memory_namespace=self.terms.memory_namespace if shared else None,
             policy=self._handed_policy(agent),
-            budget=self.state.budget_book.remaining_budget(now, delegation),
+            budget=self.book.remaining_budget(now, delegation),
             delegated_by=DelegatedBy(
-                run_id=self.state.run_id,
+                run_id=self.origin.run_id,
                 step=step.index,
                 tool_call_id=call.id,
                 agent=self.ctx.agent.name,
-                identities=[*signed_changes.runs_above(self.state), self.state.store_key][-20:],
+                identities=[*signed_changes.runs_above(self.origin), self.origin.store_key][-20:],
                 report_token=delegation.report_token,
             ),
-            shadow=self.state.origin.child_shadow(spec.name, delegation.task),
+            shadow=self.origin.child_shadow(spec.name, delegation.task),
         )
         self.ctx.active_child = child_id
         reading = asyncio.create_task(self._read_spend(child_id)) if reads_spend else None
@@ -128,9 +135,7 @@ class Delegating(Phase[DelegatingState]):
                 reading.cancel()
         faults.reached("after_child_answer", child_id)
         answer = result.final_answer if result.status == "completed" else result.error
-        self.state.budget_book.finish_delegation(
-            child_id, result.status, answer, result.spent, workflow.now()
-        )
+        self.book.finish_delegation(child_id, result.status, answer, result.spent, workflow.now())
         self.ctx.moment(EventKind.DELEGATE_ANSWERED, f"{agent}: {result.status}")
         self._delegate_answered(step, call, spec, child_id, result.status, answer)
         self.ctx.report_spend()
@@ -139,7 +144,7 @@ class Delegating(Phase[DelegatingState]):
         """This run's policy narrowed to the sub-agent's own floor (as this worker has its
         agent): the child refuses anything looser than its floor, and keeps ours."""
         declared = self.ctx.registry().agent(agent).adopted()
-        return narrowed(policy_floor(declared.policy, declared.tool_approvers), self.state.policy)
+        return narrowed(policy_floor(declared.policy, declared.tool_approvers), self.terms.policy)
 
     async def _read_spend(self, child_id: str) -> None:
         """Each time the running child reports, read its spend from its own run; reports
@@ -147,9 +152,9 @@ class Delegating(Phase[DelegatingState]):
         when the child's result comes (which holds its spend)."""
         while True:
             await workflow.wait_condition(lambda: self._reported(child_id))
-            delegation = self.state.budget_book.delegation(child_id)
+            delegation = self.book.delegation(child_id)
             assert delegation is not None
-            self.state.budget_book.reading_spend(delegation)
+            self.book.reading_spend(delegation)
             try:
                 spent = await call_activity(
                     CHILD_SPEND, child_id, result=Spend, summary=f"spend of {child_id}", local=True
@@ -157,10 +162,10 @@ class Delegating(Phase[DelegatingState]):
             except ActivityError as err:
                 workflow.logger.warning("spend of %s not read: %s", child_id, failure_reason(err))
                 continue
-            self.state.budget_book.child_spend_read(child_id, spent)
+            self.book.child_spend_read(child_id, spent)
 
     def _reported(self, child_id: str) -> bool:
-        delegation = self.state.budget_book.delegation(child_id)
+        delegation = self.book.delegation(child_id)
         return delegation is not None and delegation.spend_reported
 
     async def _child_result(self, child_id: str, request: RunRequest) -> RunResult:
@@ -177,7 +182,7 @@ class Delegating(Phase[DelegatingState]):
                 id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
                 # A reset ends the parent's run: its children must live on to be found.
                 parent_close_policy=workflow.ParentClosePolicy.ABANDON,
-                static_summary=f"sub-agent {request.agent} for {self.state.run_id}",
+                static_summary=f"sub-agent {request.agent} for {self.origin.run_id}",
             )
         except WorkflowAlreadyStartedError:
             return await self._await_started_child(child_id)
@@ -213,6 +218,4 @@ class Delegating(Phase[DelegatingState]):
     ) -> None:
         text = prompts.delegate_result(spec.delegate_to or "", status, answer)
         ok = status == "completed"
-        self.state.outcomes.tell(
-            step.index, call.id, spec.name, ok=ok, text=text, now=workflow.now()
-        )
+        self.outcomes.tell(step.index, call.id, spec.name, ok=ok, text=text, now=workflow.now())

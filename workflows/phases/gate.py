@@ -5,7 +5,7 @@ is asked the same way."""
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Any
 
 from temporalio import workflow
 from temporalio.exceptions import (
@@ -31,14 +31,12 @@ with workflow.unsafe.imports_passed_through():
     )
     from durable_agents.workflows.registry import AgentUnavailable
     from durable_agents.workflows.rules import CallToReview, Evaluator, rule_name, verdict_of
-    from durable_agents.workflows.state_views import (
-        AuditView,
-        BudgetView,
-        OutcomesView,
-        RequestsView,
-        TermsView,
-        TranscriptView,
-    )
+    from durable_agents.workflows.state.audit_log import AuditLog
+    from durable_agents.workflows.state.budget_book import BudgetBook
+    from durable_agents.workflows.state.outcomes import ToolOutcomes
+    from durable_agents.workflows.state.requests import PeopleRequests
+    from durable_agents.workflows.state.terms import Terms
+    from durable_agents.workflows.state.transcript import Transcript
     from durable_agents.workflows.tools import (
         AskHumanArgs,
         Tool,
@@ -54,18 +52,25 @@ from durable_agents.workflows.phases.context import (
 from durable_agents.workflows.phases.deciding import People
 
 
-class GateState(
-    AuditView, BudgetView, OutcomesView, RequestsView, TermsView, TranscriptView, Protocol
-):
-    """The records the Gate part uses: their transitions, and their fields to read."""
-
-
-class Gate(Phase[GateState]):
+class Gate(Phase):
     """Who may let a tool call run: the agent's rules, then people where they must."""
 
-    def __init__(self, ctx: RunContext, people: People) -> None:
+    def __init__(
+        self,
+        ctx: RunContext,
+        people: People,
+        *,
+        audit_log: AuditLog,
+        book: BudgetBook,
+        outcomes: ToolOutcomes,
+        requests: PeopleRequests,
+        terms: Terms,
+        transcript: Transcript,
+    ) -> None:
         super().__init__(ctx)
         self.people = people
+        self.audit_log, self.book, self.outcomes = audit_log, book, outcomes
+        self.requests, self.terms, self.transcript = requests, terms, transcript
 
     async def rules_verdict(
         self, step: PlanStep, record: ToolRecord, args: BaseModel
@@ -80,10 +85,10 @@ class Gate(Phase[GateState]):
             tool=record.name,
             arguments=args.model_dump(mode="json"),
             risk=record.risk,
-            goal=self.state.goal,
+            goal=self.terms.goal,
             step=step.index,
-            spent_usd=self.state.usage.cost_usd,
-            effects_so_far=self.state.effects.total,
+            spent_usd=self.book.usage.cost_usd,
+            effects_so_far=self.outcomes.effects.total,
         )
         asked: CallVerdict | None = None
         for name in self.ctx.agent.rules:
@@ -97,7 +102,7 @@ class Gate(Phase[GateState]):
             if verdict is None:
                 continue
             detail = f"{record.name}: {verdict.decision}: {preview(verdict.reason, 300)}"
-            self.state.audit_log.log(workflow.now(), f"rule {name}", "verdict", detail)
+            self.audit_log.log(workflow.now(), f"rule {name}", "verdict", detail)
             if verdict.decision == "deny":
                 return verdict
             if verdict.decision == "ask" and asked is None:
@@ -142,7 +147,7 @@ class Gate(Phase[GateState]):
             requested_at=workflow.now(),
             deadline=workflow.now() + self.ctx.decision_timeout,
         )
-        self.state.requests.request_approval(request)
+        self.requests.request_approval(request)
         self.ctx.moment(EventKind.APPROVAL_REQUESTED, f"{spec.name} ({rule})")
         await self.people.wait_for_decision(request)
         self.ctx.publish()
@@ -157,7 +162,7 @@ class Gate(Phase[GateState]):
             asked_at=workflow.now(),
             deadline=workflow.now() + self.ctx.decision_timeout,
         )
-        self.state.requests.ask(question)
+        self.requests.ask(question)
         self.ctx.moment(EventKind.QUESTION_ASKED, preview(args.question, 80))
         await self.people.wait_for_answer(question)
         self.ctx.publish()
@@ -165,4 +170,4 @@ class Gate(Phase[GateState]):
             text = f"answer from {question.answered_by}: {question.answer}"
         else:
             text = "no answer came before the deadline; decide without it"
-        self.state.transcript.queue_message("tool", text, call.id)
+        self.transcript.queue_message("tool", text, call.id)

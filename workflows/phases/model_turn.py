@@ -3,8 +3,6 @@ store), memoized by the activity; a reply cut short is not an answer."""
 
 from __future__ import annotations
 
-from typing import Protocol
-
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
@@ -19,12 +17,10 @@ with workflow.unsafe.imports_passed_through():
     )
     from durable_agents.workflows.contract_base import CUT_SHORT_REASONS, PREVIEW_CHARS
     from durable_agents.workflows.event_kinds import EventKind
-    from durable_agents.workflows.state_views import (
-        BudgetView,
-        OriginView,
-        TermsView,
-        TranscriptView,
-    )
+    from durable_agents.workflows.state.budget_book import BudgetBook
+    from durable_agents.workflows.state.origin import Origin
+    from durable_agents.workflows.state.terms import Terms
+    from durable_agents.workflows.state.transcript import Transcript
 
 
 from durable_agents.workflows.phases.activity_call import call_activity
@@ -32,16 +28,22 @@ from durable_agents.workflows.phases.budget import Budget
 from durable_agents.workflows.phases.context import Phase, RunContext
 
 
-class ModelTurnsState(BudgetView, OriginView, TermsView, TranscriptView, Protocol):
-    """The records the ModelTurns part uses: their transitions, and their fields to read."""
-
-
-class ModelTurns(Phase[ModelTurnsState]):
+class ModelTurns(Phase):
     """One model turn at a time, each within the budget."""
 
-    def __init__(self, ctx: RunContext, budget: Budget) -> None:
+    def __init__(
+        self,
+        ctx: RunContext,
+        budget: Budget,
+        *,
+        book: BudgetBook,
+        origin: Origin,
+        terms: Terms,
+        transcript: Transcript,
+    ) -> None:
         super().__init__(ctx)
         self.budget = budget
+        self.book, self.origin, self.terms, self.transcript = book, origin, terms, transcript
 
     async def take(
         self,
@@ -58,23 +60,25 @@ class ModelTurns(Phase[ModelTurnsState]):
         await self.budget.within("model")
         call = ModelCallInput(
             run_id=self.ctx.run_named(model_call=True),
-            append=self.state.transcript.drain_outbox(),
-            reply_seq=self.state.transcript.take_seq(),
+            append=self.transcript.drain_outbox(),
+            reply_seq=self.transcript.take_seq(),
             tools=list(tools),
             force_tool=force_tool,
             # Named unless it is the default: a few bytes less in every step's history.
             agent=None if self.ctx.agent.name == BEFORE_AGENTS else self.ctx.agent.name,
-            run_label=self.state.label,
+            run_label=self.terms.label,
             label=label,
             preview_chars=preview_chars,
             answer_chars=answer_chars,
-            **whatif.model_call_inputs(self.state.shadow, stream),
+            **whatif.model_call_inputs(self.origin.shadow, stream),
             context_from_seq=(
-                self.state.phase_start_seq if self.state.limits.context == "step" else context_from
+                self.transcript.phase_start_seq
+                if self.terms.limits.context == "step"
+                else context_from
             ),
-            **self.state.budget_book.call_budget(),
+            **self.book.call_budget(),
             # A worker whose store lacks the run's past refuses it (activities/store_holds.py).
-            rows_written=self.state.transcript_rows,
+            rows_written=self.transcript.transcript_rows,
         )
         self.ctx.moment(EventKind.MODEL, f"{label} (seq {call.reply_seq})", call.reply_seq)
         while True:
@@ -83,10 +87,10 @@ class ModelTurns(Phase[ModelTurnsState]):
                 break
             # Not made: it would have passed the budget. Made once someone raises it.
             await self.budget.ask_for_more("model", turn.over_budget)
-            call = call.model_copy(update=self.state.budget_book.call_budget())
+            call = call.model_copy(update=self.book.call_budget())
         # The messages it appended and its reply are in the store now.
-        self.state.transcript.note_written(len(call.append) + 1)
-        self.state.budget_book.record_usage(turn.usage, memoized=turn.memoized)
+        self.transcript.note_written(len(call.append) + 1)
+        self.book.record_usage(turn.usage, memoized=turn.memoized)
         self.ctx.report_spend()
         return turn
 
@@ -96,7 +100,7 @@ class ModelTurns(Phase[ModelTurnsState]):
             call,
             result=ModelTurn,
             summary=f"model: {call.label}",
-            options=model_call(self.state.limits),
+            options=model_call(self.terms.limits),
         )
 
     @staticmethod

@@ -8,7 +8,7 @@ the moment. A refusal of a signed-changes rule is recorded in the audit either w
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
 from temporalio import workflow
 from temporalio.exceptions import ApplicationError
@@ -19,15 +19,8 @@ with workflow.unsafe.imports_passed_through():
     from durable_agents.workflows.people_inputs import Answer, DecideRequest, SignedDecision
     from durable_agents.workflows.records import ApprovalRequest, Question
     from durable_agents.workflows.signing import Action
-    from durable_agents.workflows.state_views import (
-        MomentsView,
-        OriginView,
-        RequestsView,
-        SignaturesView,
-        TermsView,
-    )
 
-from durable_agents.workflows.phases.context import Phase
+from durable_agents.workflows.phases.context import Phase, RunContext
 from durable_agents.workflows.phases.inputs import refuse_if
 
 Done = TypeVar("Done")
@@ -42,36 +35,35 @@ class Refused(Exception):
         self.error, self.recorded = error, recorded
 
 
-class PeopleActionsState(
-    MomentsView, OriginView, RequestsView, SignaturesView, TermsView, Protocol
-):
-    """The records the PeopleActions part uses: their transitions, and their fields to read."""
-
-
-class PeopleActions(Phase[PeopleActionsState]):
+class PeopleActions(Phase):
     """A person's decision, answer or change, checked (and its signature) before it counts."""
+
+    def __init__(self, ctx: RunContext, *, signing: signed_changes.Signing) -> None:
+        super().__init__(ctx)
+        self.signing = signing
+        self.requests = signing.requests
 
     def decide(self, decision: DecideRequest) -> ApprovalRequest:
         """A person's decision, received: checked, then applied."""
-        if (error := self.state.requests.decision_error(decision)) is not None:
+        if (error := self.requests.decision_error(decision)) is not None:
             raise Refused(error, recorded=False)
         self.ctx.settle_signatures()
         now = workflow.now()
-        if error := signed_changes.decision_error(self.state, decision, now):
+        if error := signed_changes.decision_error(self.signing, decision, now):
             self.ctx.refuse(decision.by, error)
             raise Refused(error, recorded=True)
-        decided = self.state.requests.apply_decision(decision, now)
+        decided = self.requests.apply_decision(decision, now)
         self.ctx.moment(decided.status.moment, f"{decided.tool} by {decision.by}")
         return decided
 
     def answer(self, answer: Answer) -> Question:
-        if (error := self.state.requests.answer_error(answer)) is not None:
+        if (error := self.requests.answer_error(answer)) is not None:
             raise Refused(error, recorded=False)
         self.ctx.settle_signatures()
-        if (error := signed_changes.answer_error(self.state, answer, workflow.now())) is not None:
+        if (error := signed_changes.answer_error(self.signing, answer, workflow.now())) is not None:
             self.ctx.refuse(answer.by, error)
             raise Refused(error, recorded=True)
-        question = self.state.requests.answer(answer, workflow.now())
+        question = self.requests.answer(answer, workflow.now())
         self.ctx.moment(EventKind.ANSWERED, answer.by)
         return question
 
@@ -89,12 +81,12 @@ class PeopleActions(Phase[PeopleActionsState]):
     ) -> str | None:
         self.ctx.settle_signatures()
         now = workflow.now()
-        error = signed_changes.change_error(self.state, action, by, signed, says, now)
+        error = signed_changes.change_error(self.signing, action, by, signed, says, now)
         if error is not None:
             self.ctx.refuse(by, error)
             workflow.logger.warning("%s refused: %s", action, error)
             return error
-        signed_changes.note_used(self.state, signed, now)
+        signed_changes.note_used(self.signing, signed, now)
         return None
 
 

@@ -3,8 +3,6 @@ final answer; or a plain tool loop. Between steps, a long run continues as new."
 
 from __future__ import annotations
 
-from typing import Protocol
-
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
@@ -12,22 +10,17 @@ with workflow.unsafe.imports_passed_through():
 
     from durable_agents.workflows import prompts
     from durable_agents.workflows.contract_base import preview
-    from durable_agents.workflows.contracts import RunLimits, RunRequest
+    from durable_agents.workflows.contracts import RunLimits
     from durable_agents.workflows.event_kinds import EventKind
     from durable_agents.workflows.output import output_record, parsed, schema_text
     from durable_agents.workflows.records import FINAL_ANSWER_CHARS, PlanStep
     from durable_agents.workflows.registry import AgentUnavailable
-    from durable_agents.workflows.start_options import StartOptions
-    from durable_agents.workflows.state_views import (
-        AuditView,
-        BudgetView,
-        LifecycleView,
-        OriginView,
-        StepsView,
-        TermsView,
-        ThreadView,
-        TranscriptView,
-    )
+    from durable_agents.workflows.state.audit_log import AuditLog
+    from durable_agents.workflows.state.lifecycle import Lifecycle
+    from durable_agents.workflows.state.origin import Origin
+    from durable_agents.workflows.state.steps import Steps
+    from durable_agents.workflows.state.terms import Terms
+    from durable_agents.workflows.state.transcript import Transcript
     from durable_agents.workflows.tools import (
         SUBMIT_PLAN,
         SubmitPlanArgs,
@@ -40,33 +33,32 @@ from durable_agents.workflows.phases.turn_loop import TurnLoop, Turns
 PLAN_TOOLS: tuple[str, ...] = (SUBMIT_PLAN,)
 
 
-class StoryState(
-    AuditView,
-    BudgetView,
-    LifecycleView,
-    OriginView,
-    StepsView,
-    TermsView,
-    ThreadView,
-    TranscriptView,
-    Protocol,
-):
-    """The records the Story part uses: their transitions, and their fields to read."""
-
-
-class Story(Phase[StoryState]):
+class Story(Phase):
     """A run that is not a conversation: its plan and steps, or its plain loop."""
 
-    def __init__(self, ctx: RunContext, loop: TurnLoop) -> None:
+    def __init__(
+        self,
+        ctx: RunContext,
+        loop: TurnLoop,
+        *,
+        audit_log: AuditLog,
+        lifecycle: Lifecycle,
+        origin: Origin,
+        steps: Steps,
+        terms: Terms,
+        transcript: Transcript,
+    ) -> None:
         super().__init__(ctx)
         self.loop = loop
+        self.audit_log, self.lifecycle, self.origin = audit_log, lifecycle, origin
+        self.steps, self.terms, self.transcript = steps, terms, transcript
 
     async def tell(self) -> str:
         if not self.ctx.agent.planning:
             return await self._answer_in_shape(await self._loop())
-        if not self.state.plan:  # a fork made after planning keeps its plan
+        if not self.steps.plan:  # a fork made after planning keeps its plan
             await self._plan()
-        while (step := self.state.steps.next_step()) is not None:
+        while (step := self.steps.next_step()) is not None:
             await self._continue_as_new_if_due()
             await self._run_step(step)
         return await self._answer_in_shape(await self._final_answer())
@@ -104,11 +96,11 @@ class Story(Phase[StoryState]):
         for attempt in range(1, declared.attempts + 1):
             value, error = parsed(output_type, answer, FINAL_ANSWER_CHARS)
             if value is not None:
-                self.state.lifecycle.keep_output(value)
+                self.lifecycle.keep_output(value)
                 return answer
             if attempt == declared.attempts:
                 break
-            self.state.transcript.queue_message("user", prompts.answer_again(declared.name, error))
+            self.transcript.queue_message("user", prompts.answer_again(declared.name, error))
             turn = await self.loop.turns.take(
                 f"answer again {attempt}", (), preview_chars=FINAL_ANSWER_CHARS
             )
@@ -120,33 +112,22 @@ class Story(Phase[StoryState]):
     async def _continue_as_new_if_due(self) -> None:
         """Between steps, when the history has grown long, go on in a fresh run with the same
         id, carrying the state: a run of any length stays under Temporal's history limits."""
-        if history_is_long(self.state.limits):
+        if history_is_long(self.terms.limits):
             await self.continue_as_new(workflow.info().get_current_history_length())
 
     async def continue_as_new(self, length: int) -> None:
         await workflow.wait_condition(workflow.all_handlers_finished)
         await self.ctx.signals_sent()
-        self.state.audit_log.log(
-            workflow.now(), "system", "continued_as_new", f"after {length} events"
-        )
+        self.audit_log.log(workflow.now(), "system", "continued_as_new", f"after {length} events")
         self.ctx.moment(
-            EventKind.CONTINUED_AS_NEW, f"run {self.state.chain} ended after {length} events"
+            EventKind.CONTINUED_AS_NEW, f"run {self.origin.chain} ended after {length} events"
         )
-        workflow.continue_as_new(
-            RunRequest(
-                goal=self.state.goal,
-                agent=self.ctx.agent.name,
-                conversation=self.state.conversation is not None,
-                resume_state_packed=self.ctx.packed_state(),
-                # Every start option as the run settled it (an option added is carried).
-                **StartOptions.fields_of(self.state),
-            )
-        )
+        workflow.continue_as_new(self.ctx.continued_request())
 
     async def _plan(self) -> None:
-        self.state.transcript.begin_phase()
-        self.state.transcript.queue_message("user", prompts.goal_message(self.state.goal))
-        for _ in range(self.state.limits.max_plan_attempts):
+        self.transcript.begin_phase()
+        self.transcript.queue_message("user", prompts.goal_message(self.terms.goal))
+        for _ in range(self.terms.limits.max_plan_attempts):
             turn = await self.loop.turns.take("plan", PLAN_TOOLS, force_tool=SUBMIT_PLAN)
             plan: SubmitPlanArgs | None = None
             for call in turn.tool_calls:
@@ -154,52 +135,52 @@ class Story(Phase[StoryState]):
                 args = valid[2] if valid is not None else None
                 if isinstance(args, SubmitPlanArgs) and plan is None:
                     plan = args
-                    self.state.transcript.queue_message("tool", prompts.PLAN_ACCEPTED, call.id)
+                    self.transcript.queue_message("tool", prompts.PLAN_ACCEPTED, call.id)
                 elif args is not None:
-                    self.state.transcript.queue_message("tool", "error: one plan only", call.id)
+                    self.transcript.queue_message("tool", "error: one plan only", call.id)
             if plan is not None:
-                self.state.steps.set_plan(plan.steps, workflow.now())
+                self.steps.set_plan(plan.steps, workflow.now())
                 return
             if not turn.tool_calls:
-                self.state.transcript.queue_message("user", f"Call {SUBMIT_PLAN} with your plan.")
+                self.transcript.queue_message("user", f"Call {SUBMIT_PLAN} with your plan.")
         raise RunFailed(
-            f"the model gave no valid plan in {self.state.limits.max_plan_attempts} attempts"
+            f"the model gave no valid plan in {self.terms.limits.max_plan_attempts} attempts"
         )
 
     def open_step(self, step: PlanStep, instruction: str, speaker: str | None = None) -> None:
         """A step begins: its phase of the transcript starts with the instruction (a
         conversation's: the person's message, with who wrote it)."""
-        self.state.steps.start_step(step, workflow.now())
+        self.steps.start_step(step, workflow.now())
         self.ctx.publish()
-        self.state.transcript.begin_phase()
-        self.state.transcript.flush_notes()
-        self.state.transcript.queue_message("user", instruction, speaker=speaker)
+        self.transcript.begin_phase()
+        self.transcript.flush_notes()
+        self.transcript.queue_message("user", instruction, speaker=speaker)
 
     async def _run_step(self, step: PlanStep) -> None:
-        self.open_step(step, prompts.step_message(step.index, len(self.state.plan), step.title))
-        limit = self.state.limits.max_turns_per_step
+        self.open_step(step, prompts.step_message(step.index, len(self.steps.plan), step.title))
+        limit = self.terms.limits.max_turns_per_step
         shape = Turns(
             label=lambda _: f"step {step.index}",
             tools=self.ctx.step_tools(),
             cut_short=prompts.CUT_SHORT,
             joins_parts=False,
-            only_complete_step_ends=self.state.limits.steps_end == "complete_step",
+            only_complete_step_ends=self.terms.limits.steps_end == "complete_step",
             complete_step_ends=True,
             gives_up=f"step {step.index} did not finish within {limit} model turns",
         )
         done = await self.loop.answer(step, shape)
-        self.state.steps.complete_step(step, done.text, workflow.now())
+        self.steps.complete_step(step, done.text, workflow.now())
 
     async def _loop(self) -> str:
         """A plain tool loop: the goal, then model turns until a reply calls no tool. It is
         one step of the run's plan, so state, forks and the console read it like any."""
-        if not self.state.plan:
-            self.state.steps.set_plan([prompts.LOOP_STEP_TITLE], workflow.now())
-        step = self.state.steps.next_step()
+        if not self.steps.plan:
+            self.steps.set_plan([prompts.LOOP_STEP_TITLE], workflow.now())
+        step = self.steps.next_step()
         if step is None:  # a fork of a finished loop
-            return self.state.final_answer or ""
-        self.open_step(step, prompts.task_message(self.state.goal) + self._shape_message())
-        limit = self.state.limits.max_turns_per_step
+            return self.lifecycle.final_answer or ""
+        self.open_step(step, prompts.task_message(self.terms.goal) + self._shape_message())
+        limit = self.terms.limits.max_turns_per_step
         shape = Turns(
             label=lambda turn: f"turn {turn}",
             tools=self.ctx.step_tools(),
@@ -207,16 +188,14 @@ class Story(Phase[StoryState]):
             gives_up=f"the agent gave no answer within {limit} model turns",
         )
         answer = (await self.loop.answer(step, shape)).text
-        self.state.steps.complete_step(step, preview(answer), workflow.now())
+        self.steps.complete_step(step, preview(answer), workflow.now())
         return answer
 
     async def _final_answer(self) -> str:
-        self.state.transcript.begin_phase()
-        self.state.transcript.flush_notes()
-        recap = self.state.context if self.state.limits.context == "step" else []
-        self.state.transcript.queue_message(
-            "user", prompts.final_message(recap) + self._shape_message()
-        )
+        self.transcript.begin_phase()
+        self.transcript.flush_notes()
+        recap = self.steps.context if self.terms.limits.context == "step" else []
+        self.transcript.queue_message("user", prompts.final_message(recap) + self._shape_message())
         shape = Turns(label=lambda _: "final answer", preview_chars=FINAL_ANSWER_CHARS)
         return (await self.loop.answer(None, shape)).text
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import math
 from decimal import Decimal
-from typing import Any, Protocol
+from typing import Any
 
 from temporalio import workflow
 from temporalio.exceptions import (
@@ -31,14 +31,12 @@ with workflow.unsafe.imports_passed_through():
     from durable_agents.workflows.memory import MEMORY_TOOLS
     from durable_agents.workflows.policy import approval_rule, idempotency_key
     from durable_agents.workflows.records import ApprovalStatus, PlanStep
-    from durable_agents.workflows.state_views import (
-        BudgetView,
-        OriginView,
-        OutcomesView,
-        TermsView,
-        ThreadView,
-        TranscriptView,
-    )
+    from durable_agents.workflows.state.budget_book import BudgetBook
+    from durable_agents.workflows.state.origin import Origin
+    from durable_agents.workflows.state.outcomes import ToolOutcomes
+    from durable_agents.workflows.state.terms import Terms
+    from durable_agents.workflows.state.thread import Thread
+    from durable_agents.workflows.state.transcript import Transcript
     from durable_agents.workflows.tools import (
         INTERNAL_TOOLS,
         AskHumanArgs,
@@ -63,18 +61,27 @@ from durable_agents.workflows.phases.inputs import describe
 ValidCall = tuple[Tool, ToolRecord | None, BaseModel]
 
 
-class ToolCallsState(
-    BudgetView, OriginView, OutcomesView, TermsView, ThreadView, TranscriptView, Protocol
-):
-    """The records the ToolCalls part uses: their transitions, and their fields to read."""
-
-
-class ToolCalls(Phase[ToolCallsState]):
+class ToolCalls(Phase):
     """The model's tool calls: validated, gated, within the budget, then run."""
 
-    def __init__(self, ctx: RunContext, budget: Budget, gate: Gate, delegation: Delegating) -> None:
+    def __init__(
+        self,
+        ctx: RunContext,
+        budget: Budget,
+        gate: Gate,
+        delegation: Delegating,
+        *,
+        book: BudgetBook,
+        origin: Origin,
+        outcomes: ToolOutcomes,
+        terms: Terms,
+        thread: Thread,
+        transcript: Transcript,
+    ) -> None:
         super().__init__(ctx)
         self.budget, self.gate, self.delegation = budget, gate, delegation
+        self.book, self.origin, self.outcomes = book, origin, outcomes
+        self.terms, self.thread, self.transcript = terms, thread, transcript
 
     def _tool(self, name: str) -> tuple[Tool, ToolRecord | None] | None:
         """The worker's tool for a name the run may call, checked against the record."""
@@ -91,12 +98,12 @@ class ToolCalls(Phase[ToolCallsState]):
         found = self._tool(call.name) if call.name in allowed else None
         if found is None:
             text = prompts.unknown_tool(call.name, list(allowed))
-            self.state.transcript.queue_message("tool", text, call.id)
+            self.transcript.queue_message("tool", text, call.id)
             return None
         spec, record = found
         if call.oversized is not None:
             text = prompts.argument_error(spec.name, f"{call.oversized:,} characters is too long")
-            self.state.transcript.queue_message("tool", text, call.id)
+            self.transcript.queue_message("tool", text, call.id)
             return None
         try:
             raw = json.loads(
@@ -110,7 +117,7 @@ class ToolCalls(Phase[ToolCallsState]):
             return spec, record, args
         except (ValueError, ValidationError) as err:
             text = prompts.argument_error(spec.name, describe(err))
-            self.state.transcript.queue_message("tool", text, call.id)
+            self.transcript.queue_message("tool", text, call.id)
             return None
 
     async def handle(self, step: PlanStep, call: ToolCall, reason: str) -> str | None:
@@ -120,18 +127,18 @@ class ToolCalls(Phase[ToolCallsState]):
             return None
         spec, record, args = valid
         if isinstance(args, CompleteStepArgs):
-            self.state.transcript.queue_message("tool", prompts.STEP_MARKED_DONE, call.id)
+            self.transcript.queue_message("tool", prompts.STEP_MARKED_DONE, call.id)
             return args.summary
         if isinstance(args, AskHumanArgs):
             await self.gate.ask_human(step, call, args)
             return None
         if record is None:  # a built-in tool the workflow handles, none left here
             return None
-        rule = approval_rule(record, args, self.state.policy, self.state.usage.cost_usd)
+        rule = approval_rule(record, args, self.terms.policy, self.book.usage.cost_usd)
         verdict = await self.gate.rules_verdict(step, record, args)
         if verdict is not None and verdict.decision == "deny":
             text = prompts.denied(spec.name, verdict.rule, verdict.reason)
-            self.state.transcript.queue_message("tool", text, call.id)
+            self.transcript.queue_message("tool", text, call.id)
             self.ctx.moment(EventKind.DENIED_BY_RULE, f"{spec.name} ({verdict.rule})")
             return None
         if rule is None and verdict is not None and verdict.decision == "ask":
@@ -140,7 +147,7 @@ class ToolCalls(Phase[ToolCallsState]):
             request = await self.gate.await_approval(step, call, spec, args, reason, rule)
             if request.status is not ApprovalStatus.APPROVED:
                 text = prompts.rejected(spec.name, request.decided_by or "?", request.comment)
-                self.state.transcript.queue_message("tool", text, call.id)
+                self.transcript.queue_message("tool", text, call.id)
                 return None
         await self.ctx.pause_point()
         await self.budget.within("delegate" if spec.delegate_to else "tool")
@@ -154,31 +161,31 @@ class ToolCalls(Phase[ToolCallsState]):
         self, step: PlanStep, call: ToolCall, spec: Tool, args: BaseModel, record: ToolRecord
     ) -> None:
         key = None
-        call_key = self.state.thread.call_key(call.id)
+        call_key = self.thread.call_key(call.id)
         if spec.risk.has_effects:
-            key = idempotency_key(self.state.store_key, step.index, call_key)
+            key = idempotency_key(self.origin.store_key, step.index, call_key)
         # The activity derives the usual key itself; a conversation's (its message in it)
         # is sent whole.
         derived = key is not None and call_key == call.id
-        memory = spec.name in MEMORY_TOOLS and self.state.memory_namespace is not None
+        memory = spec.name in MEMORY_TOOLS and self.terms.memory_namespace is not None
         tool_input = ToolCallInput(
             run_id=self.ctx.run_named(),
             step=step.index,
             tool_call_id=call.id,
             name=spec.name,
             arguments=args.model_dump(mode="json"),
-            result_seq=self.state.transcript.take_seq(),
+            result_seq=self.transcript.take_seq(),
             side_effect=derived or None,
             idempotency_key=None if derived else key,
-            namespace=self.state.memory_namespace if memory else None,
+            namespace=self.terms.memory_namespace if memory else None,
             agent=self.ctx.agent.name if record.mcp or memory else None,
             mcp=record.mcp,
             mcp_name=record.mcp_name,
-            **whatif.tool_call_inputs(self.state.shadow),
+            **whatif.tool_call_inputs(self.origin.shadow),
             # A worker whose store lacks the run's past runs no tool (activities/store_holds.py).
-            rows_written=self.state.transcript_rows,
+            rows_written=self.transcript.transcript_rows,
         )
-        self.state.budget_book.count_tool_call()
+        self.book.count_tool_call()
         self.ctx.moment(
             EventKind.TOOL, f"{spec.name} (seq {tool_input.result_seq})", tool_input.result_seq
         )
@@ -188,7 +195,7 @@ class ToolCalls(Phase[ToolCallsState]):
                 tool_input,
                 result=ToolOutcome,
                 summary=f"tool: {spec.name}",
-                options=tool_call(self.state.limits, spec.timeout, spec.retry),
+                options=tool_call(self.terms.limits, spec.timeout, spec.retry),
             )
         except ActivityError as err:
             if not workflow.patched(patches.TOOL_ERRORS):
@@ -196,17 +203,17 @@ class ToolCalls(Phase[ToolCallsState]):
             self.ctx.report_spend()
             # The tool failed for good: the model hears why; the run goes on.
             text = prompts.tool_failed(spec.name, failure_reason(err))
-            self.state.outcomes.tell(
+            self.outcomes.tell(
                 step.index, call.id, spec.name, ok=False, text=text, now=workflow.now(),
                 seq=tool_input.result_seq,
             )  # fmt: skip
             self.ctx.moment(EventKind.TOOL_FAILED, spec.name)
             return
-        self.state.transcript.note_written(1)  # its result, at result_seq
+        self.transcript.note_written(1)  # its result, at result_seq
         if key is not None:  # the ledger's recorded result for this key: what really happened
             effect = EffectSummary(tool=spec.name, idempotency_key=key, ok=outcome.ok)
-            self.state.outcomes.record_effect(effect)
-        self.state.outcomes.record(
+            self.outcomes.record_effect(effect)
+        self.outcomes.record(
             step.index, call.id, spec.name, ok=outcome.ok, summary=outcome.summary,
             seq=outcome.result_seq, now=workflow.now(),
         )  # fmt: skip

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol
 
 from temporalio import workflow
 
@@ -20,11 +19,9 @@ with workflow.unsafe.imports_passed_through():
     from durable_agents.workflows import prompts
     from durable_agents.workflows.contract_base import PREVIEW_CHARS
     from durable_agents.workflows.records import PlanStep
-    from durable_agents.workflows.state_views import (
-        StepsView,
-        TermsView,
-        TranscriptView,
-    )
+    from durable_agents.workflows.state.steps import Steps
+    from durable_agents.workflows.state.terms import Terms
+    from durable_agents.workflows.state.transcript import Transcript
 
 from durable_agents.workflows.phases.context import Phase, RunContext, RunFailed
 from durable_agents.workflows.phases.model_turn import ModelTurns
@@ -57,22 +54,28 @@ class Answered:
     seq: int  # the transcript entry of the reply that ended it (or of the last turn)
 
 
-class TurnLoopState(StepsView, TermsView, TranscriptView, Protocol):
-    """The records the TurnLoop part uses: their transitions, and their fields to read."""
-
-
-class TurnLoop(Phase[TurnLoopState]):
+class TurnLoop(Phase):
     """Model turns, tool calls between them, until a reply answers."""
 
-    def __init__(self, ctx: RunContext, turns: ModelTurns, tools: ToolCalls) -> None:
+    def __init__(
+        self,
+        ctx: RunContext,
+        turns: ModelTurns,
+        tools: ToolCalls,
+        *,
+        steps: Steps,
+        terms: Terms,
+        transcript: Transcript,
+    ) -> None:
         super().__init__(ctx)
         self.turns, self.tools = turns, tools
+        self.steps, self.terms, self.transcript = steps, terms, transcript
 
     async def answer(self, step: PlanStep | None, shape: Turns) -> Answered:
         parts: list[str] = []
         seq = 0
-        for count in range(1, self.state.limits.max_turns_per_step + 1):
-            taken = self.state.steps.count_turn(step) if step is not None else count
+        for count in range(1, self.terms.limits.max_turns_per_step + 1):
+            taken = self.steps.count_turn(step) if step is not None else count
             turn = await self.turns.take(
                 shape.label(taken),
                 shape.tools,
@@ -94,10 +97,10 @@ class TurnLoop(Phase[TurnLoopState]):
             parts = [*parts, turn.content_preview] if shape.joins_parts else [turn.content_preview]
             if self.turns.cut_short(turn):
                 reason = turn.finish_reason or "?"
-                self.state.transcript.queue_message("user", shape.cut_short.format(reason=reason))
+                self.transcript.queue_message("user", shape.cut_short.format(reason=reason))
                 continue
             if shape.only_complete_step_ends:
-                self.state.transcript.queue_message("user", prompts.END_WITH_COMPLETE_STEP)
+                self.transcript.queue_message("user", prompts.END_WITH_COMPLETE_STEP)
                 continue
             return Answered(" ".join(part for part in parts if part), seq)
         if shape.gives_up is not None:

@@ -1,12 +1,12 @@
-"""The budget book, a record of the run's state: its budget, what it spent (the tree's),
-what a next call may cost, a raise (which approves the budget request waiting, a
-decision), and each delegation from start to answer."""
+"""BudgetBook, a record of the run's state: its budget, what it spent (the tree's), what
+a next call may cost, a raise (which approves the budget request waiting), and each
+delegation from start to answer."""
 
 from __future__ import annotations
 
 import json
 from datetime import datetime
-from typing import Any, ClassVar
+from typing import Any
 
 from durable_agents.workflows.activity_io import TokenUsage
 from durable_agents.workflows.contract_base import preview
@@ -16,25 +16,30 @@ from durable_agents.workflows.records import (
     BUDGET_REQUEST,
     DELEGATE_ANSWER_CHARS,
     Delegation,
+    Usage,
 )
-from durable_agents.workflows.state_decisions import PeopleRequests, latest
-from durable_agents.workflows.state_lifecycle import Lifecycle
-from durable_agents.workflows.state_records import AuditLog
-from durable_agents.workflows.state_shape import BudgetFields, StateShape, fields_of
-from durable_agents.workflows.state_write import write
+from durable_agents.workflows.state.audit_log import AuditLog
+from durable_agents.workflows.state.lifecycle import Lifecycle
+from durable_agents.workflows.state.record import Record
+from durable_agents.workflows.state.requests import PeopleRequests, latest
 
 
-class BudgetBook:
+class BudgetBook(Record):
     """What the run may spend and what it spent: its own calls and its sub-agents'."""
 
-    OWNS: ClassVar[frozenset[str]] = fields_of(BudgetFields)
-
-    def __init__(self, state: StateShape) -> None:
-        self._s = state
+    OWNS = frozenset({"usage", "budget", "tool_calls", "last_call", "delegations"})
 
     @property
     def budget(self) -> RunBudget | None:
         return self._s.budget
+
+    @property
+    def usage(self) -> Usage:
+        return self._s.usage
+
+    @property
+    def delegations(self) -> list[Delegation]:
+        return self._s.delegations
 
     @property
     def own_spend(self) -> Spend:
@@ -55,16 +60,16 @@ class BudgetBook:
 
     def set_budget(self, budget: RunBudget | None) -> None:
         """The budget the run starts with (its agent's, or a tighter one asked for)."""
-        write(self._s, self, budget=budget)
+        self._set(budget=budget)
 
     def record_usage(self, usage: TokenUsage, *, memoized: bool) -> None:
         self._s.usage.add(usage, memoized=memoized)
         if not memoized:
             tokens = usage.input_tokens + usage.output_tokens
-            write(self._s, self, last_call=Spend(usd=usage.cost_usd, tokens=tokens))
+            self._set(last_call=Spend(usd=usage.cost_usd, tokens=tokens))
 
     def count_tool_call(self) -> None:
-        write(self._s, self, tool_calls=self._s.tool_calls + 1)
+        self._set(tool_calls=self._s.tool_calls + 1)
 
     def budget_error(self, call: str, now: datetime) -> str | None:
         """Why the next call (`model`, `tool` or `delegate`) would pass the budget."""
@@ -158,7 +163,7 @@ class BudgetBook:
         approved by it (the run checks again, and asks again if still over)."""
         base = self.budget.model_dump() if self.budget else {}
         budget = RunBudget.model_validate(base | raise_.limits())
-        write(self._s, self, budget=budget)
+        self._set(budget=budget)
         detail = json.dumps(raise_.limits(), sort_keys=True)
         comment = raise_.comment or f"budget raised: {detail}"
         PeopleRequests(self._s).approve_budget_requests(raise_.by, comment, now)
@@ -241,9 +246,7 @@ class BudgetBook:
     def forked(self) -> None:
         """In a fork: a sub-agent's finished answer is reused for the same task; one still
         running belonged to the parent's moment and is not the fork's."""
-        write(
-            self._s,
-            self,
+        self._set(
             delegations=[
                 d.model_copy(update={"inherited": True})
                 for d in self._s.delegations
@@ -253,8 +256,6 @@ class BudgetBook:
 
     def trim(self, kept: int) -> None:
         """The latest `kept` finished delegations, and every one still running."""
-        write(
-            self._s,
-            self,
+        self._set(
             delegations=latest(self._s.delegations, kept, lambda d: d.status == "running"),
         )

@@ -1,12 +1,12 @@
-"""The requests to people, a record of the run's state: its approvals and questions, what
-waits for whom, which decision or answer counts, and what it changes
-(workflows/signed_changes.py checks signatures)."""
+"""PeopleRequests, a record of the run's state: what the run asked of people (approvals
+of tool calls and of a spent budget, questions), what waits for whom, which decision or
+answer counts and what it changes (workflows/signed_changes.py checks signatures)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime
-from typing import ClassVar, TypeVar
+from typing import TypeVar
 
 from durable_agents.workflows.contract_base import preview
 from durable_agents.workflows.people_inputs import Answer, DecideRequest
@@ -17,33 +17,23 @@ from durable_agents.workflows.records import (
     QuestionStatus,
     RunStatus,
 )
-from durable_agents.workflows.state_lifecycle import Lifecycle
-from durable_agents.workflows.state_records import AuditLog
-from durable_agents.workflows.state_shape import (
-    RequestsFields,
-    StateShape,
-    fields_of,
-    pending_approvals,
-    pending_questions,
-)
-from durable_agents.workflows.state_write import write
+from durable_agents.workflows.state.audit_log import AuditLog
+from durable_agents.workflows.state.lifecycle import Lifecycle
+from durable_agents.workflows.state.record import Record
 from durable_agents.workflows.tools import ASK_HUMAN
 
 T = TypeVar("T")
 
 
-class PeopleRequests:
+class PeopleRequests(Record):
     """What the run asked of people: approvals of tool calls (and of a spent budget) and
     questions, each with its decision or answer once given."""
 
-    OWNS: ClassVar[frozenset[str]] = fields_of(RequestsFields)
-
-    def __init__(self, state: StateShape) -> None:
-        self._s = state
+    OWNS = frozenset({"approvals", "questions"})
 
     @property
     def pending_approvals(self) -> list[ApprovalRequest]:
-        return pending_approvals(self._s)
+        return [a for a in self._s.approvals if a.status is ApprovalStatus.PENDING]
 
     def request_approval(self, request: ApprovalRequest) -> None:
         self._s.approvals.append(request)
@@ -107,7 +97,7 @@ class PeopleRequests:
 
     @property
     def pending_questions(self) -> list[Question]:
-        return pending_questions(self._s)
+        return [q for q in self._s.questions if q.status is QuestionStatus.PENDING]
 
     def ask(self, question: Question) -> None:
         self._s.questions.append(question)
@@ -176,9 +166,7 @@ class PeopleRequests:
     def forked(self, restarting: set[int]) -> None:
         """In a fork: what was decided before the fork's moment stays; what the restarting
         step asked, or what still waited, is asked again."""
-        write(
-            self._s,
-            self,
+        self._set(
             approvals=[
                 a
                 for a in self._s.approvals
@@ -193,9 +181,7 @@ class PeopleRequests:
 
     def trim(self, kept: int) -> None:
         """The latest `kept` closed requests of each kind, and every one still waiting."""
-        write(
-            self._s,
-            self,
+        self._set(
             approvals=latest(self._s.approvals, kept, lambda a: a.status is ApprovalStatus.PENDING),
             questions=latest(self._s.questions, kept, lambda q: q.status is QuestionStatus.PENDING),
         )

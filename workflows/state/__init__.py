@@ -1,7 +1,8 @@
-"""The run's state (workflows/state_fields.py: its fields and the records that own them)
-and what is made of it whole: a person's edit, which touches several records; a fork's
-start, to which each record gives its share; a conversation's trim before it continues;
-what queries answer (RunSummary, EventPage); and the packed form continue-as-new carries.
+"""The run's state: `RunState` (run_state.py: its fields in fields.py, and the twelve
+records that own them, one file each here), and what is made of it whole: a person's
+edit, which touches several records; a fork's start, to which each record gives its
+share; a conversation's trim before it continues; what queries answer (RunSummary,
+EventPage); and the packed form continue-as-new carries.
 """
 
 from __future__ import annotations
@@ -31,7 +32,8 @@ from durable_agents.workflows.records import (
     RunStatus,
     Usage,
 )
-from durable_agents.workflows.state_fields import RunState as RunState
+from durable_agents.workflows.state.record import StateWriteRefused as StateWriteRefused
+from durable_agents.workflows.state.run_state import RunState as RunState
 
 # What a conversation's state keeps of each growing record across a continue-as-new.
 LONG_LIFE_KEPT = 200

@@ -1,29 +1,26 @@
-"""What a run's state holds: every field of RunState, the one JSON shape that queries
-answer, continue-as-new carries and forks copy (runs of older versions read into it).
+"""Every field of the run's state, in the order every recorded history holds them: the
+one flat JSON that queries answer, continue-as-new carries and forks copy (runs of older
+versions read into it; tests/workflows/test_state_records.py pins the order).
 
-The fields are flat (that JSON is what every recorded history holds), and each belongs to
-one record that owns its transitions (`state.requests`, `state.budget_book`, ...;
-workflows/state_records.py, state_lifecycle.py, state_decisions.py, state_budget.py). The
-state composes its records, it inherits from none, and it refuses any assignment to a
-field: a record writes its own through state_write.write."""
+`RunState` (run_state.py) is these fields with their records; a record (one file each
+here) is typed by these fields alone, so the records never import the state that
+composes them. A new field goes here and into its record's OWNS."""
 
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, ClassVar
+from typing import Any
 
 from pydantic import AliasChoices, BaseModel, Field
 
 from durable_agents.workflows.activity_io import ChatMessage
 from durable_agents.workflows.agent_records import AgentRecord
-from durable_agents.workflows.contract_base import preview
 from durable_agents.workflows.contracts import (
     DelegatedBy,
     EffectsReport,
     RunBudget,
     RunLimits,
     RunPolicy,
-    RunRequest,
     Spend,
 )
 from durable_agents.workflows.conversation_records import ConversationFields
@@ -41,46 +38,11 @@ from durable_agents.workflows.records import (
     ToolResultRecord,
     Usage,
 )
-from durable_agents.workflows.state_budget import BudgetBook
-from durable_agents.workflows.state_decisions import PeopleRequests
-from durable_agents.workflows.state_lifecycle import Lifecycle, Steps, ToolOutcomes, Transcript
-from durable_agents.workflows.state_records import (
-    AuditLog,
-    Moments,
-    Origin,
-    Signatures,
-    Terms,
-    Thread,
-)
-from durable_agents.workflows.state_write import StateRecord, StateWriteRefused
 from durable_agents.workflows.whatif import ShadowSpec
 
-# The records the state is made of; every field belongs to exactly one
-# (tests/workflows/test_state_records.py holds that).
-RECORDS: tuple[type[StateRecord], ...] = (
-    Origin,
-    Terms,
-    Lifecycle,
-    Steps,
-    Transcript,
-    ToolOutcomes,
-    PeopleRequests,
-    BudgetBook,
-    Signatures,
-    Moments,
-    AuditLog,
-    Thread,
-)
-OWNER_OF: dict[str, str] = {field: r.__name__ for r in RECORDS for field in r.OWNS}
 
-
-class RunState(BaseModel):
-    """The run's state, the source of truth: read anywhere, written by its records."""
-
-    # Written only by the deployment's own runs: a worker holding keys refuses one that
-    # came in the clear (runtime/refused_payloads.py): a poller of our queue may answer a
-    # query or complete a run, but cannot seal what it says.
-    DEPLOYMENT_ONLY: ClassVar[bool] = True
+class StateFields(BaseModel):
+    """The run's state as data: read anywhere, written only by its records."""
 
     run_id: str  # the workflow id: what people name the run by
     # The run's identity across its chain (admission.own_identity), under which its transcript,
@@ -168,114 +130,3 @@ class RunState(BaseModel):
     shadow: ShadowSpec | None = None
     created_at: datetime
     updated_at: datetime
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        if name in OWNER_OF:
-            raise StateWriteRefused(
-                f"RunState.{name} is written by its record, {OWNER_OF[name]}: "
-                "call one of its transitions"
-            )
-        super().__setattr__(name, value)
-
-    @classmethod
-    def start(cls, run_id: str, request: RunRequest, now: datetime) -> RunState:
-        state = cls(
-            run_id=run_id,
-            goal=request.goal,
-            label=request.label,
-            policy=request.policy or RunPolicy(),
-            limits=request.limits or RunLimits(),
-            budget=request.budget,
-            delegated_by=request.delegated_by,
-            conversation=ConversationFields() if request.conversation else None,
-            subject=request.subject,
-            subject_grant=request.subject_grant,
-            shadow=request.shadow,
-            transcript_rows=0,
-            created_at=now,
-            updated_at=now,
-        )
-        state.audit_log.log(now, "system", "run_started", preview(request.goal))
-        return state
-
-    # The records, each a view of its own fields (made on each use: a state copied or
-    # replaced never shares a record with another).
-    @property
-    def origin(self) -> Origin:
-        return Origin(self)
-
-    @property
-    def terms(self) -> Terms:
-        return Terms(self)
-
-    @property
-    def lifecycle(self) -> Lifecycle:
-        return Lifecycle(self)
-
-    @property
-    def steps(self) -> Steps:
-        return Steps(self)
-
-    @property
-    def transcript(self) -> Transcript:
-        return Transcript(self)
-
-    @property
-    def outcomes(self) -> ToolOutcomes:
-        return ToolOutcomes(self)
-
-    @property
-    def requests(self) -> PeopleRequests:
-        return PeopleRequests(self)
-
-    @property
-    def budget_book(self) -> BudgetBook:
-        return BudgetBook(self)
-
-    @property
-    def signatures(self) -> Signatures:
-        return Signatures(self)
-
-    @property
-    def moments(self) -> Moments:
-        return Moments(self)
-
-    @property
-    def audit_log(self) -> AuditLog:
-        return AuditLog(self)
-
-    @property
-    def thread(self) -> Thread:
-        return Thread(self)
-
-    # What readers (queries, the console, the CLI) ask most, said once here.
-    @property
-    def store_key(self) -> str:
-        """The key of this run's rows in our stores, and the root of its idempotency keys."""
-        return self.identity or self.run_id
-
-    @property
-    def pending_approvals(self) -> list[ApprovalRequest]:
-        return self.requests.pending_approvals
-
-    @property
-    def pending_questions(self) -> list[Question]:
-        return self.requests.pending_questions
-
-    @property
-    def completed_steps(self) -> list[PlanStep]:
-        return self.steps.completed
-
-    @property
-    def spent(self) -> Spend:
-        """What the run and every sub-agent it delegated to have spent."""
-        return self.budget_book.spent
-
-    @property
-    def waiting_for(self) -> str:
-        """What a human must do for the run to go on ('' when nothing)."""
-        return self.lifecycle.waiting_for
-
-    def progress_line(self) -> str:
-        """One line for the Web UI's current details and the CLI."""
-        return self.lifecycle.progress_line()
