@@ -18,7 +18,7 @@ LOWEST_STAMP := $(LOWEST_VENV)/.installed
 LOWEST_TESTS ?= tests/workflows tests/calling tests/activities tests/conversations \
 	tests/delegation tests/worker tests/runtime tests/memory tests/integration
 
-.PHONY: demo test test-lowest bench chaos histories lint fmt typecheck down clean
+.PHONY: demo test test-lowest bench chaos histories lint fmt typecheck down clean docs
 
 $(STAMP): pyproject.toml constraints.txt
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "durable-agents needs Python 3.11+ (set PYTHON=python3.11)")'
@@ -74,6 +74,11 @@ lint: $(STAMP)
 fmt: $(STAMP)
 	$(BIN)/ruff format .
 	$(BIN)/ruff check --fix .
+
+# docs/reference/: the lists the docs link to, printed from the code (starters/reference.py;
+# tests/docs/test_reference_is_printed.py fails while they differ).
+docs: $(STAMP)
+	$(BIN)/python -m durable_agents.starters.reference
 
 down: $(STAMP)
 	$(BIN)/agentctl down

@@ -13,7 +13,7 @@ worker whose store does hold the run (workflows/phases/activity_call.py).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from temporalio.exceptions import ApplicationError
 
@@ -22,10 +22,15 @@ from durable_agents.activities.sql import PostgresDatabase, SqlDatabase, store_c
 # The error's type: retried by Temporal, waited out by the workflow (never a failure).
 from durable_agents.workflows.activity_io import STORE_MISSING
 
-if TYPE_CHECKING:  # the transcript's activity asks this module too
-    from durable_agents.activities.transcript import TranscriptStore
+__all__ = ["STORE_MISSING", "CountsRows", "check_holds", "missing_records", "refuse_unless_held"]
 
-__all__ = ["STORE_MISSING", "check_holds", "missing_records", "refuse_unless_held"]
+
+class CountsRows(Protocol):
+    """What the check reads of a transcript store (activities/transcript.TranscriptStore),
+    which itself refuses a fork's copy through `missing_records`: a protocol, so the two
+    modules do not import each other."""
+
+    def rows_before(self, run_id: str, before_seq: int) -> int: ...
 
 
 def store_named(db: SqlDatabase) -> str:
@@ -62,7 +67,7 @@ def missing_records(
 
 
 def check_holds(
-    db: SqlDatabase, transcript: TranscriptStore, run_id: str, before_seq: int, written: int | None
+    db: SqlDatabase, transcript: CountsRows, run_id: str, before_seq: int, written: int | None
 ) -> None:
     """Raise StoreMissingRecords unless the store holds at least `written` of the run's
     transcript rows before `before_seq` (None: a call from a run that kept no count)."""
@@ -74,7 +79,7 @@ def check_holds(
 
 
 async def refuse_unless_held(
-    db: SqlDatabase, transcript: TranscriptStore, run_id: str, before_seq: int, written: int | None
+    db: SqlDatabase, transcript: CountsRows, run_id: str, before_seq: int, written: int | None
 ) -> None:
     """`check_holds` from an activity (off the event loop on a database server)."""
     if written is None or written <= 0:

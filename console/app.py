@@ -22,7 +22,6 @@ from temporalio.client import Client
 from durable_agents.console import actions, chat, events, memory, users, whatif
 from durable_agents.console.deltas import BadEventId, Resume, resume_from
 from durable_agents.console.identity import CSRF_FIELD, Identity
-from durable_agents.console.roles import at_the_door
 from durable_agents.console.throttle import OpenStreams, SignInThrottle, client_address
 from durable_agents.console.views import Views
 from durable_agents.console.web import (
@@ -30,6 +29,7 @@ from durable_agents.console.web import (
     Console,
     PageError,
     SignInNeeded,
+    at_the_door,
     console_of,
     proxy_refusal,
     read_form,

@@ -3,9 +3,11 @@ a viewer only) decides, answers and talks to agents as each run's policy lets th
 operator also edits, pauses, resumes, cancels, forks and rewinds; a memory admin sees and
 forgets memories.
 
-Each route's role is declared once, in DOORS, and checked at its door (`at_the_door`, a
-dependency of every route) before the request is read: a route missing from DOORS is
-refused to everyone. tests/console/test_route_roles.py tries every route with every role.
+Each route's role is declared once, in DOORS, and checked at its door (`at_the_door` in
+console/web.py, a dependency of every route) before the request is read: a route missing
+from DOORS is refused to everyone. tests/console/test_route_roles.py tries every route with
+every role. This module is the rule alone, a function of the settings: it imports nothing
+of the console's web machinery (which asks it).
 """
 
 from __future__ import annotations
@@ -13,9 +15,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from fastapi import Request
-
-from durable_agents.console.web import PageError, console_of, signed_in
 from durable_agents.runtime.settings import Settings
 
 
@@ -97,21 +96,6 @@ def refusal(settings: Settings, user: str, door: Door) -> str | None:
     if door.role in roles_held(settings, user):
         return None
     return REFUSALS[door.role].format(user=user, what=door.what)
-
-
-async def at_the_door(request: Request) -> None:
-    """Every route's first check: its declared role, before its request is read."""
-    route = request.scope.get("route")
-    name = getattr(route, "name", None) or "?"
-    door = DOORS.get(name)
-    if door is None:
-        raise PageError(403, f"route {name} has no declared role (console/roles.py: DOORS)")
-    if door.role is Role.ANYONE:
-        return
-    user = signed_in(request)
-    refused = refusal(console_of(request).settings, user, door)
-    if refused is not None:
-        raise PageError(403, refused)
 
 
 def roles_of(settings: Settings, user: str | None) -> dict[str, bool]:

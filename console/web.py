@@ -18,6 +18,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from durable_agents.console import events
 from durable_agents.console.identity import CSRF_FIELD, Identity
+from durable_agents.console.roles import DOORS, Role, refusal, roles_of
 from durable_agents.console.throttle import OpenStreams, SignInThrottle
 from durable_agents.console.views import Views, countdown
 from durable_agents.control.runs import WEDGED, handle, one_line_of, wedged
@@ -71,12 +72,26 @@ def signed_in(request: Request) -> str:
     return user
 
 
+async def at_the_door(request: Request) -> None:
+    """Every route's first check: its declared role (console/roles.py: DOORS), before its
+    request is read."""
+    route = request.scope.get("route")
+    name = getattr(route, "name", None) or "?"
+    door = DOORS.get(name)
+    if door is None:
+        raise PageError(403, f"route {name} has no declared role (console/roles.py: DOORS)")
+    if door.role is Role.ANYONE:
+        return
+    user = signed_in(request)
+    refused = refusal(console_of(request).settings, user, door)
+    if refused is not None:
+        raise PageError(403, refused)
+
+
 def render(request: Request, name: str, context: dict[str, Any], status: int = 200) -> HTMLResponse:
     console = console_of(request)
     identity = console.identity
     session = identity.session(request)
-    from durable_agents.console.roles import roles_of  # roles.py raises our PageError
-
     user = identity.user(request)
     page_context = {
         "user": user,

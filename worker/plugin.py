@@ -17,11 +17,11 @@ exists once.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import logging
-import sys
-from collections.abc import Awaitable, Callable, Sequence
-from types import FrameType
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
 
 import temporalio.client
@@ -76,7 +76,7 @@ def _tracers() -> tuple[type, ...]:
 
 _TRACERS = _tracers()
 
-__all__ = ["DurableAgentsPlugin", "PluginError", "without_our_plugin"]
+__all__ = ["DurableAgentsPlugin", "PluginError", "replayer_plugins", "without_our_plugin"]
 
 # Builds the activities for one worker: (client, settings, registry) -> them.
 ActivitiesFactory = Callable[
@@ -114,6 +114,9 @@ class DurableAgentsPlugin(SimplePlugin):
         self._workflows = workflows
         self._activities = activities
         self._admits = admits
+        # The plugins after this one on a Replayer (`replayer_plugins`); a client's and a
+        # worker's config name their own.
+        self._replaying_before: tuple[Any, ...] = ()
         super().__init__(
             "durable_agents.DurableAgentsPlugin",
             # The data converter and the tracing interceptor: configure_client (and the
@@ -232,32 +235,50 @@ class DurableAgentsPlugin(SimplePlugin):
     def configure_replayer(
         self, config: temporalio.worker.ReplayerConfig
     ) -> temporalio.worker.ReplayerConfig:
+        """As on a client: our converter laid over what the plugins after ours make of the
+        Replayer's. A Replayer's config carries no plugin list (a client's and a worker's
+        do), so those plugins are the ones `replayer_plugins` told this copy of ours of;
+        none told: none after ours (`run_replayer` refuses a Replayer where there are)."""
         serve_for_replay(self.registry, trusts_the_clear=not self.settings.encryption_on)
         config = super().configure_replayer(config)
         existing = config.get("data_converter")
         ours = data_converter(self.settings, for_worker=True)
-        later = self._after_me_in_replayer()
+        later = list(self._replaying_before)
         made = lay_over(None, ours) if existing is None else ours_before(existing, later, ours)
         config["data_converter"] = made
         config["workflows"] = [*config.get("workflows", ()), *self._agent_workflows(None)]
         return config
 
-    def _after_me_in_replayer(self) -> list[Any]:
-        """The plugins after ours on the Replayer being built: its config carries no plugin
-        list (a client's does), but the Replayer sets its public `plugins` before it asks
-        each to configure it. Ours is laid over what they make, as on a client, so the
-        order of plugins does not matter there either (tests/worker/test_plugin_order.py
-        pins this; none found: none after ours)."""
-        frame: FrameType | None = sys._getframe(1)
-        for _ in range(8):  # our hook (a subclass's too), then the Replayer's __init__
-            if frame is None:
-                break
-            owner = frame.f_locals.get("self")
-            if isinstance(owner, temporalio.worker.Replayer):
-                plugins = list(getattr(owner, "plugins", ()))
-                return plugins[plugins.index(self) + 1 :] if self in plugins else []
-            frame = frame.f_back
-        return []
+    @asynccontextmanager
+    async def run_replayer(
+        self,
+        replayer: temporalio.worker.Replayer,
+        histories: AsyncIterator[temporalio.client.WorkflowHistory],
+        next: Callable[
+            [temporalio.worker.Replayer, AsyncIterator[temporalio.client.WorkflowHistory]],
+            AbstractAsyncContextManager[AsyncIterator[temporalio.worker.WorkflowReplayResult]],
+        ],
+    ) -> AsyncIterator[AsyncIterator[temporalio.worker.WorkflowReplayResult]]:
+        """Before the first history: the plugins after ours on this Replayer are the ones
+        ours was told of, or our converter was laid over the wrong one (said in one line,
+        with the way out)."""
+        plugins = list(replayer.plugins)
+        later = plugins[plugins.index(self) + 1 :] if self in plugins else []
+        if [id(p) for p in later] != [id(p) for p in self._replaying_before]:
+            names = (
+                ", ".join(
+                    p.name() if callable(getattr(p, "name", None)) else type(p).__name__
+                    for p in later
+                )
+                or "none"
+            )
+            raise PluginError(
+                f"DurableAgentsPlugin on a Replayer does not know the plugins after it "
+                f"({names}): build it with plugins=replayer_plugins(...) "
+                "(durable_agents.worker.plugin), which tells it, or list ours last"
+            )
+        async with super().run_replayer(replayer, histories, next) as results:
+            yield results
 
     def _agent_workflows(self, config: WorkerConfig | None) -> list[type]:
         """The agent and prune workflows (a test's variants where given); on an unversioned
@@ -269,6 +290,27 @@ class DurableAgentsPlugin(SimplePlugin):
         return [
             AutoUpgradingPruneWorkflow if versioned and w is PruneWorkflow else w for w in given
         ]
+
+
+def replayer_plugins(*plugins: Any) -> list[Any]:
+    """A Replayer's plugins, in the order given, with each of ours told the plugins after
+    it. On a client or a worker ours reads the plugin list from the config and lays its
+    converter over what the plugins after it will make of the client's, so the order of
+    plugins does not matter; a Replayer's config carries no list, so it is handed over
+    here, explicitly:
+
+        Replayer(workflows=[Billing], plugins=replayer_plugins(ours, OpenAIAgentsPlugin()))
+
+    Ours alone, or listed last, needs none of this (`plugins=[..., ours]`). Each of ours
+    is a copy: the plugin given stays as it was for its client and worker."""
+    listed = list(plugins)
+    for at in reversed(range(len(listed))):  # the last first: each told of the copies after
+        plugin = listed[at]
+        if isinstance(plugin, DurableAgentsPlugin):
+            told = copy.copy(plugin)
+            told._replaying_before = tuple(listed[at + 1 :])
+            listed[at] = told
+    return listed
 
 
 def _interceptors(plugins: Sequence[Any]) -> list[object]:

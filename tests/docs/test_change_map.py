@@ -223,7 +223,7 @@ def test_a_start_option_reaches_every_file_that_names_the_options():
     options = frozenset(StartOptions.model_fields)
     modules = list(package_modules())
     holders, takers = holders_and_takers(modules, options)
-    assert {"StartOptions", "StartFields", "RunRequest", "RunState"} <= holders, holders
+    assert {"StartOptions", "StartFields", "RunRequest", "StateFields"} <= holders, holders
     naming = {path for path, tree in modules if names_start_options(tree, options, holders, takers)}
     missing = naming - row_files("add a start option")
     assert not missing, f"these name every start option but are not in the row: {missing}"
@@ -286,3 +286,38 @@ def test_a_kind_of_person_decision_reaches_every_file_that_tells_the_kinds_apart
     assert Path("workflows/records.py") in telling
     missing = telling - row_files("add a kind of person decision")
     assert not missing, f"these tell the kinds of decision apart but are not in the row: {missing}"
+
+
+def test_a_field_of_the_state_is_added_in_the_two_files_its_row_names():
+    """The row's two files are where a field is said: `StateFields` declares every field
+    (RunState and the records declare none), one record's OWNS names it, and no other
+    module of the package that reads the state lists its fields by hand (a literal naming
+    five or more of them would be a third place to keep equal; a request's own fields of
+    the same names are the request's)."""
+    from durable_agents.workflows.state import RunState
+    from durable_agents.workflows.state.fields import StateFields
+    from durable_agents.workflows.state.run_state import RECORDS
+
+    files = row_files("add a field to the state")
+    assert files == {Path("workflows/state/fields.py")}, files  # and "its record's file"
+    assert list(RunState.model_fields) == list(StateFields.model_fields)
+    fields = set(StateFields.model_fields)
+    record_files = {
+        Path("workflows/state", Path(inspect.getfile(record)).name) for record in RECORDS
+    }
+    for field in fields:
+        owners = [record.__name__ for record in RECORDS if field in record.OWNS]
+        assert len(owners) == 1, (field, owners)
+    for path, tree in package_modules():
+        if path == Path("workflows/state/fields.py") or path in record_files:
+            continue
+        if "workflows.state" not in ast.unparse(tree) and path.parts[:2] != ("workflows", "state"):
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Tuple | ast.List | ast.Set):
+                named = {
+                    element.value
+                    for element in node.elts
+                    if isinstance(element, ast.Constant) and element.value in fields
+                }
+                assert len(named) < 5, f"{path}:{node.lineno} lists the state's fields"

@@ -30,6 +30,7 @@ from durable_agents.runtime.encryption import ENCODING, new_key
 from durable_agents.testing import ScriptedModel, call, say
 from durable_agents.worker.activities import production_activities
 from durable_agents.worker.converter import check_carries_agents
+from durable_agents.worker.plugin import replayer_plugins
 
 SECRET = "card 4242 declined for alice@example.com"
 
@@ -176,7 +177,7 @@ async def test_a_replayer_takes_ours_and_the_openai_agents_plugin_in_either_orde
     replaying = ours(tmp_path, queue, ScriptedModel([]), sealed=False)
     theirs = OpenAIAgentsPlugin()
     plugins = [replaying, theirs] if order == "ours-first" else [theirs, replaying]
-    replayer = Replayer(workflows=[], plugins=plugins)
+    replayer = Replayer(workflows=[], plugins=replayer_plugins(*plugins))
     converter = replayer.config(active_config=True)["data_converter"]
     assert issubclass(converter.payload_converter_class, OpenAIPayloadConverter)
     await replayer.replay_workflow(history)
@@ -185,8 +186,27 @@ async def test_a_replayer_takes_ours_and_the_openai_agents_plugin_in_either_orde
 def test_a_sealed_replayer_before_the_openai_agents_plugin_says_the_order_that_works(tmp_path):
     sealed = DurableAgentsPlugin([charger], settings=settings(tmp_path, "q", sealed=True))
     with pytest.raises(PluginError, match=r"OpenAIAgentsPlugin takes .* list DurableAgentsPlugin"):
-        Replayer(workflows=[], plugins=[sealed, OpenAIAgentsPlugin()])
+        Replayer(workflows=[], plugins=replayer_plugins(sealed, OpenAIAgentsPlugin()))
     Replayer(workflows=[], plugins=[OpenAIAgentsPlugin(), sealed])
+
+
+async def test_a_replayer_whose_plugins_after_ours_were_not_told_says_how(tmp_path):
+    """Ours listed first on a plain list: the plugin after it was never told of, so our
+    converter may sit under the wrong one; replaying says so in one line, with the way out."""
+    plain = DurableAgentsPlugin([charger], settings=settings(tmp_path, "q", sealed=False))
+    quiet = SimplePlugin("team.Quiet")
+    replayer = Replayer(workflows=[], plugins=[plain, quiet])
+    with pytest.raises(
+        PluginError, match=r"\(team.Quiet\): build it with plugins=replayer_plugins"
+    ):
+        async with replayer.workflow_replay_iterator(_no_histories()):
+            pass
+    Replayer(workflows=[], plugins=replayer_plugins(plain, quiet))
+
+
+async def _no_histories() -> Any:
+    return
+    yield
 
 
 def team_activity(name: str) -> Any:
