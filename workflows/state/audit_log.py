@@ -1,5 +1,4 @@
-"""AuditLog, a record of the run's state: every change and who made it (and when the
-state last changed)."""
+"""AuditLog: every change and who made it (and when the state last changed)."""
 
 from __future__ import annotations
 

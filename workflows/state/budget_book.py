@@ -1,6 +1,6 @@
-"""BudgetBook, a record of the run's state: its budget, what it spent (the tree's), what
-a next call may cost, a raise (which approves the budget request waiting), and each
-delegation from start to answer."""
+"""BudgetBook: what the run may spend and what it spent (its own calls and its
+sub-agents'), a raise (which approves the budget request waiting), and each delegation
+from start to answer."""
 
 from __future__ import annotations
 
@@ -20,37 +20,22 @@ from durable_agents.workflows.records import (
 )
 from durable_agents.workflows.state.audit_log import AuditLog
 from durable_agents.workflows.state.lifecycle import Lifecycle
-from durable_agents.workflows.state.record import Record
+from durable_agents.workflows.state.record import Read, Record
 from durable_agents.workflows.state.requests import PeopleRequests, latest
 
 
 class BudgetBook(Record):
-    """What the run may spend and what it spent: its own calls and its sub-agents'."""
-
     OWNS = frozenset({"usage", "budget", "tool_calls", "last_call", "delegations"})
-
-    @property
-    def budget(self) -> RunBudget | None:
-        return self._s.budget
-
-    @property
-    def usage(self) -> Usage:
-        return self._s.usage
-
-    @property
-    def delegations(self) -> list[Delegation]:
-        return self._s.delegations
-
-    @property
-    def own_spend(self) -> Spend:
-        usage = self._s.usage
-        tokens = usage.input_tokens + usage.output_tokens
-        return Spend(usd=usage.cost_usd, tokens=tokens, tool_calls=self._s.tool_calls)
+    budget = Read[RunBudget | None]()
+    usage = Read[Usage]()
+    delegations = Read[list[Delegation]]()
 
     @property
     def spent(self) -> Spend:
         """What the run and every sub-agent it delegated to have spent."""
-        total = self.own_spend
+        usage = self._s.usage
+        tokens = usage.input_tokens + usage.output_tokens
+        total = Spend(usd=usage.cost_usd, tokens=tokens, tool_calls=self._s.tool_calls)
         for delegation in self._s.delegations:
             total = total.plus(delegation.spent)
         return total
@@ -59,7 +44,6 @@ class BudgetBook(Record):
         return max(0.0, (now - self._s.created_at).total_seconds())
 
     def set_budget(self, budget: RunBudget | None) -> None:
-        """The budget the run starts with (its agent's, or a tighter one asked for)."""
         self._set(budget=budget)
 
     def record_usage(self, usage: TokenUsage, *, memoized: bool) -> None:
@@ -73,10 +57,9 @@ class BudgetBook(Record):
 
     def budget_error(self, call: str, now: datetime) -> str | None:
         """Why the next call (`model`, `tool` or `delegate`) would pass the budget."""
-        budget = self.budget
+        budget, spent = self._s.budget, self.spent
         if budget is None:
             return None
-        spent = self.spent
         if budget.seconds is not None and self.elapsed(now) >= budget.seconds:
             return f"its time ({budget.seconds:g} s) is up"
         calls = budget.tool_calls
@@ -94,10 +77,9 @@ class BudgetBook(Record):
 
     def call_budget(self) -> dict[str, Any]:
         """What a model call may spend: the rest of the budget (the model activity's check)."""
-        budget = self.budget
+        budget, spent = self._s.budget, self.spent
         if budget is None or (budget.usd is None and budget.tokens is None):
             return {}
-        spent = self.spent
         return {
             "budget_usd": None if budget.usd is None else round(budget.usd - spent.usd, 6),
             "budget_tokens": None if budget.tokens is None else budget.tokens - spent.tokens,
@@ -105,9 +87,9 @@ class BudgetBook(Record):
 
     def budget_figures(self, now: datetime) -> dict[str, Any]:
         """What a person deciding on a budget sees."""
-        assert self.budget is not None
+        assert self._s.budget is not None
         return {
-            "budget": self.budget.model_dump(exclude_none=True),
+            "budget": self._s.budget.model_dump(exclude_none=True),
             "spent": self.spent.model_dump(),
             "seconds": round(self.elapsed(now), 1),
             "next_call": (self._s.last_call or Spend()).model_dump(include={"usd", "tokens"}),
@@ -116,26 +98,18 @@ class BudgetBook(Record):
     def remaining_budget(self, now: datetime, child: Delegation) -> RunBudget | None:
         """What a sub-agent may spend: this run's budget less what the run and its other
         sub-agents spent (and, for time, the time that had passed when the child began)."""
-        if self.budget is None:
+        budget, spent = self._s.budget, self.spent
+        if budget is None:
             return None
-        budget = self.budget
-        spent = Spend.model_validate(
-            {
-                "usd": round(self.spent.usd - child.spent.usd, 6),
-                "tokens": self.spent.tokens - child.spent.tokens,
-                "tool_calls": self.spent.tool_calls - child.spent.tool_calls,
-            }
-        )
-        began = child.started_at or now
+        usd = round(spent.usd - child.spent.usd, 6)
+        tokens = spent.tokens - child.spent.tokens
+        calls = spent.tool_calls - child.spent.tool_calls
+        seconds = self.elapsed(child.started_at or now)
         return RunBudget(
-            usd=None if budget.usd is None else max(0.0, round(budget.usd - spent.usd, 6)),
-            tokens=None if budget.tokens is None else max(0, budget.tokens - spent.tokens),
-            tool_calls=None
-            if budget.tool_calls is None
-            else max(0, budget.tool_calls - spent.tool_calls),
-            seconds=None
-            if budget.seconds is None
-            else max(0.001, budget.seconds - self.elapsed(began)),
+            usd=None if budget.usd is None else max(0.0, round(budget.usd - usd, 6)),
+            tokens=None if budget.tokens is None else max(0, budget.tokens - tokens),
+            tool_calls=None if budget.tool_calls is None else max(0, budget.tool_calls - calls),
+            seconds=None if budget.seconds is None else max(0.001, budget.seconds - seconds),
         )
 
     def budget_raise_error(self, raise_: BudgetRaise, now: datetime) -> str | None:
@@ -146,13 +120,7 @@ class BudgetBook(Record):
             return "give a new limit: usd, tokens, tool_calls or seconds"
         if not self._s.policy.may_decide(BUDGET_REQUEST, raise_.by):
             return f"{raise_.by} may not change this run's budget"
-        spent = self.spent
-        below = {
-            "usd": spent.usd,
-            "tokens": spent.tokens,
-            "tool_calls": spent.tool_calls,
-            "seconds": self.elapsed(now),
-        }
+        below = self.spent.model_dump() | {"seconds": self.elapsed(now)}
         for name, value in limits.items():
             if value < below[name]:
                 return f"{name} {value:g} is below what is spent already ({below[name]:g})"
@@ -161,7 +129,7 @@ class BudgetBook(Record):
     def raise_budget(self, raise_: BudgetRaise, now: datetime) -> RunBudget:
         """Apply a raise that budget_raise_error() accepted; a budget request waiting is
         approved by it (the run checks again, and asks again if still over)."""
-        base = self.budget.model_dump() if self.budget else {}
+        base = self._s.budget.model_dump() if self._s.budget else {}
         budget = RunBudget.model_validate(base | raise_.limits())
         self._set(budget=budget)
         detail = json.dumps(raise_.limits(), sort_keys=True)
@@ -176,13 +144,12 @@ class BudgetBook(Record):
 
     def reusable_delegation(self, agent: str, step: int, task: str) -> Delegation | None:
         """A finished delegation of the run this one was forked from, for the same task."""
+        wanted = (agent, step, preview(task, 500))
         return next(
             (
                 d
                 for d in self._s.delegations
-                if d.inherited
-                and d.status == "completed"
-                and (d.agent, d.step, d.task) == (agent, step, preview(task, 500))
+                if d.inherited and d.status == "completed" and (d.agent, d.step, d.task) == wanted
             ),
             None,
         )
@@ -190,17 +157,16 @@ class BudgetBook(Record):
     def start_delegation(self, delegation: Delegation, now: datetime) -> None:
         self._s.delegations.append(delegation)
         self.count_tool_call()
-        AuditLog(self._s).log(
-            now, "model", "delegated", f"{delegation.agent}: {delegation.child_id}"
-        )
+        detail = f"{delegation.agent}: {delegation.child_id}"
+        AuditLog(self._s).log(now, "model", "delegated", detail)
 
     def child_spent(self, child_id: str, spent: Spend, token: str | None = None) -> bool:
         """A running child reports its spend (after each call); False if unknown. Where
         the child's spend is read from its own run (`spend_read`), the report is only a
         nudge to read it: what it says is never taken, whoever sent it. Else (runs from
         before that) taken when it carries the token the child was given."""
-        delegation = self.delegation(child_id)
-        if delegation is None or delegation.status != "running":
+        delegation = self._running(child_id)
+        if delegation is None:
             return False
         if delegation.spend_read:
             delegation.spend_reported = True
@@ -215,20 +181,21 @@ class BudgetBook(Record):
 
     def child_spend_read(self, child_id: str, spent: Spend) -> bool:
         """A running child's spend, as its own run answered (Delegating reads it)."""
+        delegation = self._running(child_id)
+        return delegation is not None and self._spend_grows(delegation, spent)
+
+    def _running(self, child_id: str) -> Delegation | None:
         delegation = self.delegation(child_id)
-        if delegation is None or delegation.status != "running":
-            return False
-        return self._spend_grows(delegation, spent)
+        return delegation if delegation is not None and delegation.status == "running" else None
 
     @staticmethod
     def _spend_grows(delegation: Delegation, spent: Spend) -> bool:
+        """Spend only grows: an older report or read changes nothing."""
         known = delegation.spent
-        if (
-            spent.usd < known.usd
-            or spent.tokens < known.tokens
-            or spent.tool_calls < known.tool_calls
-        ):
-            return False  # spend only grows: an older report or read changes nothing
+        if spent.usd < known.usd or spent.tokens < known.tokens:
+            return False
+        if spent.tool_calls < known.tool_calls:
+            return False
         delegation.spent = spent
         return True
 
@@ -246,16 +213,9 @@ class BudgetBook(Record):
     def forked(self) -> None:
         """In a fork: a sub-agent's finished answer is reused for the same task; one still
         running belonged to the parent's moment and is not the fork's."""
-        self._set(
-            delegations=[
-                d.model_copy(update={"inherited": True})
-                for d in self._s.delegations
-                if d.status != "running"
-            ],
-        )
+        kept = [d for d in self._s.delegations if d.status != "running"]
+        self._set(delegations=[d.model_copy(update={"inherited": True}) for d in kept])
 
     def trim(self, kept: int) -> None:
         """The latest `kept` finished delegations, and every one still running."""
-        self._set(
-            delegations=latest(self._s.delegations, kept, lambda d: d.status == "running"),
-        )
+        self._set(delegations=latest(self._s.delegations, kept, lambda d: d.status == "running"))

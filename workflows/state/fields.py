@@ -1,10 +1,7 @@
-"""Every field of the run's state, in the order every recorded history holds them: the
-one flat JSON that queries answer, continue-as-new carries and forks copy (runs of older
-versions read into it; tests/workflows/test_state_records.py pins the order).
-
-`RunState` (run_state.py) is these fields with their records; a record (one file each
-here) is typed by these fields alone, so the records never import the state that
-composes them. A new field goes here and into its record's OWNS."""
+"""Every field of the run's state (`RunState`), in the order recorded histories hold them:
+the one flat JSON that queries answer, continue-as-new carries and forks copy. A new field
+goes last, with a default, and into its record's OWNS (tests/workflows/test_state_records.py).
+The records are typed by these fields alone: they never import the state composing them."""
 
 from __future__ import annotations
 
@@ -42,12 +39,9 @@ from durable_agents.workflows.whatif import ShadowSpec
 
 
 class StateFields(BaseModel):
-    """The run's state as data: read anywhere, written only by its records."""
-
     run_id: str  # the workflow id: what people name the run by
-    # The run's identity across its chain (admission.own_identity), under which its transcript,
-    # model memo and ledger rows are stored. None in runs started before it existed: their
-    # data stays under the workflow id.
+    # The run's identity across its chain, under which its transcript, model memo and ledger
+    # rows are stored. None in runs from before it: their data stays under the workflow id.
     identity: str | None = None
     goal: str
     # The run's free label (contracts.RunRequest.label); `scenario` in earlier versions.
@@ -72,22 +66,17 @@ class StateFields(BaseModel):
     final_answer: str | None = None
     # The final answer as the agent's declared type's JSON (None: free text, or not yet).
     output: dict[str, Any] | None = None
-    # The side effects this run performed: each tool call's result as the effect ledger
-    # recorded it under its idempotency key (the most recent, and how many in all).
+    # The side effects this run performed, as the effect ledger recorded them.
     effects: EffectsReport = Field(default_factory=EffectsReport)
     next_seq: int = 0
     outbox: list[ChatMessage] = Field(default_factory=list)
-    # How many transcript rows the run wrote to its store (each model reply with the
-    # messages it appended, each tool result, a fork's copied past): each call that acts
-    # on the run's past carries it, and a worker whose store holds fewer refuses the call
-    # (activities/store_holds.py). None: a run from before the count, or a fork before its
-    # copy.
+    # How many transcript rows the run wrote to its store: each call that acts on the run's
+    # past carries it, and a worker whose store holds fewer refuses the call
+    # (activities/store_holds.py). None: a run from before the count, or a fork before its copy.
     transcript_rows: int | None = None
-    # The task queue of the worker whose store holds the run (a replica with a store of
-    # its own, activities/store_queue.py), learned from the first store-bound activity's
-    # result: the later ones go there (workflows/phases/activity_call.py). None: the main
-    # queue (one shared store, or not learned yet). A fork keeps its parent's: the copy of
-    # the parent's past is made in that store.
+    # The task queue of the worker whose store holds the run (activities/store_queue.py),
+    # learned from the first store-bound activity: the later ones go there. None: the main
+    # queue. A fork keeps its parent's: the copy of the parent's past is made in that store.
     store_queue: str | None = None
     # Things people did (edits) that the model must hear about on its next turn.
     notes_for_model: list[str] = Field(default_factory=list)
@@ -106,24 +95,21 @@ class StateFields(BaseModel):
     last_call: Spend | None = None
     delegations: list[Delegation] = Field(default_factory=list)
     delegated_by: DelegatedBy | None = None
-    # The signature version this run takes when its policy requires signed changes
-    # (workflows/signing.py; 1 in runs from before the `every-change-signed` patch), and
-    # the nonces of the signed changes it counted within signing.FRESH_FOR.
+    # The signature version this run takes (workflows/signing.py; 1 in runs from before the
+    # `every-change-signed` patch), and the nonces it counted within signing.FRESH_FOR.
     signature_version: int = 1
     signed_nonces: list[SignedUse] = Field(default_factory=list)
-    # Which rules people's inputs are checked by (workflows/patches.py PEOPLE_CHECKED): 2,
-    # this release's; 1, a run recorded before them (replayed as it ran).
+    # Which rules people's inputs are checked by (patches.PEOPLE_CHECKED): 2, this release's;
+    # 1, a run recorded before them (replayed as it ran).
     people_checks: int = 1
     # Trusted keys revoked since (or before) the run began: their signatures count no more.
     revoked_keys: list[str] = Field(default_factory=list)
-    # Set when the run is a conversation (workflows/conversation_records.py): its queue and
-    # the thread's tail. None for a run of one goal.
+    # A conversation's queue and the thread's tail; None for a run of one goal.
     conversation: ConversationFields | None = None
-    # What the run is about (RunRequest.subject), and the memory namespace its agent's
+    # What the run is about, who said it may be (workflows/subject_grants.py; handed on to
+    # its sub-agents, which check it for their own memory), and the memory namespace its
     # memory tools use, resolved when it started (None: no memory).
     subject: dict[str, str] | None = None
-    # Who said the run may be about that subject (workflows/subject_grants.py), handed on
-    # to its sub-agents, which check it for their own memory.
     subject_grant: SignedDecision | None = None
     memory_namespace: str | None = None
     # A what-if shadow's recording and what it took of it (workflows/whatif.py).

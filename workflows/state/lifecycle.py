@@ -1,5 +1,4 @@
-"""Lifecycle, a record of the run's state: where the run is (its status, a pause or
-cancel asked for, how it ended)."""
+"""Lifecycle: where the run is (its status, a pause or cancel asked for, how it ended)."""
 
 from __future__ import annotations
 
@@ -15,44 +14,32 @@ from durable_agents.workflows.records import (
     RunStatus,
 )
 from durable_agents.workflows.state.audit_log import AuditLog
-from durable_agents.workflows.state.record import Record
+from durable_agents.workflows.state.record import Read, Record
 
 
 class Lifecycle(Record):
     OWNS = frozenset(
         {"status", "pause_requested", "cancel_requested_by", "errors", "final_answer", "output"}
     )
-
-    @property
-    def status(self) -> RunStatus:
-        return self._s.status
-
-    @property
-    def final_answer(self) -> str | None:
-        return self._s.final_answer
+    status = Read[RunStatus]()
+    final_answer = Read[str | None]()
 
     def wait_for(self, status: RunStatus) -> None:
-        """The run waits for a person (an approval or an answer)."""
         self._set(status=status)
 
     def leave_wait(self) -> None:
-        """What the run does once a person acted: wait on for what is still asked, or go on."""
+        """A person acted: wait on for what is still asked, or go on."""
         if any(a.status is ApprovalStatus.PENDING for a in self._s.approvals):
-            status = RunStatus.AWAITING_APPROVAL
+            self._set(status=RunStatus.AWAITING_APPROVAL)
         elif any(q.status is QuestionStatus.PENDING for q in self._s.questions):
-            status = RunStatus.AWAITING_INPUT
+            self._set(status=RunStatus.AWAITING_INPUT)
         elif not self._s.status.is_closed:
-            status = self._going_on()
-        else:
-            return
-        self._set(status=status)
+            self._set(status=self._going_on())
 
     def _going_on(self) -> RunStatus:
-        """Where a run that waits for nobody is: running its plan, or planning."""
         return RunStatus.RUNNING if self._s.plan else RunStatus.PLANNING
 
     def run(self) -> None:
-        """The run has its plan (or a conversation its first message): it runs."""
         self._set(status=RunStatus.RUNNING)
 
     def request_pause(self, actor: Actor, now: datetime) -> None:
@@ -78,7 +65,6 @@ class Lifecycle(Record):
         AuditLog(self._s).log(now, self._s.cancel_requested_by or "temporal", "run_cancelled")
 
     def keep_output(self, output: dict[str, Any]) -> None:
-        """A typed agent's answer, as its declared type's JSON."""
         self._set(output=output)
 
     def complete(self, answer: str, now: datetime) -> None:

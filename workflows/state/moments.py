@@ -1,38 +1,31 @@
-"""Moments, a record of the run's state: its numbered points (workflows/timeline.py) and
-the latest ones kept for the event protocol (at most EVENTS_KEPT)."""
+"""Moments: the run's numbered points (workflows/timeline.py), the latest kept for the
+event protocol."""
 
 from __future__ import annotations
 
 from datetime import datetime
 
 from durable_agents.workflows.records import EVENTS_KEPT, RunEvent
-from durable_agents.workflows.state.record import Record
+from durable_agents.workflows.state.record import Read, Record
 
 
 class Moments(Record):
     OWNS = frozenset({"moment", "events"})
-
-    @property
-    def moment(self) -> int:
-        return self._s.moment
-
-    @property
-    def events(self) -> list[RunEvent]:
-        return self._s.events
+    moment = Read[int]()
+    events = Read[list[RunEvent]]()
 
     def reach(self, kind: str, detail: str, now: datetime, seq: int | None) -> None:
-        """The next moment, kept for the event protocol."""
-        moment = self._s.moment + 1
+        s = self._s
         event = RunEvent(
-            offset=moment,
+            offset=s.moment + 1,
             at=now,
             kind=kind,
             detail=detail,
-            status=self._s.status,
-            step=self._s.current_step,
+            status=s.status,
+            step=s.current_step,
             seq=seq,
         )
-        self._set(moment=moment, events=[*self._s.events[-(EVENTS_KEPT - 1) :], event])
+        self._set(moment=s.moment + 1, events=[*s.events[-(EVENTS_KEPT - 1) :], event])
 
     def rewind_error(self, moment: int) -> str | None:
         if moment > self._s.moment:

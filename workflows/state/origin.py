@@ -1,6 +1,5 @@
-"""Origin, a record of the run's state: who the run is and where it comes from (its ids,
-its chain, the run it was forked from or delegated by, a what-if's recording, when it
-began)."""
+"""Origin: who the run is and where it comes from (its ids, its chain, the run it was
+forked from or delegated by, a what-if's recording, when it began)."""
 
 from __future__ import annotations
 
@@ -9,7 +8,7 @@ from typing import Any
 
 from durable_agents.workflows.contracts import DelegatedBy
 from durable_agents.workflows.records import ForkOrigin
-from durable_agents.workflows.state.record import Record
+from durable_agents.workflows.state.record import Read, Record
 from durable_agents.workflows.whatif import RecordedAnswer, RecordedDecision, ShadowSpec
 
 
@@ -17,35 +16,17 @@ class Origin(Record):
     OWNS = frozenset(
         {"run_id", "identity", "parent", "chain", "delegated_by", "shadow", "created_at"}
     )
-
-    @property
-    def run_id(self) -> str:
-        return self._s.run_id
-
-    @property
-    def identity(self) -> str | None:
-        return self._s.identity
+    run_id = Read[str]()
+    identity = Read[str | None]()
+    parent = Read[ForkOrigin | None]()
+    chain = Read[int]()
+    delegated_by = Read[DelegatedBy | None]()
+    shadow = Read[ShadowSpec | None]()
 
     @property
     def store_key(self) -> str:
         """The key of this run's rows in our stores, and the root of its idempotency keys."""
         return self._s.identity or self._s.run_id
-
-    @property
-    def parent(self) -> ForkOrigin | None:
-        return self._s.parent
-
-    @property
-    def chain(self) -> int:
-        return self._s.chain
-
-    @property
-    def delegated_by(self) -> DelegatedBy | None:
-        return self._s.delegated_by
-
-    @property
-    def shadow(self) -> ShadowSpec | None:
-        return self._s.shadow
 
     def continued(self) -> None:
         """A continue-as-new carried the state: one more run in the chain."""
@@ -71,9 +52,8 @@ class Origin(Record):
         return shadow.take_delegation(tool, task) if shadow is not None else None
 
     def _recording(self) -> ShadowSpec:
-        shadow = self._s.shadow
-        assert shadow is not None, "recorded decisions are a what-if run's"
-        return shadow
+        assert self._s.shadow is not None, "recorded decisions are a what-if run's"
+        return self._s.shadow
 
     def forked(self, run_id: str, parent_run_id: str, moment: int, now: datetime) -> None:
         """A fork is a run of its own: its id (its identity is set when it starts), its

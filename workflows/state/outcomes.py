@@ -1,5 +1,5 @@
-"""ToolOutcomes, a record of the run's state: what its tool calls came to (the latest
-results, and how many in all) and the side effects the effect ledger recorded."""
+"""ToolOutcomes: what the run's tool calls came to (the latest results, and how many in
+all) and the side effects the effect ledger recorded."""
 
 from __future__ import annotations
 
@@ -9,21 +9,17 @@ from durable_agents.workflows.contract_base import preview
 from durable_agents.workflows.contracts import EFFECTS_LISTED, EffectsReport, EffectSummary
 from durable_agents.workflows.records import RECENT_RESULTS_KEPT, ToolResultRecord
 from durable_agents.workflows.state.audit_log import AuditLog
-from durable_agents.workflows.state.record import Record
+from durable_agents.workflows.state.record import Read, Record
 from durable_agents.workflows.state.transcript import Transcript
 
 
 class ToolOutcomes(Record):
     OWNS = frozenset({"results", "results_total", "effects"})
-
-    @property
-    def effects(self) -> EffectsReport:
-        return self._s.effects
+    effects = Read[EffectsReport]()
 
     def record(
         self, step: int, call_id: str, tool: str, *, ok: bool, summary: str, seq: int, now: datetime
     ) -> None:
-        """What a tool call came to, as the state keeps it: the one place its record is made."""
         record = ToolResultRecord(
             step=step, tool_call_id=call_id, tool=tool, ok=ok, summary=summary, seq=seq
         )

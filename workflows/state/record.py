@@ -1,14 +1,16 @@
-"""What a record of the run's state is: a small object over the state that owns some of
-its fields (`OWNS`) and is the only code that writes them (`_set`). `RunState` refuses
-every other assignment to a field, naming the field's record."""
+"""A record of the run's state: a small object over the state that owns some of its fields
+(`OWNS`) and is the only code that writes them (`_set`). `RunState` refuses every other
+assignment to a field, naming the field's record."""
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Generic, TypeVar, cast
 
 from pydantic import BaseModel
 
 from durable_agents.workflows.state.fields import StateFields
+
+T = TypeVar("T")
 
 
 class StateWriteRefused(AttributeError):
@@ -16,7 +18,7 @@ class StateWriteRefused(AttributeError):
 
 
 class Record:
-    """A record: made over one state (`state.requests` makes one on each use)."""
+    """Made over one state on each use (`state.requests`): a copy never shares one."""
 
     OWNS: ClassVar[frozenset[str]] = frozenset()
 
@@ -24,8 +26,23 @@ class Record:
         self._s = state
 
     def _set(self, **values: Any) -> None:
-        """Set fields this record owns (and only those)."""
         for name, value in values.items():
             if name not in self.OWNS:
                 raise StateWriteRefused(f"{type(self).__name__} does not own the field {name!r}")
             BaseModel.__setattr__(self._s, name, value)
+
+
+class Read(Generic[T]):
+    """A field of its record that the record's holders read (`goal = Read[str]()` in Terms
+    reads `state.goal`), never write. tests/workflows/test_state_records.py holds its type
+    to the field's."""
+
+    def __set_name__(self, record: type[Record], name: str) -> None:
+        assert name in record.OWNS, f"{record.__name__} hands out only its own fields"
+        self.name = name
+
+    def __get__(self, record: Record, kind: type[Record]) -> T:
+        return cast(T, getattr(record._s, self.name))
+
+    def __set__(self, record: Record, value: T) -> None:
+        raise StateWriteRefused(f"{self.name} is written by a transition of its record")

@@ -1,6 +1,6 @@
-"""PeopleRequests, a record of the run's state: what the run asked of people (approvals
-of tool calls and of a spent budget, questions), what waits for whom, which decision or
-answer counts and what it changes (workflows/signed_changes.py checks signatures)."""
+"""PeopleRequests: what the run asked of people (approvals of tool calls and of a spent
+budget, questions), what waits for whom, and which decision or answer counts and what it
+changes (workflows/signed_changes.py checks signatures)."""
 
 from __future__ import annotations
 
@@ -26,49 +26,44 @@ T = TypeVar("T")
 
 
 class PeopleRequests(Record):
-    """What the run asked of people: approvals of tool calls (and of a spent budget) and
-    questions, each with its decision or answer once given."""
-
     OWNS = frozenset({"approvals", "questions"})
 
     @property
     def pending_approvals(self) -> list[ApprovalRequest]:
         return [a for a in self._s.approvals if a.status is ApprovalStatus.PENDING]
 
+    @property
+    def pending_questions(self) -> list[Question]:
+        return [q for q in self._s.questions if q.status is QuestionStatus.PENDING]
+
     def request_approval(self, request: ApprovalRequest) -> None:
         self._s.approvals.append(request)
         Lifecycle(self._s).wait_for(RunStatus.AWAITING_APPROVAL)
         AuditLog(self._s).log(request.requested_at, "policy", "approval_requested", request.tool)
-
-    def requests_named(self, request_id: str) -> int:
-        return sum(1 for a in self._s.approvals if a.request_id == request_id)
 
     def find_pending_approval(self, request_id: str | None) -> ApprovalRequest | None:
         """The request a decision names, or the only one waiting when it names none."""
         return _named_or_only(self.pending_approvals, request_id, lambda a: a.request_id)
 
     def decision_error(self, decision: DecideRequest) -> str | None:
-        """Why this decision cannot apply now; None when it can."""
         if self._s.status.is_closed:
             return f"the run is {self._s.status.value}"
         if decision.request_id is not None:
             named = [a for a in self._s.approvals if a.request_id == decision.request_id]
             if not named:
                 return f"no approval request {decision.request_id!r}"
+            known = named[-1]  # the latest of that id: a model may reuse a tool call's id
             if not any(a.status is ApprovalStatus.PENDING for a in named):
-                # The latest of that id: a model may reuse a tool call's id.
-                known = named[-1]
-                return (
-                    f"request {decision.request_id} was already {known.status.value} "
-                    f"by {known.decided_by}"
-                )
+                done = f"{known.status.value} by {known.decided_by}"
+                return f"request {decision.request_id} was already {done}"
         request = self.find_pending_approval(decision.request_id)
         if request is None:
             pending = [a.request_id for a in self.pending_approvals]
             if not pending:
                 return "no approval is pending"
             return f"several approvals are pending; name one of {', '.join(pending)}"
-        if decision.request_id is None and self.requests_named(request.request_id) > 1:
+        same_id = [a for a in self._s.approvals if a.request_id == request.request_id]
+        if decision.request_id is None and len(same_id) > 1:
             return f"more than one request had the id {request.request_id}: name it"
         if not self._s.policy.may_decide(request.tool, decision.by, request.escalated):
             return f"{decision.by} may not decide {request.tool} requests in this run"
@@ -77,46 +72,35 @@ class PeopleRequests(Record):
         return None
 
     def apply_decision(self, decision: DecideRequest, now: datetime) -> ApprovalRequest:
-        """Apply a decision that decision_error() accepted."""
         request = self.find_pending_approval(decision.request_id)
         assert request is not None, "apply_decision() for a decision that cannot apply"
         request.status = ApprovalStatus.APPROVED if decision.approve else ApprovalStatus.REJECTED
-        request.decided_by = decision.by
-        request.decided_at = now
+        request.decided_by, request.decided_at = decision.by, now
         request.comment = decision.comment
         Lifecycle(self._s).leave_wait()
-        AuditLog(self._s).log(
-            now, decision.by, request.status.value, f"{request.tool} {request.request_id}"
-        )
+        detail = f"{request.tool} {request.request_id}"
+        AuditLog(self._s).log(now, decision.by, request.status.value, detail)
         return request
 
     def escalate(self, request: ApprovalRequest, deadline: datetime, now: datetime) -> None:
-        request.escalated = True
-        request.deadline = deadline
+        request.escalated, request.deadline = True, deadline
         AuditLog(self._s).log(now, "deadline", "escalated", f"{request.tool} {request.request_id}")
-
-    @property
-    def pending_questions(self) -> list[Question]:
-        return [q for q in self._s.questions if q.status is QuestionStatus.PENDING]
 
     def ask(self, question: Question) -> None:
         self._s.questions.append(question)
         Lifecycle(self._s).wait_for(RunStatus.AWAITING_INPUT)
-        AuditLog(self._s).log(
-            question.asked_at, "model", "question_asked", preview(question.question, 80)
-        )
+        detail = preview(question.question, 80)
+        AuditLog(self._s).log(question.asked_at, "model", "question_asked", detail)
 
     def answer_error(self, answer: Answer) -> str | None:
         if self._s.status.is_closed:
             return f"the run is {self._s.status.value}"
         if answer.question_id is not None:
-            known = next(
-                (q for q in self._s.questions if q.question_id == answer.question_id), None
-            )
-            if known is None:
+            named = [q for q in self._s.questions if q.question_id == answer.question_id]
+            if not named:
                 return f"no question {answer.question_id!r}"
-            if known.status is not QuestionStatus.PENDING:
-                return f"question {answer.question_id} is already {known.status.value}"
+            if named[0].status is not QuestionStatus.PENDING:
+                return f"question {answer.question_id} is already {named[0].status.value}"
         question = self.find_pending_question(answer.question_id)
         if question is None:
             return "no question is pending" if not self.pending_questions else "name the question"
@@ -129,10 +113,8 @@ class PeopleRequests(Record):
     def answer(self, answer: Answer, now: datetime) -> Question:
         question = self.find_pending_question(answer.question_id)
         assert question is not None, "answer() called for an answer that cannot apply"
-        question.status = QuestionStatus.ANSWERED
-        question.answer = answer.answer
-        question.answered_by = answer.by
-        question.answered_at = now
+        question.status, question.answer = QuestionStatus.ANSWERED, answer.answer
+        question.answered_by, question.answered_at = answer.by, now
         Lifecycle(self._s).leave_wait()
         AuditLog(self._s).log(now, answer.by, "answered", question.question_id)
         return question
@@ -150,8 +132,7 @@ class PeopleRequests(Record):
         """The run is cancelled: nothing it asked waits any more."""
         for request in self.pending_approvals:
             request.status = ApprovalStatus.REJECTED
-            request.decided_by = "cancelled"
-            request.decided_at = now
+            request.decided_by, request.decided_at = "cancelled", now
         for question in self.pending_questions:
             question.status = QuestionStatus.EXPIRED
 
@@ -160,8 +141,7 @@ class PeopleRequests(Record):
         for request in self.pending_approvals:
             if request.is_budget:
                 request.status = ApprovalStatus.APPROVED
-                request.decided_by, request.decided_at = by, now
-                request.comment = comment
+                request.decided_by, request.decided_at, request.comment = by, now, comment
 
     def forked(self, restarting: set[int]) -> None:
         """In a fork: what was decided before the fork's moment stays; what the restarting

@@ -1,8 +1,6 @@
-"""RunState: the run's state, one flat pydantic model (its fields in fields.py), made of
-twelve records, each the only writer of its fields (one file each here). It refuses any
-assignment to a field, naming the field's record; it hands each record out on each use
-(a copy or a fork of the state never shares a record with its original), and says once
-what readers (queries, the console, the CLI) ask most."""
+"""RunState: the run's state, its fields (fields.py) with the twelve records that own them.
+It refuses any assignment to a field, naming the field's record, and hands each record out
+anew on each use (a copy or a fork of the state never shares a record with its original)."""
 
 from __future__ import annotations
 
@@ -12,7 +10,7 @@ from typing import Any, ClassVar
 from durable_agents.workflows.contract_base import preview
 from durable_agents.workflows.contracts import RunLimits, RunPolicy, RunRequest, Spend
 from durable_agents.workflows.conversation_records import ConversationFields
-from durable_agents.workflows.records import ApprovalRequest, PlanStep, Question, RunStatus
+from durable_agents.workflows.records import ApprovalRequest, Question
 from durable_agents.workflows.state.audit_log import AuditLog
 from durable_agents.workflows.state.budget_book import BudgetBook
 from durable_agents.workflows.state.fields import StateFields
@@ -28,8 +26,7 @@ from durable_agents.workflows.state.terms import Terms
 from durable_agents.workflows.state.thread import Thread
 from durable_agents.workflows.state.transcript import Transcript
 
-# The records the state is made of; every field belongs to exactly one
-# (tests/workflows/test_state_records.py holds that).
+# Every field belongs to exactly one (tests/workflows/test_state_records.py).
 RECORDS: tuple[type[Record], ...] = (
     Origin,
     Terms,
@@ -48,8 +45,6 @@ OWNER_OF: dict[str, str] = {field: r.__name__ for r in RECORDS for field in r.OW
 
 
 class RunState(StateFields):
-    """The run's state, the source of truth: read anywhere, written by its records."""
-
     # Written only by the deployment's own runs: a worker holding keys refuses one that
     # came in the clear (runtime/refused_payloads.py): a poller of our queue may answer a
     # query or complete a run, but cannot seal what it says.
@@ -132,10 +127,9 @@ class RunState(StateFields):
     def thread(self) -> Thread:
         return Thread(self)
 
-    # What readers ask most, said once here.
+    # What readers ask most.
     @property
     def store_key(self) -> str:
-        """The key of this run's rows in our stores, and the root of its idempotency keys."""
         return self.origin.store_key
 
     @property
@@ -147,47 +141,5 @@ class RunState(StateFields):
         return self.requests.pending_questions
 
     @property
-    def completed_steps(self) -> list[PlanStep]:
-        return self.steps.completed
-
-    @property
     def spent(self) -> Spend:
-        """What the run and every sub-agent it delegated to have spent."""
         return self.budget_book.spent
-
-    @property
-    def waiting_for(self) -> str:
-        """What a human must do for the run to go on ('' when nothing)."""
-        return {
-            RunStatus.AWAITING_APPROVAL: "approval",
-            RunStatus.AWAITING_INPUT: "input",
-            RunStatus.PAUSED: "resume",
-        }.get(self.status, "")
-
-    def progress_line(self) -> str:
-        """One line for the Web UI's current details and the CLI."""
-        total = len(self.plan)
-        if self.status is RunStatus.PLANNING:
-            return "planning"
-        convo = self.conversation
-        if convo is not None and (self.status.is_closed or self.status is RunStatus.RUNNING):
-            turns = f"conversation, {convo.turns_total} turns"
-            if self.status.is_closed:
-                return f"{self.status.value} ({turns})"
-            if self.current_step is not None:
-                return f"{turns} — answering turn {self.current_step}, {len(convo.queue)} queued"
-            return f"{turns} — waiting for a message" if not convo.closed else f"{turns} — closing"
-        if self.status.is_closed:
-            return f"{self.status.value} ({len(self.completed_steps)}/{total} steps done)"
-        step = next((s for s in self.plan if s.index == self.current_step), None)
-        where = f"step {step.index}/{total}: {step.title}" if step else f"{total} steps"
-        if self.status is RunStatus.AWAITING_APPROVAL:
-            tools = ", ".join(a.tool for a in self.pending_approvals)
-            return f"{where} — awaiting approval ({tools})"
-        if self.status is RunStatus.AWAITING_INPUT:
-            asked = "; ".join(preview(q.question, 60) for q in self.pending_questions)
-            return f"{where} — awaiting an answer: {asked}"
-        running = next((d for d in self.delegations if d.status == "running"), None)
-        if running is not None and self.status is RunStatus.RUNNING:
-            return f"{where} — waiting for sub-agent {running.agent} ({running.child_id})"
-        return f"{where} — {self.status.value}"

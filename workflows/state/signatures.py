@@ -1,6 +1,6 @@
-"""Signatures, a record of the run's state: which signatures the run takes and what it
-counted of them (the version, the nonces used, the rules people's inputs are checked by,
-the keys revoked). workflows/signed_changes.py checks a signature against it."""
+"""Signatures: which signatures the run takes and what it counted of them (the version,
+the nonces used, the rules people's inputs are checked by, the keys revoked).
+workflows/signed_changes.py checks a signature against it."""
 
 from __future__ import annotations
 
@@ -9,27 +9,15 @@ from datetime import datetime
 from durable_agents.workflows.people_inputs import KeyRevocation
 from durable_agents.workflows.records import SignedUse
 from durable_agents.workflows.state.audit_log import AuditLog
-from durable_agents.workflows.state.record import Record
+from durable_agents.workflows.state.record import Read, Record
 
 
 class Signatures(Record):
     OWNS = frozenset({"signature_version", "signed_nonces", "people_checks", "revoked_keys"})
-
-    @property
-    def signature_version(self) -> int:
-        return self._s.signature_version
-
-    @property
-    def signed_nonces(self) -> list[SignedUse]:
-        return self._s.signed_nonces
-
-    @property
-    def people_checks(self) -> int:
-        return self._s.people_checks
-
-    @property
-    def revoked_keys(self) -> list[str]:
-        return self._s.revoked_keys
+    signature_version = Read[int]()
+    signed_nonces = Read[list[SignedUse]]()
+    people_checks = Read[int]()
+    revoked_keys = Read[list[str]]()
 
     def settle_version(self, version: int) -> None:
         self._set(signature_version=version)
@@ -45,10 +33,10 @@ class Signatures(Record):
         self._set(revoked_keys=[*dict.fromkeys([*self._s.revoked_keys, *key_ids])])
 
     def revoke(self, revoked: KeyRevocation, now: datetime) -> bool:
-        """Keys whose signatures count no more here; False when all were revoked already."""
-        # Only keys this run trusts: a flood of made-up ids cannot grow the state.
-        trusted = self._s.policy.trusted_keys
+        """Keys whose signatures count no more here; False when all were revoked already.
+        Only keys this run trusts: a flood of made-up ids cannot grow the state."""
         known = self._s.revoked_keys
+        trusted = self._s.policy.trusted_keys
         fresh = [k for k in revoked.key_ids if k in trusted and k not in known]
         if not fresh:
             return False

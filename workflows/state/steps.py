@@ -1,5 +1,5 @@
-"""Steps, a record of the run's state: its plan (a conversation's turns), the step in
-progress, and the context its finished steps gathered."""
+"""Steps: the run's plan (a conversation's turns), the step in progress, and the context
+its finished steps gathered."""
 
 from __future__ import annotations
 
@@ -9,23 +9,14 @@ from durable_agents.workflows.contract_base import preview
 from durable_agents.workflows.records import RECENT_RESULTS_KEPT, PlanStep, StepStatus
 from durable_agents.workflows.state.audit_log import AuditLog
 from durable_agents.workflows.state.lifecycle import Lifecycle
-from durable_agents.workflows.state.record import Record
+from durable_agents.workflows.state.record import Read, Record
 
 
 class Steps(Record):
     OWNS = frozenset({"plan", "current_step", "context"})
-
-    @property
-    def plan(self) -> list[PlanStep]:
-        return self._s.plan
-
-    @property
-    def current_step(self) -> int | None:
-        return self._s.current_step
-
-    @property
-    def context(self) -> list[str]:
-        return self._s.context
+    plan = Read[list[PlanStep]]()
+    current_step = Read[int | None]()
+    context = Read[list[str]]()
 
     @property
     def completed(self) -> list[PlanStep]:
@@ -50,15 +41,12 @@ class Steps(Record):
         AuditLog(self._s).touch(now)
 
     def complete_step(self, step: PlanStep, result: str, now: datetime) -> None:
-        step.status = StepStatus.DONE
-        step.result = preview(result)
-        step.finished_at = now
+        step.status, step.result, step.finished_at = StepStatus.DONE, preview(result), now
         context = [*self._s.context, f"step {step.index}: {preview(result, 120)}"]
         self._set(current_step=None, context=context[-RECENT_RESULTS_KEPT:])
         AuditLog(self._s).touch(now)
 
     def count_turn(self, step: PlanStep) -> int:
-        """One more model turn in this step; returns how many it has taken."""
         step.turns += 1
         return step.turns
 
@@ -70,9 +58,7 @@ class Steps(Record):
     def replace_pending(self, titles: list[str]) -> None:
         """A person's edit: the steps not begun are these."""
         kept = [s for s in self._s.plan if s.status is not StepStatus.PENDING]
-        fresh = [
-            PlanStep(index=len(kept) + i, title=title) for i, title in enumerate(titles, start=1)
-        ]
+        fresh = [PlanStep(index=len(kept) + i, title=t) for i, t in enumerate(titles, start=1)]
         self._set(plan=kept + fresh)
 
     def replace_context(self, context: list[str]) -> None:

@@ -1,56 +1,26 @@
-"""Terms, a record of the run's state: what the run works on and under (its goal and
-label, its recorded agent, policy and limits, what it is about: its subject, and the
-memory namespace resolved from it)."""
+"""Terms: what the run works on and under (its goal and label, its recorded agent, policy
+and limits, its subject and the memory namespace resolved from it)."""
 
 from __future__ import annotations
 
 from durable_agents.workflows.agent_records import AgentRecord, ToolRecord
 from durable_agents.workflows.contracts import RunLimits, RunPolicy
 from durable_agents.workflows.people_inputs import SignedDecision
-from durable_agents.workflows.state.record import Record
+from durable_agents.workflows.state.record import Read, Record
 
 
 class Terms(Record):
     OWNS = frozenset(
-        {
-            "goal",
-            "label",
-            "agent",
-            "policy",
-            "limits",
-            "subject",
-            "subject_grant",
-            "memory_namespace",
-        }
+        {"goal", "label", "agent", "policy", "limits", "subject", "subject_grant"}
+        | {"memory_namespace"}
     )
-
-    @property
-    def goal(self) -> str:
-        return self._s.goal
-
-    @property
-    def label(self) -> str | None:
-        return self._s.label
-
-    @property
-    def policy(self) -> RunPolicy:
-        return self._s.policy
-
-    @property
-    def limits(self) -> RunLimits:
-        return self._s.limits
-
-    @property
-    def subject(self) -> dict[str, str] | None:
-        return self._s.subject
-
-    @property
-    def subject_grant(self) -> SignedDecision | None:
-        return self._s.subject_grant
-
-    @property
-    def memory_namespace(self) -> str | None:
-        return self._s.memory_namespace
+    goal = Read[str]()
+    label = Read[str | None]()
+    policy = Read[RunPolicy]()
+    limits = Read[RunLimits]()
+    subject = Read[dict[str, str] | None]()
+    subject_grant = Read[SignedDecision | None]()
+    memory_namespace = Read[str | None]()
 
     def record_agent(self, agent: AgentRecord) -> None:
         self._set(agent=agent)

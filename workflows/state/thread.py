@@ -1,5 +1,5 @@
-"""Thread, a record of the run's state: a conversation's queue and the tail of its turns
-(None for a run of one goal; workflows/conversation_records.py)."""
+"""Thread: a conversation's queue and the tail of its turns (None for a run of one goal;
+workflows/conversation_records.py)."""
 
 from __future__ import annotations
 
@@ -12,21 +12,17 @@ from durable_agents.workflows.conversation_records import (
 )
 from durable_agents.workflows.people_inputs import Actor
 from durable_agents.workflows.state.audit_log import AuditLog
-from durable_agents.workflows.state.record import Record
+from durable_agents.workflows.state.record import Read, Record
 
 
 class Thread(Record):
     OWNS = frozenset({"conversation"})
-
-    @property
-    def conversation(self) -> ConversationFields | None:
-        return self._s.conversation
+    conversation = Read[ConversationFields | None]()
 
     @property
     def conversation_fields(self) -> ConversationFields:
-        convo = self._s.conversation
-        assert convo is not None, "only a conversation has a thread"
-        return convo
+        assert self._s.conversation is not None, "only a conversation has a thread"
+        return self._s.conversation
 
     def take_message(self, message: QueuedMessage, remembered: int) -> bool:
         """Queue a message once per id (the latest `remembered` ids are known); False for

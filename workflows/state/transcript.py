@@ -1,11 +1,11 @@
-"""Transcript, a record of the run's state: where its transcript stands (the next message
-number, the messages the next model call writes, the people's notes the model must hear,
-the rows written and the store that holds them, where the current phase began)."""
+"""Transcript: where the run's transcript stands (the next message number, the messages
+the next model call writes, the people's notes the model must hear, the rows written and
+the store that holds them, where the current phase began)."""
 
 from __future__ import annotations
 
 from durable_agents.workflows.activity_io import ChatMessage
-from durable_agents.workflows.state.record import Record
+from durable_agents.workflows.state.record import Read, Record
 
 
 class Transcript(Record):
@@ -13,25 +13,12 @@ class Transcript(Record):
         {"next_seq", "outbox", "transcript_rows", "store_queue", "notes_for_model"}
         | {"phase_start_seq"}
     )
-
-    @property
-    def next_seq(self) -> int:
-        return self._s.next_seq
-
-    @property
-    def transcript_rows(self) -> int | None:
-        return self._s.transcript_rows
-
-    @property
-    def phase_start_seq(self) -> int:
-        return self._s.phase_start_seq
+    next_seq = Read[int]()
+    transcript_rows = Read[int | None]()
+    phase_start_seq = Read[int]()
 
     def queue_message(
-        self,
-        role: str,
-        content: str,
-        tool_call_id: str | None = None,
-        speaker: str | None = None,
+        self, role: str, content: str, tool_call_id: str | None = None, speaker: str | None = None
     ) -> ChatMessage:
         """Queue a small message; the next model call writes it to the transcript."""
         message = ChatMessage.model_validate(
@@ -56,8 +43,7 @@ class Transcript(Record):
         self._set(phase_start_seq=self._s.next_seq)
 
     def note_written(self, rows: int) -> None:
-        """`rows` more of the run's transcript rows are in its store (a call that wrote
-        them came back)."""
+        """`rows` more of the run's transcript rows are in its store."""
         if self._s.transcript_rows is not None:
             self._set(transcript_rows=self._s.transcript_rows + rows)
 
@@ -82,7 +68,6 @@ class Transcript(Record):
         self._set(notes_for_model=[])
 
     def drain_outbox(self) -> list[ChatMessage]:
-        """Messages for the next model call."""
         self.flush_notes()
         messages = self._s.outbox
         self._set(outbox=[])
