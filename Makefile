@@ -18,7 +18,7 @@ LOWEST_STAMP := $(LOWEST_VENV)/.installed
 LOWEST_TESTS ?= tests/workflows tests/calling tests/activities tests/conversations \
 	tests/delegation tests/worker tests/runtime tests/memory tests/integration
 
-.PHONY: demo test test-lowest bench chaos histories lint fmt typecheck down clean docs
+.PHONY: demo test check test-lowest bench chaos histories lint fmt typecheck down clean docs
 
 $(STAMP): pyproject.toml constraints.txt
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "durable-agents needs Python 3.11+ (set PYTHON=python3.11)")'
@@ -49,6 +49,15 @@ test: $(STAMP)
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 	$(BIN)/python -m pytest
+
+# The inner loop (about 3 minutes): lint, types, and the tests that need no Temporal server
+# and start no process (rules, records, replays of recorded histories; tests/conftest.py
+# marks the rest `server`).
+check: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+	$(BIN)/python -m pytest -q -m "not server" -p no:cacheprovider
 
 test-lowest: $(LOWEST_STAMP)
 	$(LOWEST_BIN)/python -m pytest -p no:cacheprovider $(LOWEST_TESTS) \

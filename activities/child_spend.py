@@ -12,7 +12,7 @@ from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
 from durable_agents.workflows.contracts import Spend
-from durable_agents.workflows.state import RunSummary
+from durable_agents.workflows.run_summary import RunSummary
 
 
 @activity.defn(name="child_spend")

@@ -37,6 +37,7 @@ from durable_agents.workflows.people_inputs import (
     StatePatch,
 )
 from durable_agents.workflows.records import BUDGET_REQUEST
+from durable_agents.workflows.run_summary import progress_line
 from durable_agents.workflows.state import RunState
 from durable_agents.workflows.tools import ASK_HUMAN
 
@@ -213,7 +214,7 @@ def register(app: FastAPI) -> None:
             edited = await runs.edit(console.client, run_id, patch, console.signer)
         except RunError as err:
             raise refused(err) from None
-        return done(request, run_id, f"edited by {user}: {edited.progress_line()}")
+        return done(request, run_id, f"edited by {user}: {progress_line(edited)}")
 
     @app.post("/runs/{run_id}/fork")
     async def fork(request: Request, run_id: str) -> Response:

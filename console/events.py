@@ -33,8 +33,9 @@ from durable_agents.control.stored import transcript_store
 from durable_agents.runtime.settings import Settings
 from durable_agents.workflows.contract_base import preview
 from durable_agents.workflows.records import RunEvent, RunStatus
-from durable_agents.workflows.state import EventPage, RunState
-from durable_agents.workflows.state import event_page as page_of
+from durable_agents.workflows.run_summary import EventPage
+from durable_agents.workflows.run_summary import event_page as page_of
+from durable_agents.workflows.state import RunState
 
 # 2: `delta` and `segment` events, asked for with ?deltas=1; otherwise as version 1.
 PROTOCOL_VERSION = 2

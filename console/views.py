@@ -20,7 +20,7 @@ from durable_agents.control.runs import WAITING_VALUES, WORKFLOW_TYPE, handle
 from durable_agents.workflows import search_attributes as sa
 from durable_agents.workflows.contracts import DelegatedBy
 from durable_agents.workflows.records import ApprovalRequest, Question, RunStatus
-from durable_agents.workflows.state import RunSummary
+from durable_agents.workflows.run_summary import RunSummary
 
 QUERIES_AT_ONCE = 32
 SUMMARIES_CACHED = 5000  # runs whose summaries are kept (the least recently seen go)

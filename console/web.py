@@ -25,12 +25,14 @@ from durable_agents.control.runs import WEDGED, handle, one_line_of, wedged
 from durable_agents.control.signer import Signer
 from durable_agents.runtime.settings import Settings
 from durable_agents.workflows.contract_base import RUN_ID_PATTERN
+from durable_agents.workflows.run_summary import progress_line
 from durable_agents.workflows.state import RunState
 
 HERE = Path(__file__).parent
 templates = Jinja2Templates(directory=HERE / "templates")
 templates.env.globals["countdown"] = countdown
 templates.env.globals["CSRF_FIELD"] = CSRF_FIELD
+templates.env.globals["progress_line"] = progress_line
 MAX_FORM_FIELDS = 20
 MAX_FIELD_BYTES = 64 * 1024
 MAX_BODY_BYTES = 256 * 1024

@@ -59,8 +59,9 @@ from durable_agents.workflows.records import (
     RunEvent,
     RunStatus,
 )
+from durable_agents.workflows.run_summary import EventPage, RunSummary
 from durable_agents.workflows.start_options import StartOptions
-from durable_agents.workflows.state import EventPage, RunState, RunSummary
+from durable_agents.workflows.state import RunState
 
 WORKFLOW_TYPE = "AgentWorkflow"
 T = TypeVar("T")

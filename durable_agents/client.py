@@ -51,8 +51,9 @@ from durable_agents.workflows.output import NoAnswer, answer_of
 from durable_agents.workflows.people_inputs import Actor, Answer, DecideRequest, StatePatch
 from durable_agents.workflows.records import ApprovalRequest, Question
 from durable_agents.workflows.registry import AgentRegistry
+from durable_agents.workflows.run_summary import RunSummary
 from durable_agents.workflows.start_options import StartFields, StartOptions, conversation_title
-from durable_agents.workflows.state import RunState, RunSummary
+from durable_agents.workflows.state import RunState
 
 T = TypeVar("T")
 AnswerT = TypeVar("AnswerT", bound=BaseModel)

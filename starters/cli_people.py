@@ -19,6 +19,7 @@ from durable_agents.starters.errors import RunIdArgument, fail, run_async
 from durable_agents.starters.render import inbox_table
 from durable_agents.starters.terminal import SafeConsole, shown
 from durable_agents.workflows.people_inputs import Actor, Answer, DecideRequest, StatePatch
+from durable_agents.workflows.run_summary import progress_line
 
 console = SafeConsole()
 AsOption = Annotated[str | None, typer.Option("--as", help="Who is acting (default: you).")]
@@ -144,7 +145,7 @@ async def edit(
     signer = own_signer(settings)
     client = await connect(settings)
     state = await runs.edit(client, run_id, patch, signer)
-    console.print(shown(f"edited {run_id}: {state.progress_line()}"))
+    console.print(shown(f"edited {run_id}: {progress_line(state)}"))
 
 
 @run_async

@@ -23,7 +23,7 @@ from durable_agents.starters.render import print_state
 from durable_agents.starters.terminal import SafeConsole
 from durable_agents.workflows.contracts import RunRequest
 from durable_agents.workflows.people_inputs import DecideRequest
-from durable_agents.workflows.state import RunSummary
+from durable_agents.workflows.run_summary import RunSummary
 
 console = SafeConsole()
 DEMO_AGENT = "invoice"  # examples/invoice.py

@@ -475,7 +475,12 @@ def state_tables() -> tuple[list[tuple[str, list[str]]], list[tuple[str, list[st
             owns = vars(cls).get("OWNS")
             if isinstance(owns, tuple | frozenset | set) and owns:
                 records[cls.__name__] = sorted(map(str, owns))
-    part_modules = flat([modules_of("durable_agents.workflows.phases")])
+    part_modules = flat(
+        [
+            modules_of("durable_agents.workflows.phases"),
+            modules_of("durable_agents.workflows.beginnings"),
+        ]
+    )
     part_modules.append(importlib.import_module("durable_agents.workflows.agent"))
     parts: dict[str, list[str]] = {}
     for module in part_modules:

@@ -14,7 +14,8 @@ from durable_agents.control.runs import InboxItem, RunListing
 from durable_agents.control.timeline import ReplayOutcome
 from durable_agents.starters.terminal import shown
 from durable_agents.workflows.records import RunStatus, StepStatus
-from durable_agents.workflows.state import RunState, RunSummary
+from durable_agents.workflows.run_summary import RunSummary
+from durable_agents.workflows.state import RunState
 
 STATUS_STYLE = {
     RunStatus.COMPLETED: "green",

@@ -35,12 +35,33 @@ from durable_agents.workflows.activity_io import ToolCallInput
 from durable_agents.workflows.contracts import RunRequest
 from durable_agents.workflows.people_inputs import Decision
 from durable_agents.workflows.registry import load_registry, serve_for_replay
-from durable_agents.workflows.state import RunSummary
+from durable_agents.workflows.run_summary import RunSummary
 
 # The bundled examples' agents and tools, as a default worker serves them; replayers in
 # tests (which build their own Replayer) serve them too.
 EXAMPLE_AGENTS = load_registry(DEFAULT_AGENT_MODULES.split(","))
 serve_for_replay(EXAMPLE_AGENTS)
+
+
+# What `make check` leaves out: a test that needs a Temporal server (its fixtures name
+# one), or one of the folders whose tests start processes, stacks or browsers. The rest
+# (rules, records, replays of recorded histories, parsers) is the inner loop.
+SERVER_FIXTURES = frozenset({"dev_env", "time_env", "own_time_env", "own_clock"})
+PROCESS_FOLDERS = frozenset(
+    {"starters", "install", "release", "connection", "console", "infra", "mcp", "bench",
+     "integration"}
+)  # fmt: skip
+# Files elsewhere whose tests run the docs' commands (stacks, workers) as written.
+PROCESS_FILES = frozenset({"test_docs_run_as_written.py", "test_your_own_agent.py"})
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        folder = Path(str(item.path)).relative_to(Path(__file__).parent).parts[0]
+        fixtures = set(getattr(item, "fixturenames", ()))
+        spawns = folder in PROCESS_FOLDERS or item.path.name in PROCESS_FILES
+        if fixtures & SERVER_FIXTURES or spawns:
+            item.add_marker(pytest.mark.server)
 
 
 _exit_status = 0

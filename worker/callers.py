@@ -37,7 +37,7 @@ from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
 from durable_agents.workflows.activity_io import OWN_RUN, RUN_TAG, run_tag
-from durable_agents.workflows.admission import RETENTION_ADVICE
+from durable_agents.workflows.beginnings import RETENTION_ADVICE
 from durable_agents.workflows.records import IDENTITY_SEPARATOR
 
 AGENT_WORKFLOW = "AgentWorkflow"

@@ -23,10 +23,7 @@ from temporalio.exceptions import (
 with workflow.unsafe.imports_passed_through():
     from pydantic import ValidationError
 
-    from durable_agents.workflows import admission, patches, signed_changes, whatif
-    from durable_agents.workflows.agents import (
-        BEFORE_AGENTS,
-    )
+    from durable_agents.workflows import admission, patches, signed_changes
     from durable_agents.workflows.contract_base import preview
     from durable_agents.workflows.contracts import ChildSpend, RunBudget, RunRequest, RunResult
     from durable_agents.workflows.conversation_records import (
@@ -62,12 +59,8 @@ with workflow.unsafe.imports_passed_through():
     )
 
 # The phases are imported as workflow code (the strict sandbox checks them too).
-from durable_agents.workflows.phases.beginnings import (
-    Beginnings,
-    ForkStart,
-    forged_start,
-    fork_start,
-)
+from durable_agents.workflows.beginnings.fork import fork_start
+from durable_agents.workflows.beginnings.start import ForkStart, Start
 from durable_agents.workflows.phases.budget import Budget
 from durable_agents.workflows.phases.context import (
     CHILD_SPENT,
@@ -149,9 +142,9 @@ class AgentWorkflow:
             if s.shadow is not None
             else WaitingForPeople(ctx, requests=s.requests, terms=s.terms)
         )
-        self._beginnings = Beginnings(
-            ctx, fork, signing=signing, audit_log=s.audit_log, book=s.budget_book,
-            transcript=s.transcript,
+        self._start = Start(
+            ctx, fork, lambda: s.agent is not None, signing=signing, audit_log=s.audit_log,
+            book=s.budget_book, transcript=s.transcript,
         )  # fmt: skip
         self._budget = Budget(
             ctx, people, book=s.budget_book, lifecycle=s.lifecycle, moments=s.moments,
@@ -195,41 +188,10 @@ class AgentWorkflow:
         self._ctx.publish()
         if self._refused is not None:
             raise ApplicationError(self._refused, type="StartRefused", non_retryable=True)
-        if (forged := forged_start(request, self.state, workflow.info())) is not None:
-            # Before anything is written: a caller never chooses a run's identity.
-            raise ApplicationError(forged, type="StartRefused", non_retryable=True)
-        if admission.asks_the_record(request, workflow.info()) and workflow.patched(
-            patches.ADMITTED
-        ):
-            # A continuation or a child: taken only as Temporal's record shows it began.
-            await self._beginnings.admit(request)
-        if request.resumes:
-            # What a continuation carries only tightens its own agent's floor.
-            self._beginnings.hold_carried_to_floor()
-        if (
-            misplaced := whatif.misplaced(self.state.shadow, workflow.info().task_queue)
-        ) is not None:
-            raise ApplicationError(misplaced, type="StartRefused", non_retryable=True)
-        if not request.resumes and self._ctx.opening_patched(patches.RUN_IDENTITY):
-            self.state.origin.take_identity(admission.own_identity(workflow.info()))
-        self._ctx.settle_signatures()
-        fresh = not request.resumes and request.fork is None
-        if fresh and self.state.agent is None and self._ctx.opening_patched(patches.AGENT_RECORD):
-            self._ctx.moment(EventKind.STARTED, f"agent {request.agent or BEFORE_AGENTS}")
-            await self._beginnings.adopt_agent(request)
-            await self._beginnings.settle_memory(request)
-        if self._beginnings.fork_error is not None:
-            self._ctx.fail(RunFailed(self._beginnings.fork_error))
-        if request.fork is not None and not request.resumes and self.state.parent:
-            if workflow.patched(patches.FORK_CHECKED):
-                checked = workflow.patched(patches.FORK_RECORD_CHECKED)  # asked before any activity
-                await self._beginnings.take_parent_facts(request.fork, checked)
-            self._ctx.moment(
-                EventKind.FORKED, f"from {self.state.parent.run_id} at {self.state.parent.moment}"
-            )
-            await self._beginnings.copy_parent_transcript(
-                self._beginnings.parent_store_key or self.state.parent.run_id, request.fork
-            )
+        # How the run began (Temporal's record asked where only it shows that), and the
+        # check of that row of the admission table: nothing else here decides.
+        begun = await admission.begun(request, self.state, workflow.info())
+        await admission.ADMISSION[begun.beginning].admits(self._start, begun)
         self._telling = asyncio.create_task(self._tell())
         if self._ctx.cancel_holds():
             self._telling.cancel()

@@ -253,7 +253,7 @@ class RunRequest(StrictModel):
     # A what-if shadow of a recorded run (workflows/whatif.py): only on a what-if queue.
     shadow: ShadowSpec | None = None
     # Set only by the workflow itself when it continues as new: the state it carries,
-    # packed (workflows/state.py: pack_state); plain JSON in runs of earlier versions.
+    # packed (workflows/packing.py: pack_state); plain JSON in runs of earlier versions.
     resume_state: dict[str, Any] | None = None
     resume_state_packed: str | None = None
 

@@ -112,16 +112,6 @@ def whatif_queue(task_queue: str) -> bool:
     return task_queue.startswith(WHATIF_QUEUE_PREFIX)
 
 
-def misplaced(shadow: ShadowSpec | None, task_queue: str) -> str | None:
-    """Why this run may not go on here: a shadow off a what-if queue would have its
-    approvals decided by its start request; a plain run on one would answer nobody."""
-    if shadow is not None and not whatif_queue(task_queue):
-        return "refused: a what-if shadow runs only on a what-if task queue"
-    if shadow is None and whatif_queue(task_queue):
-        return "refused: a what-if task queue runs only what-if shadows"
-    return None
-
-
 # Who the state names for a decision the shadow took from its recording or its policy.
 def recorded_actor(by: str) -> str:
     return f"what-if (as {by})"[:100]

@@ -41,8 +41,9 @@ from durable_agents.runtime.settings import Settings, SubjectKeySetting
 from durable_agents.worker.main import build_worker
 from durable_agents.workflows.admission import ADMISSION, Beginning
 from durable_agents.workflows.contracts import DelegatedBy, ForkSpec, RunPolicy, RunRequest
+from durable_agents.workflows.packing import pack_state
 from durable_agents.workflows.people_inputs import Actor
-from durable_agents.workflows.state import RunState, pack_state
+from durable_agents.workflows.state import RunState
 from durable_agents.workflows.whatif import ShadowSpec
 from tests.conftest import arrange, run_id, settings_for
 from tests.integration.test_outside_callers import (

@@ -20,9 +20,9 @@ from durable_agents.workflows.contracts import (
     RunRequest,
     TrustedKey,
 )
+from durable_agents.workflows.packing import pack_state
 from durable_agents.workflows.people_inputs import Actor
 from durable_agents.workflows.signing import new_key
-from durable_agents.workflows.state import pack_state
 from tests.conftest import count_effects, run_id, wait_for_approval
 from tests.integration.test_outside_callers import causes
 

@@ -28,7 +28,8 @@ from durable_agents.runtime.settings import Settings
 from durable_agents.worker.callers import _is_own
 from durable_agents.workflows.activity_io import ToolCallInput, ToolOutcome
 from durable_agents.workflows.contracts import DelegatedBy, ForkSpec, RunPolicy, RunRequest
-from durable_agents.workflows.state import RunState, pack_state
+from durable_agents.workflows.packing import pack_state
+from durable_agents.workflows.state import RunState
 from tests.conftest import (
     PRUNE_NOW,
     approve_when_asked,

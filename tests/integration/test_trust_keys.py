@@ -40,9 +40,10 @@ from durable_agents.runtime.settings import Settings
 from durable_agents.worker.main import build_worker
 from durable_agents.workflows.activity_io import ToolOutcome
 from durable_agents.workflows.contracts import DelegatedBy, RunLimits, RunPolicy, RunRequest
+from durable_agents.workflows.packing import pack_state
 from durable_agents.workflows.people_inputs import Decision
 from durable_agents.workflows.records import IDENTITY_SEPARATOR
-from durable_agents.workflows.state import RunState, pack_state
+from durable_agents.workflows.state import RunState
 from tests.conftest import (
     approve_when_asked,
     arrange,

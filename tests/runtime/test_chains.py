@@ -16,7 +16,8 @@ from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
 from durable_agents.runtime.chains import chain_starts
 from durable_agents.workflows.contracts import RunRequest
-from durable_agents.workflows.state import RunState, pack_state
+from durable_agents.workflows.packing import pack_state
+from durable_agents.workflows.state import RunState
 from tests.conftest import eventually, run_id
 from tests.integration.test_outside_callers import Smuggled, Smuggler
 

@@ -17,7 +17,8 @@ from temporalio.exceptions import ApplicationError
 from durable_agents.runtime.encryption import SEALED_WITH, EncryptionCodec, Keyring, new_key
 from durable_agents.runtime.refused_payloads import SealedPayloadConverter
 from durable_agents.workflows.contracts import RunRequest, RunResult
-from durable_agents.workflows.state import RunState, RunSummary
+from durable_agents.workflows.run_summary import RunSummary
+from durable_agents.workflows.state import RunState
 
 KEYS = Keyring.parse(f"k1={new_key()}")
 WORKER = EncryptionCodec(KEYS, tolerant=True)

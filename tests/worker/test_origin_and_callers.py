@@ -20,7 +20,8 @@ from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 from durable_agents.activities.runs import run_origin
 from durable_agents.worker.callers import CallerCheck
 from durable_agents.workflows.contracts import RunRequest
-from durable_agents.workflows.state import RunState, pack_state
+from durable_agents.workflows.packing import pack_state
+from durable_agents.workflows.state import RunState
 from tests.conftest import eventually, run_id
 from tests.integration.test_outside_callers import Smuggled, Smuggler
 

@@ -1,28 +1,41 @@
 """The admission (workflows/admission.py): its table has a row for every way a run begins
-(docs/reference/admission.md prints it, `make docs`), and its decision, walked row by row
-over what Temporal's record could say, refuses every carried state but a continuation's
+(docs/reference/admission.md prints it, `make docs`), each with the check that admits a
+run begun that way (workflows/beginnings/), and `AgentWorkflow.run` is decided by that
+check alone: a row's check replaced decides a real run. Walked row by row over what
+Temporal's record could say, the checks refuse every carried state but a continuation's
 own."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import uuid
+from dataclasses import dataclass, replace
+from typing import Any
 
 import pytest
+from temporalio import workflow
+from temporalio.client import Client, WorkflowFailureError
+from temporalio.exceptions import ApplicationError
 
 from durable_agents.workflows import admission
 from durable_agents.workflows.activity_io import OtherRun, RunOrigin
 from durable_agents.workflows.admission import ADMISSION, Beginning
+from durable_agents.workflows.agent import AgentWorkflow
+from durable_agents.workflows.beginnings.continued import continuation_refused
+from durable_agents.workflows.beginnings.start import Begun, Start
 from durable_agents.workflows.contracts import DelegatedBy, ForkSpec, RunRequest
+from durable_agents.workflows.packing import MAX_PACKED_STATE_CHARS
 from durable_agents.workflows.people_inputs import SignedDecision
-from durable_agents.workflows.state import MAX_PACKED_STATE_CHARS, RunState
+from durable_agents.workflows.state import RunState
+from durable_agents.workflows.state.origin import Origin
 from tests.conftest import arrange
 
 OURS = OtherRun(found=True, workflow_type="AgentWorkflow", task_queue="q", on_this_queue=True)
 
 
-def test_the_table_has_a_row_for_every_beginning() -> None:
+def test_the_table_has_a_row_with_a_check_for_every_beginning() -> None:
     assert set(ADMISSION) == set(Beginning)
     assert all(rule.trusts and rule.shown_by for rule in ADMISSION.values())
+    assert all(callable(rule.admits) for rule in ADMISSION.values())
 
 
 @dataclass
@@ -61,7 +74,43 @@ GOOD_ORIGIN = RunOrigin(initiator="continue_as_new", previous=OURS, continued_in
 
 def test_a_continuation_with_its_own_record_is_admitted() -> None:
     info = CONTINUED
-    assert admission.refusal(CARRIES, info, GOOD_ORIGIN, state_of(info)) is None  # type: ignore[arg-type]
+    assert continuation_refused(info, GOOD_ORIGIN, state_of(info).origin) is None  # type: ignore[arg-type]
+
+
+class Admitted(Exception):
+    """The check went past what Temporal's record shows (on to open the run)."""
+
+
+@dataclass
+class Run:
+    """The part a check is handed (`Start`), with only the record of who the run is:
+    anything more it asks for means the record's part of the check admitted the run."""
+
+    origin: Origin
+
+    def __getattr__(self, name: str) -> Any:
+        raise Admitted(name)
+
+
+async def decided(
+    request: RunRequest, info: Info, origin: RunOrigin | None, state: RunState, mp: Any
+) -> str | None:
+    """What the admission says of a start, as `AgentWorkflow` asks it: what the start
+    event alone shows, a forged start, then the check of the row the beginning names."""
+    refused = admission.before_parsing(request, info, True)  # type: ignore[arg-type]
+    refused = refused or admission.forged_start(request, state, info)  # type: ignore[arg-type]
+    if refused is not None:
+        return refused
+    beginning = admission.beginning_of(request, info, origin)  # type: ignore[arg-type]
+    mp.setattr(workflow, "info", lambda: info)
+    run: Any = Run(state.origin)
+    try:
+        await ADMISSION[beginning].admits(run, Begun(request, beginning, origin))
+    except ApplicationError as err:
+        return err.message
+    except Admitted:
+        return None
+    raise AssertionError("a check either refuses or opens the run")
 
 
 # Each hostile case: (request, info, origin, identity, what the refusal says).
@@ -128,15 +177,19 @@ HOSTILE = {
 
 
 @pytest.mark.parametrize("case", list(HOSTILE))
-def test_a_hostile_beginning_is_refused_in_one_line(case: str) -> None:
+async def test_a_hostile_beginning_is_refused_in_one_line(
+    case: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     request, info, origin, identity, says = HOSTILE[case]
-    refused = admission.before_parsing(request, info, True)  # type: ignore[arg-type]
-    if refused is None:
-        assert origin is not None, case
-        state = state_of(info, identity)
-        refused = admission.refusal(request, info, origin, state)  # type: ignore[arg-type]
+    state = state_of(info, identity) if identity != "x" else state_of(Info())
+    refused = await decided(request, info, origin, state, monkeypatch)
     assert refused is not None and refused.startswith("refused: ") and "\n" not in refused
     assert says in refused, refused
+
+
+async def test_a_continuation_its_record_shows_is_opened(monkeypatch: pytest.MonkeyPatch) -> None:
+    said = await decided(CARRIES, CONTINUED, GOOD_ORIGIN, state_of(CONTINUED), monkeypatch)
+    assert said is None
 
 
 def test_each_beginning_is_told_apart() -> None:
@@ -163,3 +216,33 @@ def test_each_beginning_is_told_apart() -> None:
     assert set(told) == set(Beginning)
     for beginning, (request, info, origin) in told.items():
         assert admission.beginning_of(request, info, origin) is beginning  # type: ignore[arg-type]
+
+
+async def _refused_by_the_test(run: Start, begun: Begun) -> None:
+    raise ApplicationError(
+        f"refused: the test's row ({begun.beginning.value})", type="StartRefused",
+        non_retryable=True,
+    )  # fmt: skip
+
+
+@pytest.mark.usefixtures("ts_worker")
+async def test_a_run_is_decided_by_its_rows_check(
+    time_env: Any, ts_settings: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One row's check replaced: a real run begun that way is decided by it, before any
+    activity; the table is what `AgentWorkflow.run` asks, and nothing else."""
+    refusing = replace(ADMISSION[Beginning.FRESH], admits=_refused_by_the_test)
+    monkeypatch.setitem(ADMISSION, Beginning.FRESH, refusing)
+    client: Client = time_env.client
+    rid = f"row-{uuid.uuid4().hex[:8]}"
+    request = RunRequest(goal="pay", agent="invoice", label="pay-invoice")
+    handle = await client.start_workflow(
+        AgentWorkflow.run, request, id=rid, task_queue=ts_settings.task_queue
+    )
+    with pytest.raises(WorkflowFailureError) as failed:
+        await handle.result()
+    cause = failed.value.cause
+    assert isinstance(cause, ApplicationError), cause
+    assert cause.message == "refused: the test's row (fresh start)"
+    history = await handle.fetch_history()
+    assert not [e for e in history.events if e.HasField("activity_task_scheduled_event_attributes")]

@@ -13,9 +13,10 @@ from datetime import UTC, datetime
 
 import pytest
 
+from durable_agents.workflows.beginnings.fork import first_difference
 from durable_agents.workflows.contracts import RunRequest
-from durable_agents.workflows.phases.beginnings import first_difference
-from durable_agents.workflows.state import RunState, pack_state
+from durable_agents.workflows.packing import pack_state
+from durable_agents.workflows.state import RunState
 
 RECORD = RunState.start("victim", RunRequest(goal="pay", label="pay-invoice"), datetime.now(UTC))
 

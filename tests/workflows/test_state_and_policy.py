@@ -12,6 +12,7 @@ from pydantic import ValidationError
 from durable_agents.examples.invoice import PayInvoiceArgs
 from durable_agents.workflows.agent_records import ToolRecord
 from durable_agents.workflows.contracts import DelegatedBy, RunPolicy, RunRequest
+from durable_agents.workflows.packing import pack_state
 from durable_agents.workflows.people_inputs import DecideRequest, StatePatch
 from durable_agents.workflows.policy import approval_rule, idempotency_key
 from durable_agents.workflows.records import (
@@ -21,14 +22,8 @@ from durable_agents.workflows.records import (
     RunStatus,
     StepStatus,
 )
-from durable_agents.workflows.state import (
-    RunState,
-    apply_patch,
-    forked,
-    pack_state,
-    patch_error,
-    unpack_state,
-)
+from durable_agents.workflows.run_summary import progress_line
+from durable_agents.workflows.state import RunState, apply_patch, forked, patch_error, unpack_state
 from durable_agents.workflows.timeline import WrittenItems, state_json
 from tests.conftest import EXAMPLE_AGENTS, arrange
 
@@ -46,7 +41,7 @@ def test_plan_steps_and_completion():
     step = state.steps.next_step()
     assert step is not None and step.index == 1
     state.steps.start_step(step, NOW)
-    assert state.progress_line() == "step 1/2: a — running"
+    assert progress_line(state) == "step 1/2: a — running"
     state.steps.complete_step(step, "did a", NOW)
     assert [s.status for s in state.plan] == [StepStatus.DONE, StepStatus.PENDING]
     assert state.steps.next_step().index == 2  # type: ignore[union-attr]

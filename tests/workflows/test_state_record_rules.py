@@ -37,11 +37,11 @@ from durable_agents.workflows.records import (
     SignedUse,
     StepStatus,
 )
+from durable_agents.workflows.run_summary import for_readers, waiting_for
 from durable_agents.workflows.state import (
     RunState,
     apply_patch,
     cancel,
-    for_readers,
     forked,
     trim_for_a_long_life,
 )
@@ -184,7 +184,7 @@ def test_a_pause_and_a_resume_return_to_what_the_run_waited_for():
     state.requests.request_approval(approval("a1", 1))
     state.lifecycle.request_pause(Actor(by="ops"), NOW)
     state.lifecycle.enter_pause()
-    assert state.status is RunStatus.PAUSED and state.waiting_for == "resume"
+    assert state.status is RunStatus.PAUSED and waiting_for(state) == "resume"
     state.lifecycle.resume(Actor(by="ops"), NOW)
     assert state.status is RunStatus.AWAITING_APPROVAL and not state.pause_requested
 

@@ -19,7 +19,7 @@ from pydantic import BaseModel
 from durable_agents.workflows.contracts import RunRequest
 from durable_agents.workflows.state import RunState, StateWriteRefused, run_state
 from durable_agents.workflows.state.fields import StateFields
-from durable_agents.workflows.state.record import Record
+from durable_agents.workflows.state.record import Read, Record
 from durable_agents.workflows.state.run_state import OWNER_OF, RECORDS
 
 ROOT = Path(__file__).parents[2]
@@ -402,3 +402,15 @@ def test_the_search_follows_what_a_modules_own_function_hands_out():
         "workflows/phases/deciding.py:6: shadow written from RecordedDecisions"
     ]
     assert {"take_decision", "take_answer", "take_delegation"} <= MUTATORS
+
+
+def test_what_a_record_hands_out_to_read_is_typed_as_its_field():
+    """`goal = Read[str]()`: the type said there is the field's own (mypy trusts it)."""
+    reads = [(r, n, m) for r in RECORDS for n, m in vars(r).items() if isinstance(m, Read)]
+    assert reads
+    for record, name, read in reads:
+        said = get_args(vars(read)["__orig_class__"])[0]
+        assert said == StateFields.model_fields[name].annotation, (record.__name__, name)
+    terms = new_state().terms
+    with pytest.raises(StateWriteRefused, match="goal is written by a transition"):
+        terms.goal = "other"

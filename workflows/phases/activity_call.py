@@ -79,7 +79,7 @@ async def call_activity(
     """Call the activity registered as `name` with its options (those of FIXED unless the
     run's own are given); `local`: as a local activity (its result in the history too).
     `cancellation_fails`: the one exception to the rule, for a check made as the run
-    starts whose runs recorded a cancellation as its failure (Beginnings)."""
+    starts whose runs recorded a cancellation as its failure (workflows/beginnings/)."""
     given: dict[str, Any] = (options or FIXED[name]).kwargs()
     store_bound = name in STORE_BOUND and not local
     if store_bound and (queue := store_queue()) is not None:

@@ -26,19 +26,22 @@ from temporalio.exceptions import (
 with workflow.unsafe.imports_passed_through():
     from pydantic import BaseModel
 
-    from durable_agents.workflows import admission, patches, signing, timeline
+    from durable_agents.workflows import patches, signing, timeline
     from durable_agents.workflows import search_attributes as sa
     from durable_agents.workflows.activity_io import run_tag
     from durable_agents.workflows.agent_records import AgentRecord
     from durable_agents.workflows.agents import BEFORE_AGENTS, Agent
+    from durable_agents.workflows.beginnings import own_identity
     from durable_agents.workflows.contract_base import preview
     from durable_agents.workflows.contracts import ChildSpend, RunRequest
     from durable_agents.workflows.event_kinds import PUBLISHED_AT, EventKind
     from durable_agents.workflows.memory import MEMORY_TOOLS
+    from durable_agents.workflows.packing import pack_state
     from durable_agents.workflows.people_inputs import Actor
     from durable_agents.workflows.registry import AgentRegistry, served
+    from durable_agents.workflows.run_summary import progress_line, waiting_for
     from durable_agents.workflows.start_options import StartOptions
-    from durable_agents.workflows.state import RunState, pack_state, trim_for_a_long_life
+    from durable_agents.workflows.state import RunState, trim_for_a_long_life
     from durable_agents.workflows.tools import (
         ASK_HUMAN,
         COMPLETE_STEP,
@@ -117,7 +120,7 @@ class RunContext:
         another run's task, it names a run that is not the caller's, and the worker's
         caller check refuses it."""
         key = self._state.store_key
-        if key != admission.own_identity(workflow.info()):
+        if key != own_identity(workflow.info()):
             return key
         if model_call and not self._identity_named:
             self._identity_named = True
@@ -161,8 +164,8 @@ class RunContext:
 
     def publish(self) -> None:
         """Keep the Web UI's current details and our search attributes in step with the state."""
-        workflow.set_current_details(self._state.progress_line())
-        wanted = (self._state.status.value, self._state.current_step or 0, self._state.waiting_for)
+        workflow.set_current_details(progress_line(self._state))
+        wanted = (self._state.status.value, self._state.current_step or 0, waiting_for(self._state))
         if self._step_with_status is None:
             self._step_with_status = self.opening_patched(patches.STEP_WITH_STATUS)
         if self._step_with_status:
@@ -173,13 +176,13 @@ class RunContext:
             return
         self._published = wanted
         # Only what changed: most steps move the step number alone, one payload, not three.
-        status, step, waiting_for = before or (None, None, None)
+        status, step, waited = before or (None, None, None)
         updates: list[SearchAttributeUpdate[Any]] = []
         if wanted[0] != status:
             updates.append(sa.STATUS.value_set(wanted[0]))
         if wanted[1] != step:
             updates.append(sa.STEP.value_set(wanted[1]))
-        if wanted[2] != waiting_for:
+        if wanted[2] != waited:
             updates.append(sa.WAITING_FOR.value_set(wanted[2]))
         workflow.upsert_search_attributes(updates)
 
