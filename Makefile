@@ -15,6 +15,10 @@ BENCH_STAMP := $(BENCH_VENV)/.installed
 LOWEST_VENV ?= .venv-lowest
 LOWEST_BIN := $(LOWEST_VENV)/bin
 LOWEST_STAMP := $(LOWEST_VENV)/.installed
+# The suite's processes (pytest-xdist, a file to each in turn): its tests mostly wait on
+# Temporal, the stores and the processes they start, so three share two cores well.
+TEST_WORKERS ?= 3
+PARALLEL := -n $(TEST_WORKERS) --dist loadfile
 LOWEST_TESTS ?= tests/workflows tests/calling tests/activities tests/conversations \
 	tests/delegation tests/worker tests/runtime tests/memory tests/integration
 
@@ -48,7 +52,7 @@ test: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest $(PARALLEL)
 
 # The inner loop (about 3 minutes): lint, types, and the tests that need no Temporal server
 # and start no process (rules, records, replays of recorded histories; tests/conftest.py
@@ -60,7 +64,7 @@ check: $(STAMP)
 	$(BIN)/python -m pytest -q -m "not server" -p no:cacheprovider
 
 test-lowest: $(LOWEST_STAMP)
-	$(LOWEST_BIN)/python -m pytest -p no:cacheprovider $(LOWEST_TESTS) \
+	$(LOWEST_BIN)/python -m pytest -p no:cacheprovider $(PARALLEL) $(LOWEST_TESTS) \
 		--ignore=tests/worker/test_beside_peers.py --ignore=tests/worker/test_plugin_order.py
 
 bench: $(BENCH_STAMP)

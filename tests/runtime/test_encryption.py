@@ -71,6 +71,7 @@ def test_store_rows_rotate_too_and_plain_rows_still_read(tmp_path):
         ("k1=AAAA", "3 bytes, AES-256 needs 32"),
         (f"k1={KEY_OLD},k1={KEY_NEW}", "appears twice"),
     ],
+    ids=["empty", "no key", "not base64", "short", "an id twice"],  # the keys are random
 )
 def test_unusable_keys_are_refused_clearly(text, says):
     with pytest.raises(KeyringError, match=says):
